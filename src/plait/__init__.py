@@ -1,0 +1,74 @@
+"""plait — hybrid retrieval for RAG.
+
+BM25 and dense vectors over the same chunks, fused with Reciprocal Rank Fusion before
+the top-k cut; every hit carries its citation, match badge and rank in each arm.
+"""
+
+from __future__ import annotations
+
+from plait.chunking import ChunkSettings
+from plait.errors import (
+    ConfigError,
+    ModelMismatchError,
+    NotFoundError,
+    PlaitError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderUnavailableError,
+    SourceError,
+    StoreError,
+    StoreUnavailableError,
+    ValidationError,
+)
+from plait.service import Plait
+from plait.stores import SQLiteStore, Store, open_store
+from plait.types import (
+    Chunk,
+    CollectionInfo,
+    EmbeddingReport,
+    FileOrigin,
+    FusionMethod,
+    FusionSettings,
+    Hit,
+    IndexReport,
+    Match,
+    Ranks,
+    SearchResult,
+    SessionOrigin,
+    SkippedSource,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Chunk",
+    "ChunkSettings",
+    "CollectionInfo",
+    "ConfigError",
+    "EmbeddingReport",
+    "FileOrigin",
+    "FusionMethod",
+    "FusionSettings",
+    "Hit",
+    "IndexReport",
+    "Match",
+    "ModelMismatchError",
+    "NotFoundError",
+    "Plait",
+    "PlaitError",
+    "ProviderError",
+    "ProviderResponseError",
+    "ProviderUnavailableError",
+    "Ranks",
+    "SQLiteStore",
+    "SearchResult",
+    "SessionOrigin",
+    "SkippedSource",
+    "SourceError",
+    "Store",
+    "StoreError",
+    "StoreUnavailableError",
+    "ValidationError",
+    "__version__",
+    "open_store",
+]

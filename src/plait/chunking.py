@@ -1,0 +1,313 @@
+"""Cut Markdown and plain text into overlapping, citable chunks.
+
+Markdown is cut by heading first, then by size inside each section; plain text is cut
+by size only. Every chunk is an exact slice of the input (``text[start:end]``), so a
+citation can always point back at the original characters.
+
+Sections
+    An ATX heading (``#`` to ``######`` at the start of a line, after at most three
+    spaces, followed by a space, a tab or the end of the line) starts a section that
+    runs up to the next heading. A heading of level *n* closes every open heading of
+    level *n* or deeper, so ``# A`` / ``### C`` / ``## B`` gives ``B`` the path
+    ``("A", "B")``. Lines inside fenced code blocks (opened by three or more backticks
+    or tildes, closed by a run of the same character at least as long; an unclosed
+    fence runs to the end of the input) are never headings. Setext headings (text
+    underlined with ``===`` or ``---``) are *not* recognised: they stay body text of
+    the enclosing section. The heading line belongs to its own section, so a
+    section's first chunk starts with it, and a heading with no body still yields a
+    chunk. Text before the first heading has the path ``()``. Only ``\\n`` (and so
+    ``\\r\\n``) ends a line; a byte-order mark may precede a heading.
+
+The size rule (:func:`split_by_size`), applied to each section
+    Chunks never start or end with whitespace (:meth:`str.isspace`), so no chunk is
+    empty or whitespace-only and whitespace-only sections yield nothing. Let ``pos``
+    be where the current chunk starts and ``limit`` the end of the text with trailing
+    whitespace removed.
+
+    1. If ``limit - pos <= target`` the rest is the last chunk.
+    2. Otherwise a cut ``c`` is chosen among the positions ``c`` with
+       ``pos + target - window < c <= pos + target + window`` and
+       ``pos < c < limit``; the ideal position is ``t = pos + target``:
+
+       * a paragraph break, i.e. a ``\\n`` whose following line is blank (only
+         whitespace, so ``\\r\\n\\r\\n`` counts), nearest to ``t``;
+       * else a whitespace character nearest to ``t``;
+       * else ``c = t`` exactly, which may split a word (a "hard" cut). With
+         ``window == 0`` there are no candidates and every cut is hard.
+
+       Ties go to the earlier position. The chunk is ``[pos, c)`` minus trailing
+       whitespace, so no chunk is longer than ``target + window``.
+    3. The next chunk starts at the first word start (a non-whitespace character
+       after a whitespace character) in ``[max(c - overlap, pos + 1), c)``, so the
+       overlap never exceeds ``overlap`` and every chunk starts after the previous
+       one. If that region holds no word start, a hard cut keeps the full overlap
+       (starting mid-word, as the long token was already split) while a clean cut
+       gets no overlap: the next chunk starts at the first non-whitespace character
+       at or after ``c``.
+
+    Every non-whitespace character of the input lies in at least one chunk. The work
+    is linear in the input for the default settings: the cut is searched with
+    ``str.find``/``str.rfind`` and bounded regular expressions inside the window,
+    never by rescanning the rest of the text. A hard cut counts code points, so it may
+    separate a combining mark or a joined emoji sequence from its base.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from plait.errors import ConfigError
+
+__all__ = [
+    "ChunkSettings",
+    "TextChunk",
+    "chunk_markdown",
+    "chunk_text",
+    "split_by_size",
+]
+
+_NON_WS = re.compile(r"\S")
+_WS = re.compile(r"\s")
+# Matched from a window's start with ``endpos`` at the ideal cut: the greedy ``.*``
+# leaves ``\s`` on the last whitespace character of the range.
+_LAST_WS = re.compile(r".*\s", re.DOTALL)
+# A whitespace character followed by a non-whitespace one: the latter starts a word.
+_WORD_START = re.compile(r"\s\S")
+# The rest of a line after a "\n" when that line is blank (it may hold a "\r").
+_BLANK_LINE_REST = re.compile(r"[^\S\n]*\n")
+# The only lines that matter to sectioning: ATX headings and code fences.
+_MD_LINE = re.compile(
+    r"^\ufeff? {0,3}(?:"
+    r"(?P<hashes>#{1,6})(?P<title>(?:[ \t][^\n]*)?)\r?$"
+    r"|(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$"
+    r")",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkSettings:
+    """The numbers of the size rule, in characters (code points).
+
+    ``target`` is the ideal chunk length, ``overlap`` the most characters a chunk may
+    share with the previous one, and ``window`` how far from the target a cut may
+    move to land on a paragraph or word break. No chunk is longer than
+    ``target + window``.
+    """
+
+    target: int = 1200
+    overlap: int = 150
+    window: int = 200
+
+    def __post_init__(self) -> None:
+        """Reject values the size rule cannot use, naming the bad value."""
+        for name in ("target", "overlap", "window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"chunk {name} must be an integer, got {value!r}")
+        if self.target <= 0:
+            raise ConfigError(f"chunk target must be greater than 0, got {self.target}")
+        if not 0 <= self.overlap < self.target:
+            raise ConfigError(
+                f"chunk overlap must be at least 0 and less than target ({self.target}), "
+                f"got {self.overlap}"
+            )
+        if self.window < 0:
+            raise ConfigError(f"chunk window must be at least 0, got {self.window}")
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """One chunk: an exact slice of the input and the headings that enclose it.
+
+    ``text == input[start:end]``; ``heading_path`` holds the enclosing headings'
+    titles, outermost first, without ``#`` markers and stripped.
+    """
+
+    text: str
+    start: int
+    end: int
+    heading_path: tuple[str, ...]
+
+
+_DEFAULT_SETTINGS = ChunkSettings()
+
+
+def chunk_markdown(text: str, settings: ChunkSettings = _DEFAULT_SETTINGS) -> list[TextChunk]:
+    """Cut Markdown by heading, then by size inside each section.
+
+    Returns the chunks in input order; ``[]`` for empty or whitespace-only input.
+    """
+    sections = _sections(text)
+    chunks: list[TextChunk] = []
+    for index, (start, path) in enumerate(sections):
+        stop = sections[index + 1][0] if index + 1 < len(sections) else len(text)
+        for span_start, span_end in _split_range(text, start, stop, settings):
+            chunks.append(
+                TextChunk(
+                    text=text[span_start:span_end],
+                    start=span_start,
+                    end=span_end,
+                    heading_path=path,
+                )
+            )
+    return chunks
+
+
+def chunk_text(text: str, settings: ChunkSettings = _DEFAULT_SETTINGS) -> list[TextChunk]:
+    """Cut plain text by size only; every chunk has ``heading_path == ()``."""
+    return [
+        TextChunk(text=text[start:end], start=start, end=end, heading_path=())
+        for start, end in _split_range(text, 0, len(text), settings)
+    ]
+
+
+def split_by_size(text: str, settings: ChunkSettings) -> list[tuple[int, int]]:
+    """The size rule: the ``(start, end)`` spans of ``text``'s chunks, in order.
+
+    See the module docstring for the exact rule. Spans never start or end on
+    whitespace; whitespace-only text gives ``[]``.
+    """
+    return _split_range(text, 0, len(text), settings)
+
+
+# --- sections -------------------------------------------------------------------------
+
+
+def _sections(text: str) -> list[tuple[int, tuple[str, ...]]]:
+    """Each section's start offset and heading path, in order; the first starts at 0."""
+    sections: list[tuple[int, tuple[str, ...]]] = [(0, ())]
+    open_headings: list[tuple[int, str]] = []
+    fence: str | None = None  # the opening run of the fenced block we are in
+    for match in _MD_LINE.finditer(text):
+        run = match.group("fence")
+        if fence is not None:
+            if (
+                run is not None
+                and run[0] == fence[0]
+                and len(run) >= len(fence)
+                and not match.group("info").strip()
+            ):
+                fence = None
+            continue
+        if run is not None:
+            if run[0] == "`" and "`" in match.group("info"):
+                continue  # CommonMark: a backtick fence's info string has no backtick
+            fence = run
+            continue
+        level = len(match.group("hashes"))
+        while open_headings and open_headings[-1][0] >= level:
+            open_headings.pop()
+        open_headings.append((level, _heading_title(match.group("title"))))
+        path = tuple(title for _, title in open_headings)
+        if match.start() == 0:
+            sections[0] = (0, path)
+        else:
+            sections.append((match.start(), path))
+    return sections
+
+
+def _heading_title(raw: str) -> str:
+    """A heading's text: stripped, without an optional closing run of ``#``."""
+    title = raw.strip()
+    bare = title.rstrip("#")
+    if not bare:
+        return ""
+    if bare != title and bare[-1] in " \t":
+        return bare.rstrip()
+    return title
+
+
+# --- the size rule --------------------------------------------------------------------
+
+
+def _split_range(
+    text: str, start: int, stop: int, settings: ChunkSettings
+) -> list[tuple[int, int]]:
+    """Apply the size rule to ``text[start:stop]``; spans are offsets into ``text``."""
+    first = _NON_WS.search(text, start, stop)
+    if first is None:
+        return []
+    pos = first.start()
+    limit = start + len(text[start:stop].rstrip())
+    spans: list[tuple[int, int]] = []
+    while limit - pos > settings.target:
+        cut, clean = _find_cut(text, pos, limit, settings)
+        spans.append((pos, pos + len(text[pos:cut].rstrip())))
+        pos = _next_start(text, pos, cut, clean, settings.overlap, limit)
+    spans.append((pos, limit))
+    return spans
+
+
+def _find_cut(text: str, pos: int, limit: int, settings: ChunkSettings) -> tuple[int, bool]:
+    """Where the chunk starting at ``pos`` ends, and whether that is a clean break.
+
+    Requires ``limit - pos > settings.target``, so the ideal cut lies before ``limit``.
+    """
+    ideal = pos + settings.target
+    low = max(ideal - settings.window + 1, pos + 1)
+    high = min(ideal + settings.window, limit - 1)
+    if low > high:
+        return ideal, False
+    cut = _nearest_paragraph_break(text, low, high, ideal, limit)
+    if cut < 0:
+        cut = _nearest_whitespace(text, low, high, ideal)
+    if cut < 0:
+        return ideal, False
+    return cut, True
+
+
+def _nearest(back: int, forward: int, ideal: int) -> int:
+    """The nearer of two candidates (-1 = none) around ``ideal``; ties go back."""
+    if back < 0:
+        return forward
+    if forward < 0 or ideal - back <= forward - ideal:
+        return back
+    return forward
+
+
+def _is_paragraph_break(text: str, newline: int, limit: int) -> bool:
+    """Whether the line after the ``\\n`` at ``newline`` is blank."""
+    return _BLANK_LINE_REST.match(text, newline + 1, limit) is not None
+
+
+def _nearest_paragraph_break(text: str, low: int, high: int, ideal: int, limit: int) -> int:
+    """The paragraph-break ``\\n`` in ``[low, high]`` nearest ``ideal``, or -1."""
+    back = text.rfind("\n", low, ideal + 1)
+    while back >= 0 and not _is_paragraph_break(text, back, limit):
+        back = text.rfind("\n", low, back)
+    # Forward candidates only matter while they are strictly nearer than ``back``.
+    forward_high = high if back < 0 else min(high, 2 * ideal - back - 1)
+    forward = text.find("\n", ideal + 1, forward_high + 1)
+    while forward >= 0 and not _is_paragraph_break(text, forward, limit):
+        forward = text.find("\n", forward + 1, forward_high + 1)
+    return _nearest(back, forward, ideal)
+
+
+def _nearest_whitespace(text: str, low: int, high: int, ideal: int) -> int:
+    """The whitespace character in ``[low, high]`` nearest ``ideal``, or -1."""
+    match = _LAST_WS.match(text, low, ideal + 1)
+    back = match.end() - 1 if match else -1
+    forward_high = high if back < 0 else min(high, 2 * ideal - back - 1)
+    found = _WS.search(text, ideal + 1, forward_high + 1)
+    forward = found.start() if found else -1
+    return _nearest(back, forward, ideal)
+
+
+def _next_start(text: str, pos: int, cut: int, clean: bool, overlap: int, limit: int) -> int:
+    """Where the chunk after ``[pos, cut)`` starts; always ``> pos`` and ``< limit``."""
+    if overlap > 0:
+        low = max(cut - overlap, pos + 1)
+        if low < cut:
+            # A "\s\S" match starting at ``low - 1`` or later puts a word start in
+            # ``[low, cut)``; ``low - 1 >= pos >= 0``.
+            word = _WORD_START.search(text, low - 1, cut)
+            if word is not None:
+                return word.start() + 1
+            if not clean and not text[low].isspace():
+                return low
+    following = _NON_WS.search(text, cut, limit)
+    # ``text[limit - 1]`` is not whitespace and ``cut < limit``, so this always matches;
+    # ``cut`` (> pos, < limit) is only a type-checker's fallback.
+    return following.start() if following is not None else cut

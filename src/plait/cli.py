@@ -1,0 +1,291 @@
+"""The ``plait`` command line: a thin adapter over :class:`plait.service.Plait`.
+
+Every command takes ``--store``, ``--collection`` and ``--embedder``; every command that
+prints results takes ``--json`` and then prints exactly the camelCase model the HTTP
+API returns. Exit code 0 on success, 1 on a user error with a one-line message (no
+traceback unless ``--debug``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from plait.config import Settings
+from plait.errors import PlaitError
+from plait.service import Plait
+from plait.types import IndexReport, SearchResult, to_json
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="plait",
+    help="Hybrid retrieval for RAG: BM25 + dense vectors, fused before the cut, with citations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Store: a SQLite file path (env PLAIT_STORE).")
+]
+CollectionOpt = Annotated[
+    str | None, typer.Option("--collection", "-c", help="Collection name (default 'default').")
+]
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        help="e5 | minilm | ollama | openai | none (default: the collection's recorded one).",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and per-stage timings.")]
+
+T = TypeVar("T")
+
+
+@contextmanager
+def _engine(store: str | None, embedder: str | None) -> Iterator[Plait]:
+    settings = Settings.resolve(store=store, embedder=embedder)
+    engine = Plait(settings.store, embedder=settings.embedder)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def _run(debug: bool, action: Callable[[], T]) -> T:
+    try:
+        return action()
+    except PlaitError as exc:
+        if debug:
+            raise
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _print_json(model: BaseModel | list[Any] | dict[str, Any]) -> None:
+    data = to_json(model) if isinstance(model, BaseModel) else model
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def _collection(name: str | None) -> str:
+    return Settings.resolve(collection=name).collection
+
+
+def _print_report(report: IndexReport) -> None:
+    emb = report.embedding
+    console.print(
+        f"[bold]{report.collection}[/bold]: {report.sources_indexed}/{report.sources_seen} sources indexed · "
+        f"chunks +{report.chunks_added} ~{report.chunks_updated} ={report.chunks_unchanged} "
+        f"-{report.chunks_deleted}",
+        highlight=False,
+    )
+    vec = f"vectors: {emb.embedded} embedded, {emb.reused} reused, {emb.skipped} missing"
+    if emb.reason:
+        vec += f" — {emb.reason}"
+    console.print(vec, highlight=False)
+    for item in report.skipped:
+        console.print(f"  [yellow]skipped[/yellow] {item.path}: {item.reason}", highlight=False)
+    state = "[green]complete[/green]" if report.complete else "[yellow]incomplete[/yellow]"
+    console.print(f"{state} in {report.elapsed_ms / 1000:.1f}s")
+
+
+def _progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("sources · {task.fields[chunks]} chunks"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+
+
+@app.command()
+def index(
+    path: Annotated[Path, typer.Argument(help="A folder of Markdown/text files, or a .jsonl file.")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    scope: Annotated[str | None, typer.Option(help="Scope for a .jsonl file (default docs).")] = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Index a folder (docs/adr/ → scope adr, the rest → docs) or a JSONL/BEIR corpus."""
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        if as_json or not err.is_terminal:
+            report = _run(debug, lambda: engine.index(path, collection=name, scope=scope))
+        else:
+            with _progress_bar() as bar:
+                task = bar.add_task("index", total=None, chunks=0)
+
+                def tick(docs: int, chunks: int) -> None:
+                    bar.update(task, completed=docs, chunks=chunks)
+
+                report = _run(
+                    debug, lambda: engine.index(path, collection=name, scope=scope, progress=tick)
+                )
+    if as_json:
+        _print_json(report)
+    else:
+        _print_report(report)
+
+
+@app.command()
+def reindex(
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Re-read the collection's recorded sources and backfill missing vectors."""
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        report = _run(debug, lambda: engine.reindex(collection=name))
+    if as_json:
+        _print_json(report)
+    else:
+        _print_report(report)
+
+
+def _origin_text(hit: Any) -> str:
+    origin = hit.origin
+    if origin.kind == "file":
+        path = origin.source_path
+        return path + (" › " + " › ".join(origin.heading_path) if origin.heading_path else "")
+    return f"session {origin.session_id} · event {origin.event_id}"
+
+
+_BADGE = {"both": "[green]both[/green]", "lexical": "[cyan]lexical[/cyan]", "semantic": "[magenta]semantic[/magenta]"}
+
+
+def _print_result(result: SearchResult, debug: bool) -> None:
+    table = Table(title=f"“{result.query}” — {result.collection}", show_lines=False, expand=True)
+    table.add_column("#", justify="right", width=3)
+    table.add_column("match", width=9)
+    table.add_column("score", justify="right", width=7)
+    table.add_column("dense", justify="right", width=5)
+    table.add_column("lexical", justify="right", width=7)
+    table.add_column("origin", ratio=2, overflow="fold")
+    table.add_column("content", ratio=3, overflow="ellipsis", no_wrap=True)
+    for hit in result.hits:
+        table.add_row(
+            str(hit.ranks.fused),
+            _BADGE[hit.match.value],
+            f"{hit.score:.4f}",
+            "—" if hit.ranks.dense is None else str(hit.ranks.dense),
+            "—" if hit.ranks.lexical is None else str(hit.ranks.lexical),
+            _origin_text(hit),
+            " ".join(hit.content.split())[:160],
+        )
+    console.print(table)
+    f = result.fusion
+    line = f"fusion {f.method.value}"
+    line += f" (k={f.rrf_k}, lexical_weight={f.lexical_weight})" if f.method.value == "rrf" else (
+        f" (vector {f.vector_weight} / lexical {f.lexical_score_weight}, threshold {f.threshold})"
+    )
+    line += f" · over-fetch {f.overfetch} · "
+    line += "dense arm on" if result.vector_available else f"[yellow]lexical only[/yellow]: {result.vector_unavailable_reason}"
+    console.print(line, highlight=False)
+    if debug:
+        console.print("timings (ms): " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="The query.")],
+    k: Annotated[int, typer.Option("-k", help="How many hits.")] = 8,
+    fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
+    lexical_weight: Annotated[float | None, typer.Option(help="0..1; 0.5 weighs both arms equally.")] = None,
+    overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
+    scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
+    meta: Annotated[list[str] | None, typer.Option(help="Metadata filter KEY=VALUE (repeatable).")] = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Hybrid search: a table with badge, rank in each arm and origin."""
+    name = _collection(collection)
+    metadata: dict[str, str] = {}
+    for item in meta or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            err.print(f"[red]error:[/red] --meta {item!r} is not KEY=VALUE", highlight=False)
+            raise typer.Exit(1)
+        metadata[key] = value
+    with _engine(store, embedder) as engine:
+        result = _run(
+            debug,
+            lambda: engine.search(
+                query,
+                collection=name,
+                k=k,
+                fusion=fusion,
+                lexical_weight=lexical_weight,
+                overfetch=overfetch,
+                scopes=scope,
+                metadata=metadata or None,
+            ),
+        )
+    if as_json:
+        _print_json(result)
+    else:
+        _print_result(result, debug)
+
+
+@app.command()
+def collections(
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """List collections with their embedding model and counts."""
+    with _engine(store, embedder) as engine:
+        infos = _run(debug, engine.collections)
+    if as_json:
+        _print_json([to_json(i) for i in infos])
+        return
+    table = Table(title="collections")
+    for column in ("name", "model", "dim", "sources", "chunks", "no vector", "last indexed"):
+        table.add_column(column)
+    for i in infos:
+        table.add_row(
+            i.name,
+            f"{i.embedder_provider}/{i.embedder_model}" if i.embedder_model else "—",
+            str(i.dimension or "—"),
+            str(i.sources),
+            str(i.chunks),
+            str(i.chunks_without_vector),
+            i.last_indexed_at or "—",
+        )
+    console.print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

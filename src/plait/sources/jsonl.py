@@ -1,0 +1,75 @@
+"""Generic JSONL documents, the BEIR corpus format: ``{"_id", "title", "text", ...}``.
+
+One document per line. ``_id`` (or ``id``) is required and becomes the source id;
+``title`` and ``text`` are joined as the chunked text (the title as a heading when
+present); other scalar fields are copied into the chunk metadata. Malformed lines are
+skipped with their line number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from plait.errors import SourceError
+from plait.sources.base import Scan, SourceDocument, SourcePart
+from plait.types import FileOrigin, SkippedSource
+
+__all__ = ["JsonlSource"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsonlSource:
+    """A ``.jsonl`` file of documents, all in one scope (default ``docs``)."""
+
+    path: Path
+    scope: str = "docs"
+
+    def scan(self) -> Scan:
+        if not self.path.is_file():
+            raise SourceError(f"{self.path} is not a file")
+        scan = Scan(documents=[])
+        scan.documents = self._documents(scan)
+        return scan
+
+    def _documents(self, scan: Scan) -> Iterator[SourceDocument]:
+        name = self.path.name
+        with self.path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                scan.seen += 1
+                where = f"{name}:{number}"
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                    scan.skipped.append(SkippedSource(path=where, reason=f"malformed line: {exc}"))
+                    continue
+                if not isinstance(record, dict):
+                    scan.skipped.append(SkippedSource(path=where, reason="line is not a JSON object"))
+                    continue
+                doc_id = record.get("_id", record.get("id"))
+                text = record.get("text")
+                if doc_id is None or not isinstance(text, str):
+                    scan.skipped.append(
+                        SkippedSource(path=where, reason="missing '_id' or string 'text'")
+                    )
+                    continue
+                title = record.get("title") or None
+                body = f"{title}\n\n{text}" if title else text
+                metadata = {
+                    k: v
+                    for k, v in record.items()
+                    if k not in ("_id", "id", "text", "title")
+                    and isinstance(v, str | int | float | bool)
+                }
+                metadata["docId"] = str(doc_id)
+                origin = FileOrigin(source_path=f"{name}#{doc_id}", title=title)
+                yield SourceDocument(
+                    source_id=str(doc_id),
+                    scope=self.scope,
+                    parts=(SourcePart(text=body, origin=origin, markdown=False),),
+                    metadata=metadata,
+                )

@@ -1,0 +1,206 @@
+"""The Store protocol: what every backend (SQLite, PostgreSQL, Milvus) provides.
+
+A store keeps chunks, their analysed lexical fields and their vectors, and answers
+one arm at a time with raw ranked candidates. It knows nothing about fusion, badges
+or interfaces: the search service does that. Every write that touches a source's
+chunks is one transaction, so the two arms never disagree on which chunks exist.
+
+The contract tests every backend must pass ship in :mod:`plait.testing.contract`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from plait.types import Chunk, CollectionInfo
+
+__all__ = [
+    "BM25Params",
+    "ChunkState",
+    "Filters",
+    "ReplaceCounts",
+    "ScopeInfo",
+    "SourceInfo",
+    "Store",
+    "StoredChunk",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as written: the chunk, its two analysed fields and its vector (or None)."""
+
+    chunk: Chunk
+    exact: Sequence[str]
+    stems: Sequence[str]
+    vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkState:
+    """What the store holds for a chunk id: enough to decide whether to re-embed."""
+
+    chunk_id: str
+    content_hash: str
+    has_vector: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceCounts:
+    """What replacing one source's chunks changed."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """A source the collection holds chunks for."""
+
+    source_id: str
+    scope: str
+    chunks: int
+    chunks_without_vector: int
+    indexed_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeInfo:
+    """Per-scope figures for coverage; ``last_indexed_at`` is stored, never guessed."""
+
+    scope: str
+    sources: int
+    chunks: int
+    chunks_without_vector: int
+    last_indexed_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Restricts both arms: chunks whose scope is in ``scopes`` (when given) and whose
+    metadata has every key of ``metadata`` with exactly that value."""
+
+    scopes: tuple[str, ...] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.scopes and not self.metadata
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Params:
+    """Okapi BM25 with Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``.
+
+    ``exact_weight`` and ``stems_weight`` scale the two fields' scores before they
+    are summed into the lexical score.
+    """
+
+    k1: float = 0.9
+    b: float = 0.4
+    exact_weight: float = 1.0
+    stems_weight: float = 1.0
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A place to keep collections of chunks and query each arm."""
+
+    # collections -------------------------------------------------------------
+    def ensure_collection(self, name: str) -> CollectionInfo:
+        """Create the collection if missing; return its info."""
+        ...
+
+    def get_collection(self, name: str) -> CollectionInfo | None: ...
+
+    def list_collections(self) -> list[CollectionInfo]: ...
+
+    def delete_collection(self, name: str) -> bool:
+        """Remove the collection and everything in it; False if it did not exist."""
+        ...
+
+    def set_embedder(
+        self, name: str, *, provider: str, model: str, dimension: int | None
+    ) -> CollectionInfo:
+        """Record the collection's embedding model (first index, or learning the dimension)."""
+        ...
+
+    def get_settings(self, name: str) -> dict[str, Any]: ...
+
+    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``settings`` into the collection's stored settings and return them."""
+        ...
+
+    # writes --------------------------------------------------------------------
+    def chunk_states(self, collection: str, source_id: str) -> dict[str, ChunkState]: ...
+
+    def vectors_by_hash(self, collection: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already stored in the collection for chunks with these content hashes."""
+        ...
+
+    def replace_source(
+        self, collection: str, source_id: str, scope: str, chunks: Sequence[StoredChunk]
+    ) -> ReplaceCounts:
+        """Make the source hold exactly ``chunks``, atomically: old or new, never half.
+
+        A chunk whose id and content hash are unchanged keeps its stored vector when
+        the new one is None.
+        """
+        ...
+
+    def delete_source(self, collection: str, source_id: str) -> int:
+        """Remove a source's chunks atomically; returns how many were removed."""
+        ...
+
+    def set_vectors(self, collection: str, vectors: Mapping[str, np.ndarray]) -> int:
+        """Store vectors for existing chunks (backfill); returns how many were set."""
+        ...
+
+    def mark_scope_indexed(self, collection: str, scope: str, at: str) -> None: ...
+
+    # reads ---------------------------------------------------------------------
+    def list_sources(self, collection: str, scope: str | None = None) -> list[SourceInfo]: ...
+
+    def scopes(self, collection: str) -> list[ScopeInfo]: ...
+
+    def chunks_without_vector(
+        self, collection: str, *, limit: int | None = None
+    ) -> list[tuple[str, str]]:
+        """(chunk id, content) of chunks that have no vector yet."""
+        ...
+
+    def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]: ...
+
+    def chunk_ids(self, collection: str, source_id: str | None = None) -> list[str]: ...
+
+    def lexical_search(
+        self,
+        collection: str,
+        exact: Sequence[str],
+        stems: Sequence[str],
+        *,
+        limit: int | None,
+        filters: Filters | None = None,
+        params: BM25Params | None = None,
+    ) -> list[tuple[str, float]]:
+        """Chunks matching any query term, best BM25 first; ``limit=None`` ranks all."""
+        ...
+
+    def vector_search(
+        self,
+        collection: str,
+        vector: np.ndarray,
+        *,
+        limit: int | None,
+        filters: Filters | None = None,
+    ) -> list[tuple[str, float]]:
+        """Chunks with a vector, highest cosine first; ``limit=None`` ranks all."""
+        ...
+
+    def close(self) -> None: ...

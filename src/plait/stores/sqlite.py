@@ -1,0 +1,683 @@
+"""The embedded default store: one SQLite file holds everything.
+
+Chunks, metadata, vectors (float32 blobs) and the lexical index (a postings table
+with per-term document frequencies and per-chunk field lengths) live in the same
+file, and every write of a source's chunks touches both arms in one transaction —
+they cannot drift. Each collection carries a ``generation`` counter bumped by every
+write in that same transaction; the in-process caches (term postings, document
+lengths, the vector matrix) are keyed by it, so a process sees another process's
+writes on its next query.
+
+The lexical arm is BM25 computed from the postings (see :class:`BM25Params`); the
+dense arm is exact cosine over the cached matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import TypeAdapter
+
+from plait.errors import NotFoundError, StoreError
+from plait.stores.base import (
+    BM25Params,
+    ChunkState,
+    Filters,
+    ReplaceCounts,
+    ScopeInfo,
+    SourceInfo,
+    StoredChunk,
+)
+from plait.stores.lexical import FIELDS, bm25_rank
+from plait.types import Chunk, CollectionInfo, Origin
+
+__all__ = ["SQLiteStore"]
+
+_ORIGIN = TypeAdapter(Origin)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _execute_all(db: sqlite3.Connection, script: str) -> None:
+    """Run ``;``-separated DDL inside the current transaction (executescript would commit)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _migration_1(db: sqlite3.Connection) -> None:
+    _execute_all(
+        db,
+        """
+        CREATE TABLE collections (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            provider TEXT, model TEXT, dimension INTEGER,
+            settings TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            generation INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE sources (
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            source_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            indexed_at TEXT NOT NULL,
+            PRIMARY KEY (collection_id, source_id)
+        );
+        CREATE TABLE scopes (
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            scope TEXT NOT NULL,
+            last_indexed_at TEXT NOT NULL,
+            PRIMARY KEY (collection_id, scope)
+        );
+        CREATE TABLE chunks (
+            rowid INTEGER PRIMARY KEY,
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            chunk_id TEXT NOT NULL,
+            source_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,
+            content TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            vector BLOB,
+            len_exact INTEGER NOT NULL,
+            len_stems INTEGER NOT NULL,
+            UNIQUE (collection_id, chunk_id)
+        );
+        CREATE INDEX chunks_source ON chunks(collection_id, source_id);
+        CREATE INDEX chunks_hash ON chunks(collection_id, content_hash);
+        CREATE TABLE terms (
+            id INTEGER PRIMARY KEY,
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            field INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            df INTEGER NOT NULL,
+            UNIQUE (collection_id, field, term)
+        );
+        CREATE TABLE postings (
+            term_id INTEGER NOT NULL,
+            chunk_rowid INTEGER NOT NULL,
+            tf INTEGER NOT NULL,
+            PRIMARY KEY (term_id, chunk_rowid)
+        ) WITHOUT ROWID;
+        CREATE INDEX postings_chunk ON postings(chunk_rowid);
+        """
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1,)
+
+
+class _Snapshot:
+    """Per-collection, per-generation caches for the two arms."""
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+        self.rowids: np.ndarray | None = None  # sorted chunk rowids
+        self.lengths: np.ndarray | None = None  # (n, 2) field lengths
+        self.postings: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.vectors: tuple[np.ndarray, np.ndarray] | None = None  # (rowids, matrix)
+        self.ids: dict[int, str] = {}
+
+
+class SQLiteStore:
+    """A :class:`~plait.stores.base.Store` in one SQLite file (WAL mode)."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        try:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                str(path), timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open SQLite store at {path}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._snapshots: dict[int, _Snapshot] = {}
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        try:
+            self._db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path} is not a SQLite database: {exc}") from exc
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._migrate()
+
+    # plumbing --------------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._tx() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            current = row[0] or 0
+            for number, migration in enumerate(MIGRATIONS, start=1):
+                if number > current:
+                    migration(db)
+                    db.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _collection_row(self, name: str) -> tuple[Any, ...] | None:
+        rows = self._query(
+            "SELECT id, name, provider, model, dimension, created_at, generation "
+            "FROM collections WHERE name = ?",
+            (name,),
+        )
+        return rows[0] if rows else None
+
+    def _cid(self, name: str) -> int:
+        row = self._collection_row(name)
+        if row is None:
+            raise NotFoundError(f"collection {name!r} does not exist")
+        return int(row[0])
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection, cid: int) -> None:
+        db.execute("UPDATE collections SET generation = generation + 1 WHERE id = ?", (cid,))
+
+    # collections -----------------------------------------------------------------
+    def _info(self, row: tuple[Any, ...]) -> CollectionInfo:
+        cid = row[0]
+        counts = self._query(
+            "SELECT COUNT(*), COALESCE(SUM(vector IS NULL), 0), COUNT(DISTINCT source_id) "
+            "FROM chunks WHERE collection_id = ?",
+            (cid,),
+        )[0]
+        last = self._query(
+            "SELECT MAX(last_indexed_at) FROM scopes WHERE collection_id = ?", (cid,)
+        )[0][0]
+        return CollectionInfo(
+            name=row[1],
+            embedder_provider=row[2],
+            embedder_model=row[3],
+            dimension=row[4],
+            chunks=counts[0],
+            chunks_without_vector=counts[1],
+            sources=counts[2],
+            created_at=row[5],
+            last_indexed_at=last,
+        )
+
+    def ensure_collection(self, name: str) -> CollectionInfo:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO collections (name, created_at) VALUES (?, ?)",
+                (name, _now()),
+            )
+        info = self.get_collection(name)
+        assert info is not None  # just inserted
+        return info
+
+    def get_collection(self, name: str) -> CollectionInfo | None:
+        row = self._collection_row(name)
+        return self._info(row) if row else None
+
+    def list_collections(self) -> list[CollectionInfo]:
+        rows = self._query(
+            "SELECT id, name, provider, model, dimension, created_at, generation "
+            "FROM collections ORDER BY name"
+        )
+        return [self._info(r) for r in rows]
+
+    def delete_collection(self, name: str) -> bool:
+        row = self._collection_row(name)
+        if row is None:
+            return False
+        cid = row[0]
+        with self._tx() as db:
+            db.execute(
+                "DELETE FROM postings WHERE term_id IN (SELECT id FROM terms WHERE collection_id = ?)",
+                (cid,),
+            )
+            db.execute("DELETE FROM terms WHERE collection_id = ?", (cid,))
+            db.execute("DELETE FROM chunks WHERE collection_id = ?", (cid,))
+            db.execute("DELETE FROM collections WHERE id = ?", (cid,))
+        self._snapshots.pop(cid, None)
+        return True
+
+    def set_embedder(
+        self, name: str, *, provider: str, model: str, dimension: int | None
+    ) -> CollectionInfo:
+        cid = self._cid(name)
+        with self._tx() as db:
+            db.execute(
+                "UPDATE collections SET provider = ?, model = ?, dimension = ? WHERE id = ?",
+                (provider, model, dimension, cid),
+            )
+            self._bump(db, cid)
+        info = self.get_collection(name)
+        assert info is not None
+        return info
+
+    def get_settings(self, name: str) -> dict[str, Any]:
+        rows = self._query("SELECT settings FROM collections WHERE name = ?", (name,))
+        if not rows:
+            raise NotFoundError(f"collection {name!r} does not exist")
+        return dict(json.loads(rows[0][0]))
+
+    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+        cid = self._cid(name)
+        with self._tx() as db:
+            current = json.loads(
+                db.execute("SELECT settings FROM collections WHERE id = ?", (cid,)).fetchone()[0]
+            )
+            current.update(settings)
+            db.execute(
+                "UPDATE collections SET settings = ? WHERE id = ?",
+                (json.dumps(current, sort_keys=True), cid),
+            )
+        return dict(current)
+
+    # writes ----------------------------------------------------------------------
+    def chunk_states(self, collection: str, source_id: str) -> dict[str, ChunkState]:
+        cid = self._cid(collection)
+        rows = self._query(
+            "SELECT chunk_id, content_hash, vector IS NOT NULL FROM chunks "
+            "WHERE collection_id = ? AND source_id = ?",
+            (cid, source_id),
+        )
+        return {r[0]: ChunkState(r[0], r[1], bool(r[2])) for r in rows}
+
+    def vectors_by_hash(self, collection: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        cid = self._cid(collection)
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for i in range(0, len(unique), 500):
+            batch = unique[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self._query(
+                f"SELECT content_hash, vector FROM chunks WHERE collection_id = ? "  # noqa: S608
+                f"AND vector IS NOT NULL AND content_hash IN ({marks})",
+                (cid, *batch),
+            )
+            for content_hash, blob in rows:
+                found.setdefault(content_hash, np.frombuffer(blob, dtype=np.float32).copy())
+        return found
+
+    def _term_ids(self, db: sqlite3.Connection, cid: int, field: int, terms: Sequence[str]) -> dict[str, int]:
+        db.executemany(
+            "INSERT OR IGNORE INTO terms (collection_id, field, term, df) VALUES (?, ?, ?, 0)",
+            [(cid, field, t) for t in terms],
+        )
+        ids: dict[str, int] = {}
+        for i in range(0, len(terms), 500):
+            batch = list(terms[i : i + 500])
+            marks = ",".join("?" * len(batch))
+            for term_id, term in db.execute(
+                f"SELECT id, term FROM terms WHERE collection_id = ? AND field = ? "  # noqa: S608
+                f"AND term IN ({marks})",
+                (cid, field, *batch),
+            ):
+                ids[term] = term_id
+        return ids
+
+    def _delete_rows(self, db: sqlite3.Connection, rowids: Sequence[int]) -> None:
+        for i in range(0, len(rowids), 500):
+            batch = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(batch))
+            db.execute(
+                f"UPDATE terms SET df = df - (SELECT COUNT(*) FROM postings p "  # noqa: S608
+                f"WHERE p.term_id = terms.id AND p.chunk_rowid IN ({marks})) "
+                f"WHERE id IN (SELECT term_id FROM postings WHERE chunk_rowid IN ({marks}))",
+                (*batch, *batch),
+            )
+            db.execute(f"DELETE FROM postings WHERE chunk_rowid IN ({marks})", batch)  # noqa: S608
+            db.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", batch)  # noqa: S608
+
+    def _insert(self, db: sqlite3.Connection, cid: int, scope: str, item: StoredChunk) -> None:
+        chunk = item.chunk
+        blob = None if item.vector is None else np.asarray(item.vector, np.float32).tobytes()
+        cur = db.execute(
+            "INSERT INTO chunks (collection_id, chunk_id, source_id, scope, ordinal, content, "
+            "content_hash, origin, metadata, vector, len_exact, len_stems) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                cid,
+                chunk.id,
+                chunk.source_id,
+                scope,
+                chunk.ordinal,
+                chunk.content,
+                chunk.content_hash,
+                chunk.origin.model_dump_json(by_alias=True),
+                json.dumps(chunk.metadata, sort_keys=True, ensure_ascii=False),
+                blob,
+                len(item.exact),
+                len(item.stems),
+            ),
+        )
+        rowid = cur.lastrowid
+        for field, tokens in enumerate((item.exact, item.stems)):
+            counts = Counter(tokens)
+            if not counts:
+                continue
+            ids = self._term_ids(db, cid, field, list(counts))
+            db.executemany(
+                "INSERT INTO postings (term_id, chunk_rowid, tf) VALUES (?, ?, ?)",
+                [(ids[t], rowid, n) for t, n in counts.items()],
+            )
+            db.executemany("UPDATE terms SET df = df + 1 WHERE id = ?", [(ids[t],) for t in counts])
+
+    def replace_source(
+        self, collection: str, source_id: str, scope: str, chunks: Sequence[StoredChunk]
+    ) -> ReplaceCounts:
+        cid = self._cid(collection)
+        added = updated = unchanged = 0
+        with self._tx() as db:
+            existing = {
+                r[0]: (r[1], r[2], r[3])
+                for r in db.execute(
+                    "SELECT chunk_id, rowid, content_hash, vector FROM chunks "
+                    "WHERE collection_id = ? AND source_id = ?",
+                    (cid, source_id),
+                )
+            }
+            keep: set[str] = set()
+            to_delete: list[int] = []
+            to_insert: list[StoredChunk] = []
+            for item in chunks:
+                chunk = item.chunk
+                old = existing.get(chunk.id)
+                if old is not None and old[1] == chunk.content_hash:
+                    keep.add(chunk.id)
+                    unchanged += 1
+                    params: list[Any] = [
+                        scope,
+                        chunk.ordinal,
+                        chunk.origin.model_dump_json(by_alias=True),
+                        json.dumps(chunk.metadata, sort_keys=True, ensure_ascii=False),
+                    ]
+                    sql = "UPDATE chunks SET scope = ?, ordinal = ?, origin = ?, metadata = ?"
+                    if item.vector is not None and old[2] is None:
+                        sql += ", vector = ?"
+                        params.append(np.asarray(item.vector, np.float32).tobytes())
+                    db.execute(sql + " WHERE rowid = ?", (*params, old[0]))
+                    continue
+                if old is not None:
+                    updated += 1
+                    keep.add(chunk.id)
+                    to_delete.append(old[0])
+                else:
+                    added += 1
+                to_insert.append(item)
+            deleted_ids = [v[0] for k, v in existing.items() if k not in keep]
+            to_delete.extend(deleted_ids)
+            self._delete_rows(db, to_delete)
+            for item in to_insert:
+                self._insert(db, cid, scope, item)
+            if chunks:
+                db.execute(
+                    "INSERT INTO sources (collection_id, source_id, scope, indexed_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (collection_id, source_id) "
+                    "DO UPDATE SET scope = excluded.scope, indexed_at = excluded.indexed_at",
+                    (cid, source_id, scope, _now()),
+                )
+            else:
+                db.execute(
+                    "DELETE FROM sources WHERE collection_id = ? AND source_id = ?",
+                    (cid, source_id),
+                )
+            self._bump(db, cid)
+        return ReplaceCounts(added, updated, unchanged, len(deleted_ids))
+
+    def delete_source(self, collection: str, source_id: str) -> int:
+        return self.replace_source(collection, source_id, "", []).deleted
+
+    def set_vectors(self, collection: str, vectors: Mapping[str, np.ndarray]) -> int:
+        cid = self._cid(collection)
+        with self._tx() as db:
+            count = 0
+            for chunk_id, vector in vectors.items():
+                cur = db.execute(
+                    "UPDATE chunks SET vector = ? WHERE collection_id = ? AND chunk_id = ?",
+                    (np.asarray(vector, np.float32).tobytes(), cid, chunk_id),
+                )
+                count += cur.rowcount
+            self._bump(db, cid)
+        return count
+
+    def mark_scope_indexed(self, collection: str, scope: str, at: str) -> None:
+        cid = self._cid(collection)
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO scopes (collection_id, scope, last_indexed_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (collection_id, scope) DO UPDATE SET last_indexed_at = excluded.last_indexed_at",
+                (cid, scope, at),
+            )
+
+    # reads -----------------------------------------------------------------------
+    def list_sources(self, collection: str, scope: str | None = None) -> list[SourceInfo]:
+        cid = self._cid(collection)
+        sql = (
+            "SELECT s.source_id, s.scope, COUNT(c.rowid), COALESCE(SUM(c.vector IS NULL), 0), "
+            "s.indexed_at FROM sources s LEFT JOIN chunks c ON c.collection_id = s.collection_id "
+            "AND c.source_id = s.source_id WHERE s.collection_id = ?"
+        )
+        params: list[Any] = [cid]
+        if scope is not None:
+            sql += " AND s.scope = ?"
+            params.append(scope)
+        sql += " GROUP BY s.source_id, s.scope, s.indexed_at ORDER BY s.source_id"
+        return [SourceInfo(*r) for r in self._query(sql, params)]
+
+    def scopes(self, collection: str) -> list[ScopeInfo]:
+        cid = self._cid(collection)
+        rows = self._query(
+            "SELECT c.scope, COUNT(DISTINCT c.source_id), COUNT(*), COALESCE(SUM(c.vector IS NULL), 0), "
+            "(SELECT last_indexed_at FROM scopes s WHERE s.collection_id = c.collection_id AND s.scope = c.scope) "
+            "FROM chunks c WHERE c.collection_id = ? GROUP BY c.scope ORDER BY c.scope",
+            (cid,),
+        )
+        return [ScopeInfo(*r) for r in rows]
+
+    def chunks_without_vector(
+        self, collection: str, *, limit: int | None = None
+    ) -> list[tuple[str, str]]:
+        cid = self._cid(collection)
+        rows = self._query(
+            "SELECT chunk_id, content FROM chunks WHERE collection_id = ? AND vector IS NULL "
+            "ORDER BY rowid LIMIT ?",
+            (cid, -1 if limit is None else limit),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def _row_to_chunk(self, row: tuple[Any, ...]) -> Chunk:
+        return Chunk(
+            id=row[0],
+            source_id=row[1],
+            scope=row[2],
+            ordinal=row[3],
+            content=row[4],
+            content_hash=row[5],
+            origin=_ORIGIN.validate_json(row[6]),
+            metadata=json.loads(row[7]),
+        )
+
+    def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        cid = self._cid(collection)
+        out: dict[str, Chunk] = {}
+        ids = list(dict.fromkeys(chunk_ids))
+        for i in range(0, len(ids), 500):
+            batch = ids[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            for row in self._query(
+                "SELECT chunk_id, source_id, scope, ordinal, content, content_hash, origin, "  # noqa: S608
+                f"metadata FROM chunks WHERE collection_id = ? AND chunk_id IN ({marks})",
+                (cid, *batch),
+            ):
+                out[row[0]] = self._row_to_chunk(row)
+        return out
+
+    def chunk_ids(self, collection: str, source_id: str | None = None) -> list[str]:
+        cid = self._cid(collection)
+        if source_id is None:
+            rows = self._query(
+                "SELECT chunk_id FROM chunks WHERE collection_id = ? ORDER BY rowid", (cid,)
+            )
+        else:
+            rows = self._query(
+                "SELECT chunk_id FROM chunks WHERE collection_id = ? AND source_id = ? "
+                "ORDER BY ordinal",
+                (cid, source_id),
+            )
+        return [r[0] for r in rows]
+
+    # the two arms ----------------------------------------------------------------
+    def _snapshot(self, collection: str) -> tuple[int, _Snapshot]:
+        row = self._collection_row(collection)
+        if row is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        cid, generation = int(row[0]), int(row[6])
+        snap = self._snapshots.get(cid)
+        if snap is None or snap.generation != generation:
+            snap = _Snapshot(generation)
+            self._snapshots[cid] = snap
+        return cid, snap
+
+    def _lengths(self, cid: int, snap: _Snapshot) -> tuple[np.ndarray, np.ndarray]:
+        if snap.rowids is None or snap.lengths is None:
+            rows = self._query(
+                "SELECT rowid, len_exact, len_stems, chunk_id FROM chunks "
+                "WHERE collection_id = ? ORDER BY rowid",
+                (cid,),
+            )
+            snap.rowids = np.array([r[0] for r in rows], dtype=np.int64)
+            snap.lengths = np.array([(r[1], r[2]) for r in rows], dtype=np.float64).reshape(-1, 2)
+            snap.ids = {r[0]: r[3] for r in rows}
+        return snap.rowids, snap.lengths
+
+    def _postings(self, cid: int, snap: _Snapshot, field: int, term: str) -> tuple[np.ndarray, np.ndarray]:
+        key = (field, term)
+        cached = snap.postings.get(key)
+        if cached is None:
+            rows = self._query(
+                "SELECT p.chunk_rowid, p.tf FROM terms t JOIN postings p ON p.term_id = t.id "
+                "WHERE t.collection_id = ? AND t.field = ? AND t.term = ? ORDER BY p.chunk_rowid",
+                (cid, field, term),
+            )
+            cached = (
+                np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.float64),
+            )
+            snap.postings[key] = cached
+        return cached
+
+    def _allowed_rowids(self, cid: int, filters: Filters | None) -> np.ndarray | None:
+        if filters is None or filters.empty:
+            return None
+        sql = "SELECT rowid FROM chunks WHERE collection_id = ?"
+        params: list[Any] = [cid]
+        if filters.scopes:
+            sql += f" AND scope IN ({','.join('?' * len(filters.scopes))})"
+            params.extend(filters.scopes)
+        for key, value in filters.metadata.items():
+            sql += " AND json_extract(metadata, '$.' || ?) = ?"
+            params.extend([key, value])
+        return np.array(sorted(r[0] for r in self._query(sql, params)), dtype=np.int64)
+
+    def lexical_search(
+        self,
+        collection: str,
+        exact: Sequence[str],
+        stems: Sequence[str],
+        *,
+        limit: int | None,
+        filters: Filters | None = None,
+        params: BM25Params | None = None,
+    ) -> list[tuple[str, float]]:
+        cid, snap = self._snapshot(collection)
+        with self._lock:
+            rowids, lengths = self._lengths(cid, snap)
+            if rowids.size == 0:
+                return []
+            field_terms = {0: list(dict.fromkeys(exact)), 1: list(dict.fromkeys(stems))}
+            postings = {
+                f: [self._postings(cid, snap, f, t) for t in terms]
+                for f, terms in field_terms.items()
+            }
+            ids = snap.ids
+        allowed = self._allowed_rowids(cid, filters)
+        ranked = bm25_rank(
+            rowids, lengths, postings, params or BM25Params(), limit=limit, allowed=allowed
+        )
+        return [(ids[r], s) for r, s in ranked]
+
+    def _matrix(self, cid: int, snap: _Snapshot) -> tuple[np.ndarray, np.ndarray]:
+        if snap.vectors is None:
+            rows = self._query(
+                "SELECT rowid, vector FROM chunks WHERE collection_id = ? AND vector IS NOT NULL "
+                "ORDER BY rowid",
+                (cid,),
+            )
+            rowids = np.array([r[0] for r in rows], dtype=np.int64)
+            if rows:
+                matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+            else:
+                matrix = np.zeros((0, 0), dtype=np.float32)
+            snap.vectors = (rowids, matrix)
+        return snap.vectors
+
+    def vector_search(
+        self,
+        collection: str,
+        vector: np.ndarray,
+        *,
+        limit: int | None,
+        filters: Filters | None = None,
+    ) -> list[tuple[str, float]]:
+        cid, snap = self._snapshot(collection)
+        with self._lock:
+            rowids, matrix = self._matrix(cid, snap)
+            self._lengths(cid, snap)
+            ids = snap.ids
+        if rowids.size == 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape[0] != matrix.shape[1]:
+            raise StoreError(
+                f"query vector has {query.shape[0]} dimensions, collection {collection!r} "
+                f"holds {matrix.shape[1]}-d vectors"
+            )
+        scores = matrix @ query
+        allowed = self._allowed_rowids(cid, filters)
+        candidates = np.arange(rowids.size)
+        if allowed is not None:
+            candidates = candidates[np.isin(rowids, allowed)]
+        if candidates.size == 0:
+            return []
+        sub = scores[candidates]
+        n = sub.size if limit is None else min(limit, sub.size)
+        top = np.argpartition(-sub, n - 1)[:n] if n < sub.size else np.arange(sub.size)
+        order = top[np.lexsort((rowids[candidates][top], -sub[top]))]
+        return [(ids[int(rowids[candidates][i])], float(sub[i])) for i in order]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

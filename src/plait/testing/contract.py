@@ -1,0 +1,239 @@
+"""The store contract: the tests every Store backend must pass.
+
+A backend's test module only provides a ``store`` fixture (a fresh, empty store) and
+subclasses :class:`StoreContract`::
+
+    class TestSQLite(StoreContract):
+        @pytest.fixture
+        def store(self, tmp_path):
+            s = SQLiteStore(tmp_path / "db.sqlite"); yield s; s.close()
+
+Expected values are computed by hand in the docstrings.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from plait.analysis import analyse
+from plait.errors import NotFoundError
+from plait.stores.base import Filters, Store, StoredChunk
+from plait.types import Chunk, FileOrigin, SessionOrigin
+
+__all__ = ["StoreContract", "make_chunk"]
+
+
+def make_chunk(
+    chunk_id: str,
+    content: str,
+    *,
+    source_id: str = "doc.md",
+    scope: str = "docs",
+    vector: list[float] | None = None,
+    metadata: dict[str, object] | None = None,
+    session: bool = False,
+    ordinal: int = 0,
+) -> StoredChunk:
+    """A StoredChunk analysed the way the indexer does it."""
+    origin = (
+        SessionOrigin(session_id=source_id, event_id=f"evt-{chunk_id}", title="s")
+        if session
+        else FileOrigin(source_path=source_id, heading_path=["H"], title="T")
+    )
+    chunk = Chunk(
+        id=chunk_id,
+        source_id=source_id,
+        scope=scope,
+        content=content,
+        content_hash=f"h-{content}",
+        origin=origin,
+        ordinal=ordinal,
+        metadata=metadata or {},
+    )
+    fields = analyse(content)
+    vec = None if vector is None else np.asarray(vector, dtype=np.float32)
+    return StoredChunk(chunk, fields.exact, fields.stems, vec)
+
+
+def _unit(*values: float) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values]
+
+
+class StoreContract:
+    """Behaviour every backend shares. Subclasses provide the ``store`` fixture."""
+
+    @pytest.fixture
+    def store(self) -> Store:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # collections ----------------------------------------------------------------
+    def test_collections_lifecycle(self, store: Store) -> None:
+        assert store.get_collection("a") is None
+        info = store.ensure_collection("a")
+        assert info.name == "a" and info.chunks == 0 and info.embedder_model is None
+        store.ensure_collection("a")
+        assert [c.name for c in store.list_collections()] == ["a"]
+        store.set_embedder("a", provider="fake", model="m", dimension=3)
+        info = store.get_collection("a")
+        assert info is not None
+        assert (info.embedder_provider, info.embedder_model, info.dimension) == ("fake", "m", 3)
+        assert store.delete_collection("a") is True
+        assert store.delete_collection("a") is False
+        assert store.get_collection("a") is None
+
+    def test_settings_merge(self, store: Store) -> None:
+        store.ensure_collection("a")
+        assert store.get_settings("a") == {}
+        store.update_settings("a", {"embedder": "e5"})
+        assert store.update_settings("a", {"fusion": {"rrfK": 30}}) == {
+            "embedder": "e5",
+            "fusion": {"rrfK": 30},
+        }
+
+    def test_unknown_collection_raises_not_found(self, store: Store) -> None:
+        with pytest.raises(NotFoundError):
+            store.lexical_search("nope", ["x"], [], limit=5)
+
+    # writes ---------------------------------------------------------------------
+    def test_replace_source_counts_and_idempotence(self, store: Store) -> None:
+        store.ensure_collection("c")
+        first = [make_chunk("a", "alpha beta"), make_chunk("b", "gamma delta")]
+        counts = store.replace_source("c", "doc.md", "docs", first)
+        assert (counts.added, counts.updated, counts.unchanged, counts.deleted) == (2, 0, 0, 0)
+        again = store.replace_source("c", "doc.md", "docs", first)
+        assert (again.added, again.updated, again.unchanged, again.deleted) == (0, 0, 2, 0)
+        edited = [make_chunk("a", "alpha beta changed"), make_chunk("c", "epsilon")]
+        counts = store.replace_source("c", "doc.md", "docs", edited)
+        assert (counts.added, counts.updated, counts.unchanged, counts.deleted) == (1, 1, 0, 1)
+        assert sorted(store.chunk_ids("c", "doc.md")) == ["a", "c"]
+        info = store.get_collection("c")
+        assert info is not None and info.chunks == 2 and info.sources == 1
+
+    def test_delete_source_removes_both_arms(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "x.md", "docs", [make_chunk("x1", "zebra", source_id="x.md", vector=[1, 0])])
+        store.replace_source("c", "y.md", "docs", [make_chunk("y1", "zebra", source_id="y.md", vector=[0, 1])])
+        assert store.delete_source("c", "x.md") == 1
+        assert [i for i, _ in store.lexical_search("c", ["zebra"], [], limit=10)] == ["y1"]
+        assert [i for i, _ in store.vector_search("c", np.array([1.0, 0.0], np.float32), limit=10)] == ["y1"]
+        assert [s.source_id for s in store.list_sources("c")] == ["y.md"]
+
+    def test_unchanged_chunk_keeps_vector(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d", vector=[1, 0])])
+        store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d")])
+        states = store.chunk_states("c", "d")
+        assert states["a"].has_vector is True
+        assert store.chunks_without_vector("c") == []
+
+    def test_vectors_by_hash_and_backfill(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d", vector=[0.6, 0.8]), make_chunk("b", "beta", source_id="d")])
+        found = store.vectors_by_hash("c", ["h-alpha", "h-beta", "h-none"])
+        assert list(found) == ["h-alpha"]
+        np.testing.assert_allclose(found["h-alpha"], [0.6, 0.8], rtol=1e-6)
+        assert store.chunks_without_vector("c") == [("b", "beta")]
+        assert store.set_vectors("c", {"b": np.array([1.0, 0.0], np.float32)}) == 1
+        assert store.chunks_without_vector("c") == []
+        assert [i for i, _ in store.vector_search("c", np.array([1.0, 0.0], np.float32), limit=1)] == ["b"]
+
+    # lexical arm ------------------------------------------------------------------
+    def test_bm25_hand_computed(self, store: Store) -> None:
+        """Three one-field documents; k1=0.9, b=0.4, Lucene idf.
+
+        d1 = "err-4012 checkout" (exact len 2), d2 = "checkout cart cart" (len 3),
+        d3 = "inventory" (len 1); avgdl = 2. Query exact term "err-4012": df=1, N=3,
+        idf = ln(1 + 2.5/1.5) = ln(8/3). d1: tf=1, norm = 0.9·(0.6 + 0.4·2/2) = 0.9,
+        score = idf·1·1.9/1.9 = ln(8/3) ≈ 0.980829.
+        """
+        from plait.stores.base import BM25Params
+
+        store.ensure_collection("c")
+        store.replace_source("c", "d", "docs", [
+            make_chunk("d1", "ERR-4012 checkout", source_id="d"),
+            make_chunk("d2", "checkout cart cart", source_id="d"),
+            make_chunk("d3", "inventory", source_id="d"),
+        ])
+        params = BM25Params(stems_weight=0.0)
+        ranked = store.lexical_search("c", ["err-4012"], [], limit=10, params=params)
+        assert [i for i, _ in ranked] == ["d1"]
+        assert ranked[0][1] == pytest.approx(math.log(8 / 3), rel=1e-6)
+        # "checkout": df=2, idf = ln(1 + 1.5/2.5) = ln(1.6); d1 len 2 → 1.9/1.9 = 1,
+        # d2 len 3 → norm 0.9·(0.6+0.6)=1.08, tf part 1.9/2.08.
+        ranked = store.lexical_search("c", ["checkout"], [], limit=10, params=params)
+        assert [i for i, _ in ranked] == ["d1", "d2"]
+        assert ranked[0][1] == pytest.approx(math.log(1.6), rel=1e-6)
+        assert ranked[1][1] == pytest.approx(math.log(1.6) * 1.9 / 2.08, rel=1e-6)
+
+    def test_lexical_limit_filters_and_no_match(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "a.md", "adr", [make_chunk("a1", "tenant routing", source_id="a.md", scope="adr", metadata={"lang": "en"})])
+        store.replace_source("c", "b.md", "docs", [make_chunk("b1", "tenant routing tenant", source_id="b.md", metadata={"lang": "pt"})])
+        assert store.lexical_search("c", ["absent"], ["absent"], limit=10) == []
+        assert len(store.lexical_search("c", ["tenant"], [], limit=1)) == 1
+        assert [i for i, _ in store.lexical_search("c", ["tenant"], [], limit=10, filters=Filters(scopes=("adr",)))] == ["a1"]
+        assert [i for i, _ in store.lexical_search("c", ["tenant"], [], limit=10, filters=Filters(metadata={"lang": "pt"}))] == ["b1"]
+
+    def test_stemmed_field_matches_inflections(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "d", "docs", [make_chunk("a", "The payments were declined", source_id="d")])
+        assert store.lexical_search("c", ["declining"], [], limit=5) == []
+        stems = analyse("declining payment").stems
+        assert [i for i, _ in store.lexical_search("c", [], stems, limit=5)] == ["a"]
+
+    # dense arm ------------------------------------------------------------------
+    def test_vector_search_cosine_order(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "d", "docs", [
+            make_chunk("x", "x", source_id="d", vector=_unit(1, 0, 0)),
+            make_chunk("y", "y", source_id="d", vector=_unit(1, 1, 0)),
+            make_chunk("z", "z", source_id="d", vector=_unit(0, 0, 1)),
+            make_chunk("n", "no vector", source_id="d"),
+        ])
+        ranked = store.vector_search("c", np.array(_unit(1, 0.2, 0), np.float32), limit=None)
+        assert [i for i, _ in ranked] == ["x", "y", "z"]
+        assert ranked[0][1] == pytest.approx(1 / math.sqrt(1.04), rel=1e-5)
+        assert ranked[2][1] == pytest.approx(0.0, abs=1e-6)
+        assert [i for i, _ in store.vector_search("c", np.array(_unit(1, 0.2, 0), np.float32), limit=2)] == ["x", "y"]
+
+    def test_vector_search_filters(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "a", "adr", [make_chunk("a", "a", source_id="a", scope="adr", vector=[1, 0])])
+        store.replace_source("c", "b", "docs", [make_chunk("b", "b", source_id="b", vector=[1, 0])])
+        got = store.vector_search("c", np.array([1.0, 0.0], np.float32), limit=5, filters=Filters(scopes=("docs",)))
+        assert [i for i, _ in got] == ["b"]
+
+    # reads ------------------------------------------------------------------------
+    def test_get_chunks_round_trip(self, store: Store) -> None:
+        store.ensure_collection("c")
+        item = make_chunk("s1", "olá sessão", source_id="sess-1", scope="session", session=True, metadata={"k": 1})
+        store.replace_source("c", "sess-1", "session", [item])
+        got = store.get_chunks("c", ["s1", "missing"])
+        assert list(got) == ["s1"]
+        assert got["s1"] == item.chunk.model_copy(update={"scope": "session"})
+
+    def test_collections_are_isolated(self, store: Store) -> None:
+        for name in ("one", "two"):
+            store.ensure_collection(name)
+        store.replace_source("one", "d", "docs", [make_chunk("c1", "shared words", source_id="d", vector=[1, 0])])
+        store.replace_source("two", "d", "docs", [make_chunk("c2", "shared words", source_id="d", vector=[1, 0])])
+        assert [i for i, _ in store.lexical_search("one", ["shared"], [], limit=10)] == ["c1"]
+        assert [i for i, _ in store.vector_search("two", np.array([1.0, 0.0], np.float32), limit=10)] == ["c2"]
+        store.delete_collection("one")
+        assert [i for i, _ in store.lexical_search("two", ["shared"], [], limit=10)] == ["c2"]
+
+    def test_scopes_and_sources(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "a.md", "adr", [make_chunk("a", "a", source_id="a.md", scope="adr", vector=[1, 0])])
+        store.replace_source("c", "b.md", "docs", [make_chunk("b", "b", source_id="b.md"), make_chunk("b2", "bb", source_id="b.md", ordinal=1)])
+        store.mark_scope_indexed("c", "docs", "2026-01-01T00:00:00+00:00")
+        scopes = {s.scope: s for s in store.scopes("c")}
+        assert (scopes["docs"].sources, scopes["docs"].chunks, scopes["docs"].chunks_without_vector) == (1, 2, 2)
+        assert scopes["docs"].last_indexed_at == "2026-01-01T00:00:00+00:00"
+        assert scopes["adr"].last_indexed_at is None
+        sources = store.list_sources("c", scope="docs")
+        assert [(s.source_id, s.chunks, s.chunks_without_vector) for s in sources] == [("b.md", 2, 2)]

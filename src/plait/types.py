@@ -1,0 +1,218 @@
+"""The data plait passes around and returns: chunks, origins, hits, reports.
+
+Every model serialises to camelCase JSON (``model.model_dump(mode="json", by_alias=True)``
+or :func:`to_json`), which is the contract the CLI's ``--json``, the HTTP API and the
+MCP tools all share. Python code uses the snake_case attribute names.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "Chunk",
+    "CollectionInfo",
+    "EmbeddingReport",
+    "FileOrigin",
+    "FusionMethod",
+    "FusionSettings",
+    "Hit",
+    "IndexReport",
+    "Match",
+    "Model",
+    "Origin",
+    "Ranks",
+    "SearchResult",
+    "SessionOrigin",
+    "SkippedSource",
+    "to_json",
+]
+
+
+class Model(BaseModel):
+    """Base model: immutable, camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        extra="forbid",
+    )
+
+
+def to_json(model: BaseModel) -> dict[str, Any]:
+    """The camelCase JSON form of a model: exactly what the HTTP API returns."""
+    return model.model_dump(mode="json", by_alias=True)
+
+
+class FileOrigin(Model):
+    """A chunk cut from a file (Markdown, text, a JSONL/BEIR document)."""
+
+    kind: Literal["file"] = "file"
+    source_path: str
+    heading_path: list[str] = Field(default_factory=list)
+    title: str | None = None
+
+
+class SessionOrigin(Model):
+    """A chunk cut from one event of a chat/agent session log."""
+
+    kind: Literal["session"] = "session"
+    session_id: str
+    event_id: str | None = None
+    title: str | None = None
+
+
+Origin = Annotated[FileOrigin | SessionOrigin, Field(discriminator="kind")]
+
+
+class Chunk(Model):
+    """One citable piece of a source, the key both arms share.
+
+    ``id`` is stable: the same source, heading path and content give the same id in
+    every run and process. ``source_id`` names the source the chunk was cut from (a
+    path relative to the indexed root, a session id, a document id) and is the unit
+    that reindex replaces atomically. ``ordinal`` is the chunk's position in it.
+    """
+
+    id: str
+    source_id: str
+    scope: str
+    content: str
+    content_hash: str
+    origin: Origin
+    ordinal: int = 0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Match(StrEnum):
+    """Which arm returned a hit: the badge."""
+
+    SEMANTIC = "semantic"
+    LEXICAL = "lexical"
+    BOTH = "both"
+
+
+class FusionMethod(StrEnum):
+    """How the two ranked lists become one."""
+
+    RRF = "rrf"
+    WEIGHTED = "weighted"
+
+
+class FusionSettings(Model):
+    """The knobs of fusion; the response echoes the ones actually used.
+
+    ``lexical_weight`` is in 0..1: 0.5 weighs both arms equally, 1.0 is lexical only,
+    0.0 dense only. For RRF the lexical list's contributions are multiplied by
+    ``2 * lexical_weight`` and the dense list's by ``2 * (1 - lexical_weight)``, so the
+    default 0.5 is the textbook unweighted RRF. ``weighted`` uses ``vector_weight``
+    and ``lexical_score_weight`` (the ADR's 0.6 / 0.4) and drops hits under
+    ``threshold`` (0.2).
+    """
+
+    method: FusionMethod = FusionMethod.RRF
+    rrf_k: int = Field(default=60, ge=1, le=10_000)
+    lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    overfetch: int = Field(default=50, ge=1, le=10_000)
+    vector_weight: float = Field(default=0.6, ge=0.0, le=1.0)
+    lexical_score_weight: float = Field(default=0.4, ge=0.0, le=1.0)
+    threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+
+
+class Ranks(Model):
+    """1-based position of a hit in each stage; None where the stage did not return it."""
+
+    dense: int | None = None
+    lexical: int | None = None
+    fused: int | None = None
+    rerank: int | None = None
+
+
+class Hit(Model):
+    """A search hit with the citation contract.
+
+    ``vector_score`` and ``lexical_score`` are None — never 0 — when that arm did not
+    return the chunk. ``vector_score`` is the cosine similarity; ``lexical_score`` the
+    BM25 score (summed over the exact and stemmed fields).
+    """
+
+    chunk_id: str
+    content: str
+    score: float
+    vector_score: float | None
+    lexical_score: float | None
+    match: Match
+    scope: str
+    ranks: Ranks
+    origin: Origin
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchResult(Model):
+    """What a search returns, in every interface."""
+
+    query: str
+    collection: str
+    hits: list[Hit]
+    vector_available: bool
+    vector_unavailable_reason: str | None = None
+    fusion: FusionSettings
+    k: int
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class EmbeddingReport(Model):
+    """What indexing did with vectors: never claims more than it did."""
+
+    available: bool
+    embedded: int = 0
+    reused: int = 0
+    skipped: int = 0
+    reason: str | None = None
+    calls: int = 0
+
+
+class SkippedSource(Model):
+    """A source that was seen and not indexed, with the reason."""
+
+    path: str
+    reason: str
+
+
+class IndexReport(Model):
+    """The outcome of an index or reindex run.
+
+    ``complete`` is true only when every seen source was indexed and every chunk got
+    a vector (or the collection has no embedder).
+    """
+
+    collection: str
+    sources_seen: int = 0
+    sources_indexed: int = 0
+    skipped: list[SkippedSource] = Field(default_factory=list)
+    chunks_added: int = 0
+    chunks_updated: int = 0
+    chunks_unchanged: int = 0
+    chunks_deleted: int = 0
+    embedding: EmbeddingReport
+    complete: bool
+    elapsed_ms: float = 0.0
+
+
+class CollectionInfo(Model):
+    """A collection's identity: the embedding model is fixed when first indexed."""
+
+    name: str
+    embedder_provider: str | None = None
+    embedder_model: str | None = None
+    dimension: int | None = None
+    chunks: int = 0
+    chunks_without_vector: int = 0
+    sources: int = 0
+    created_at: str | None = None
+    last_indexed_at: str | None = None

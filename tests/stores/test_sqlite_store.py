@@ -1,0 +1,64 @@
+"""The store contract on the embedded SQLite store, plus what only SQLite has."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plait.errors import StoreError
+from plait.stores.sqlite import SQLiteStore
+from plait.testing.contract import StoreContract, make_chunk
+
+
+class TestSQLiteContract(StoreContract):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[SQLiteStore]:
+        s = SQLiteStore(tmp_path / "plait.db")
+        yield s
+        s.close()
+
+
+def test_second_process_sees_writes(tmp_path: Path) -> None:
+    """Caches are keyed by the collection's generation: another handle's write shows."""
+    path = tmp_path / "plait.db"
+    reader, writer = SQLiteStore(path), SQLiteStore(path)
+    writer.ensure_collection("c")
+    writer.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d", vector=[1, 0])])
+    assert [i for i, _ in reader.lexical_search("c", ["alpha"], [], limit=5)] == ["a"]
+    writer.replace_source("c", "e", "docs", [make_chunk("b", "alpha alpha", source_id="e", vector=[1, 0])])
+    assert {i for i, _ in reader.lexical_search("c", ["alpha"], [], limit=5)} == {"a", "b"}
+    assert {i for i, _ in reader.vector_search("c", np.array([1.0, 0.0], np.float32), limit=5)} == {"a", "b"}
+    reader.close()
+    writer.close()
+
+
+def test_failed_write_rolls_back_both_arms(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "plait.db")
+    store.ensure_collection("c")
+    store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d")])
+    bad = make_chunk("b", "beta", source_id="d")
+    broken = type(bad)(bad.chunk, bad.exact, bad.stems, "not a vector")  # type: ignore[arg-type]
+    with pytest.raises(Exception):
+        store.replace_source("c", "d", "docs", [make_chunk("x", "gamma", source_id="d"), broken, make_chunk("y", "delta", source_id="d")])
+    assert store.chunk_ids("c", "d") == ["a"]
+    assert [i for i, _ in store.lexical_search("c", ["gamma"], [], limit=5)] == []
+    store.close()
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError):
+        SQLiteStore(path)
+
+
+def test_schema_version_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "plait.db"
+    SQLiteStore(path).close()
+    SQLiteStore(path).close()
+    rows = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchall()
+    assert rows == [(1,)]
