@@ -323,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+    load_before = os.getloadavg()
     started = time.perf_counter()
     faquad = load_faquad(args.data)
     scifact = load_scifact_subset(args.data)
@@ -335,8 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(FaQuAD nDCG@10 {models[best]['quality']['faquad-pt']['ndcg@10']:.3f}). "
         "DEFAULT_EMBEDDER is set in src/plait/embeddings/__init__.py from these figures."
     )
+    machine = machine_info()
+    # Other processes on the machine skew the speed figures; record how busy it was.
+    machine["loadavg_1m_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
     report = {
-        "machine": machine_info(),
+        "machine": machine,
         "datasets": {"faquad-pt": faquad.note, "scifact-subset": scifact.note},
         "settings": {"k": K, "latency_queries": LATENCY_QUERIES},
         "models": models,

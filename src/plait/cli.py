@@ -173,29 +173,26 @@ def _origin_text(hit: Any) -> str:
     return f"session {origin.session_id} · event {origin.event_id}"
 
 
-_BADGE = {"both": "[green]both[/green]", "lexical": "[cyan]lexical[/cyan]", "semantic": "[magenta]semantic[/magenta]"}
+_BADGE = {
+    "both": "[green]both    [/green]",
+    "lexical": "[cyan]lexical [/cyan]",
+    "semantic": "[magenta]semantic[/magenta]",
+}
 
 
 def _print_result(result: SearchResult, debug: bool) -> None:
-    table = Table(title=f"“{result.query}” — {result.collection}", show_lines=False, expand=True)
-    table.add_column("#", justify="right", width=3)
-    table.add_column("match", width=9)
-    table.add_column("score", justify="right", width=7)
-    table.add_column("dense", justify="right", width=5)
-    table.add_column("lexical", justify="right", width=7)
-    table.add_column("origin", ratio=2, overflow="fold")
-    table.add_column("content", ratio=3, overflow="ellipsis", no_wrap=True)
+    console.print(f"[bold]“{result.query}”[/bold] — {result.collection}", highlight=False)
+    if not result.hits:
+        console.print("no hits")
     for hit in result.hits:
-        table.add_row(
-            str(hit.ranks.fused),
-            _BADGE[hit.match.value],
-            f"{hit.score:.4f}",
-            "—" if hit.ranks.dense is None else str(hit.ranks.dense),
-            "—" if hit.ranks.lexical is None else str(hit.ranks.lexical),
-            _origin_text(hit),
-            " ".join(hit.content.split())[:160],
+        dense = "—" if hit.ranks.dense is None else hit.ranks.dense
+        lexical = "—" if hit.ranks.lexical is None else hit.ranks.lexical
+        console.print(
+            f"[bold]{hit.ranks.fused:>2}[/bold] {_BADGE[hit.match.value]:<9} {hit.score:.4f} "
+            f"dense {dense} · lexical {lexical}  [blue]{_origin_text(hit)}[/blue]",
+            highlight=False,
         )
-    console.print(table)
+        console.print("   [dim]" + " ".join(hit.content.split())[:200] + "[/dim]", highlight=False)
     f = result.fusion
     line = f"fusion {f.method.value}"
     line += f" (k={f.rrf_k}, lexical_weight={f.lexical_weight})" if f.method.value == "rrf" else (

@@ -30,7 +30,15 @@ from plait.sources.base import Scan, SourceDocument
 from plait.stores.base import Store, StoredChunk
 from plait.types import Chunk, EmbeddingReport, FileOrigin, IndexReport, SkippedSource
 
-__all__ = ["Indexer", "Progress", "build_chunks", "check_model", "chunk_id", "content_hash"]
+__all__ = [
+    "Indexer",
+    "Progress",
+    "build_chunks",
+    "check_model",
+    "chunk_id",
+    "content_hash",
+    "index_text",
+]
 
 Progress = Callable[[int, int], None]
 """Called with (documents done, chunks written) after each document."""
@@ -44,6 +52,18 @@ def chunk_id(source_id: str, key: str, heading_path: Sequence[str], n: int) -> s
     """Stable id: the source, the part key, the heading path and the position within it."""
     raw = "\x1f".join((source_id, key, "\x1e".join(heading_path), str(n)))
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def index_text(content: str, heading_path: Sequence[str]) -> str:
+    """What both arms index for a chunk: its heading path, then its content.
+
+    A section's later chunks do not repeat the headings above them; prepending the
+    path lets "ERR-4012" find the "What it means" chunk under "## ERR-4012 — …", and
+    gives the embedder the same context a reader has.
+    """
+    if not heading_path:
+        return content
+    return "\n".join(heading_path) + "\n\n" + content
 
 
 def build_chunks(doc: SourceDocument, settings: ChunkSettings) -> list[Chunk]:
@@ -68,13 +88,18 @@ def build_chunks(doc: SourceDocument, settings: ChunkSettings) -> list[Chunk]:
                     source_id=doc.source_id,
                     scope=doc.scope,
                     content=text,
-                    content_hash=content_hash(text),
+                    content_hash=content_hash(index_text(text, heading)),
                     origin=origin,
                     ordinal=len(chunks),
                     metadata={**doc.metadata, "charStart": piece.start, "charEnd": piece.end},
                 )
             )
     return chunks
+
+
+def _indexed(chunk: Chunk) -> str:
+    heading = chunk.origin.heading_path if isinstance(chunk.origin, FileOrigin) else []
+    return index_text(chunk.content, heading)
 
 
 def check_model(store: Store, collection: str, embedder: Embedder | None) -> None:
@@ -173,7 +198,7 @@ class Indexer:
                 run.reused += 1
             else:
                 to_embed.setdefault(chunk.content_hash, []).append(chunk)
-        texts = [group[0].content for group in to_embed.values()]
+        texts = [_indexed(group[0]) for group in to_embed.values()]
         matrix = self._embed(collection, texts, run)
         if matrix is not None:
             for row, group in zip(matrix, to_embed.values(), strict=True):
@@ -194,7 +219,7 @@ class Indexer:
         for doc, chunks in batch:
             stored = []
             for chunk in chunks:
-                fields = analyse(chunk.content)
+                fields = analyse(_indexed(chunk))
                 stored.append(StoredChunk(chunk, fields.exact, fields.stems, vectors.get(chunk.id)))
             counts = self.store.replace_source(collection, doc.source_id, doc.scope, stored)
             run.added += counts.added
@@ -260,7 +285,9 @@ class Indexer:
             todo = self.store.chunks_without_vector(collection, limit=self.batch_size * 4)
             if not todo:
                 break
-            matrix = self._embed(collection, [text for _, text in todo], run)
+            chunks = self.store.get_chunks(collection, [cid for cid, _ in todo])
+            texts = [_indexed(chunks[cid]) if cid in chunks else text for cid, text in todo]
+            matrix = self._embed(collection, texts, run)
             if matrix is None:
                 break
             filled += self.store.set_vectors(

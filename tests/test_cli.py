@@ -1,0 +1,73 @@
+"""The CLI as a user runs it: index the examples, search, JSON output, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from plait.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+runner = CliRunner()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    path = str(tmp_path / "plait.db")
+    result = runner.invoke(app, ["index", str(EXAMPLES), "--store", path, "--embedder", "fake", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["sourcesIndexed"] == report["sourcesSeen"] > 10
+    assert report["complete"] is True and report["embedding"]["skipped"] == 0
+    return path
+
+
+def test_search_json_is_the_api_model(store: str) -> None:
+    result = runner.invoke(app, ["search", "what does ERR-4012 mean", "--store", store, "--json", "-k", "8"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["k"] == 8 and len(data["hits"]) == 8
+    top = data["hits"][0]
+    assert top["origin"]["sourcePath"] == "docs/runbooks/checkout-errors.md"
+    assert any("ERR-4012" in part for part in top["origin"]["headingPath"])
+    assert top["match"] == "both"
+    lexical_first = next(h for h in data["hits"] if h["ranks"]["lexical"] == 1)
+    assert any("ERR-4012" in part for part in lexical_first["origin"]["headingPath"])
+    assert data["fusion"]["method"] == "rrf" and data["fusion"]["rrfK"] == 60
+
+
+def test_scopes_from_paths(store: str) -> None:
+    result = runner.invoke(app, ["search", "idempotency keys", "--store", store, "--json", "--scope", "adr"])
+    data = json.loads(result.stdout)
+    assert data["hits"] and all(h["scope"] == "adr" for h in data["hits"])
+    assert all(h["origin"]["sourcePath"].startswith("docs/adr/") for h in data["hits"])
+
+
+def test_table_output(store: str) -> None:
+    result = runner.invoke(app, ["search", "SKU-88213-B", "--store", store, "--debug"])
+    assert result.exit_code == 0, result.output
+    assert "inventory-stale-stock.md" in result.stdout
+    assert "timings" in result.stdout
+
+
+def test_collections_and_reindex(store: str) -> None:
+    listed = json.loads(runner.invoke(app, ["collections", "--store", store, "--json"]).stdout)
+    assert [c["name"] for c in listed] == ["default"]
+    assert listed[0]["embedderProvider"] == "fake" and listed[0]["chunksWithoutVector"] == 0
+    again = json.loads(runner.invoke(app, ["reindex", "--store", store, "--json"]).stdout)
+    assert again["chunksAdded"] == 0 and again["chunksUnchanged"] == listed[0]["chunks"]
+    assert again["embedding"]["embedded"] == 0
+
+
+def test_user_errors_exit_1_without_traceback(store: str) -> None:
+    result = runner.invoke(app, ["search", "x", "--store", store, "--collection", "missing"])
+    assert result.exit_code == 1
+    assert "collection 'missing' does not exist" in result.stderr
+    assert "Traceback" not in result.output
+    result = runner.invoke(app, ["search", "", "--store", store])
+    assert result.exit_code == 1 and "query is empty" in result.stderr
+    result = runner.invoke(app, ["search", "x", "--store", store, "--embedder", "bogus"])
+    assert result.exit_code == 1 and "bogus" in result.stderr
