@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -329,7 +328,8 @@ def test_plain_text_has_no_heading_path() -> None:
 
 
 @pytest.mark.slow
-def test_five_megabytes_is_fast() -> None:
+def test_five_megabytes_chunk_completely() -> None:
+    """Large and hostile inputs chunk without error (speed is measured in benchmarks/)."""
     paragraph = "Lorem ipsum dolor sit amet, decisão naïve 😀 שלום. " * 8
     blocks = []
     for i in range(14_000):
@@ -337,14 +337,11 @@ def test_five_megabytes_is_fast() -> None:
     text = "\n\n".join(blocks)
     assert len(text) > 5_000_000
     for make in (chunk_markdown, chunk_text):
-        started = time.perf_counter()
         chunks = make(text)
-        assert time.perf_counter() - started < 3.0
         assert len(chunks) > 4000
     for hostile in ("x" * 5_000_000, "a\n" * 2_500_000, "a\n\n" * 1_700_000):
-        started = time.perf_counter()
-        chunk_markdown(hostile)
-        assert time.perf_counter() - started < 3.0
+        chunks = chunk_markdown(hostile)
+        assert chunks and chunks[-1].end == len(hostile.rstrip())
 
 
 # --- properties -------------------------------------------------------------------------

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The quickstart's main job: install plait into .venv, index examples/ into the embedded
+# store (./.plait/plait.db, no server), and run searches that show a lexical rescue, a
+# semantic match and a hit found by both arms.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+export PLAIT_STORE="${PLAIT_STORE:-./.plait/plait.db}"
+plait() { .venv/bin/plait "$@"; }
+
+echo "== index examples/ (Markdown docs, ADRs under docs/adr/, runbooks; part Portuguese)"
+plait index examples
+echo
+echo "== lexical rescue: an exact error code the embedding alone confuses with ERR-4021/4013"
+plait search "what does ERR-4012 mean" -k 5
+echo
+echo "== semantic match: no word in common with the answer"
+plait search "the bank rejected my purchase" -k 5
+echo
+echo "== both arms: an identifier plus prose"
+plait search "stock wrong for SKU-88213-B" -k 5
+echo
+echo "== Portuguese, identifier + accent folding"
+plait search "estorno do PIX-2024-88317 não chegou" -k 3
