@@ -134,6 +134,15 @@ def test_persistent_500_gives_up_after_retries() -> None:
         assert len(srv.requests) == 3
 
 
+def test_persistent_503_is_unavailable() -> None:
+    with WireServer(dimension=DIM, status=503) as srv:
+        embedder = OllamaEmbedder(base_url=srv.url, retries=1, backoff=0.01)
+        with pytest.raises(ProviderUnavailableError, match="HTTP 503") as info:
+            embedder.embed_documents(["a"])
+        assert srv.url in str(info.value)
+        assert len(srv.requests) == 2
+
+
 def test_429_is_retried() -> None:
     with WireServer(dimension=DIM, status=429) as srv:
         embedder = OllamaEmbedder(base_url=srv.url, retries=1, backoff=0.01)

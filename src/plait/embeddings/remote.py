@@ -7,10 +7,11 @@ Both share one request loop (:class:`HTTPEmbedder`):
   ``backoff * 2**i`` (``i = 0 .. retries - 1``, each capped at :data:`MAX_BACKOFF`).
 * Retried: connection errors, timeouts, HTTP 5xx and 429.
   Not retried: any other 4xx, malformed JSON, an answer of the wrong shape.
-* Still unreachable after the retries (refused, DNS, timeout) →
-  :class:`~plait.errors.ProviderUnavailableError` naming the URL and the cause.
-  An HTTP error status or a bad answer → :class:`~plait.errors.ProviderResponseError`
-  naming the status and a short excerpt of the body.
+* Still unreachable after the retries (refused, DNS, timeout), or still answering
+  502/503/504 → :class:`~plait.errors.ProviderUnavailableError` naming the URL and
+  the cause. Any other HTTP error status (after retries for 500 and 429) or a bad
+  answer → :class:`~plait.errors.ProviderResponseError` naming the status and a short
+  excerpt of the body.
 
 Neither class knows its dimension before the first answer unless told
 (``OpenAIEmbedder(dimensions=...)``); :attr:`HTTPEmbedder.known_dimension` gives the
@@ -57,6 +58,10 @@ KNOWN_DIMENSIONS: dict[str, int] = {
 MAX_BACKOFF = 8.0
 
 _EXCERPT_CHARS = 200
+
+# Still answered with one of these after the retries: the service is unavailable,
+# not broken (a proxy without upstream, an overloaded or still-starting server).
+_GATEWAY_STATUSES = frozenset({502, 503, 504})
 
 
 def _excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
@@ -229,6 +234,11 @@ class HTTPEmbedder(BaseEmbedder):
                     f"{_excerpt(response.text) or '(empty body)'}"
                 ) from exc
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if last_response is not None and last_response.status_code in _GATEWAY_STATUSES:
+            raise ProviderUnavailableError(
+                f"{self.provider} at {url} is unavailable after {tries}: "
+                f"HTTP {last_response.status_code}: {_excerpt(last_response.text)}"
+            )
         if last_response is not None:
             raise ProviderResponseError(
                 f"{self.provider} at {url} answered HTTP {last_response.status_code} "
