@@ -36,31 +36,35 @@ def bm25_rank(
     *,
     limit: int | None,
     allowed: np.ndarray | None = None,
+    avgdl: tuple[float, float] | None = None,
 ) -> list[tuple[int, float]]:
     """Rank chunks by BM25.
 
     ``rowids`` are the sorted ids of every chunk, ``lengths[i, f]`` the length of
     chunk ``rowids[i]`` in field ``f``; ``postings[f]`` holds, per query term of field
     ``f``, the (sorted chunk ids, term frequencies) arrays. ``allowed`` (sorted ids)
-    restricts the result. Ties break by chunk id, ascending.
+    restricts the result; ``avgdl`` (per field) saves recomputing the mean lengths on
+    every query. Ties break by chunk id, ascending.
     """
     n_docs = rowids.size
     if n_docs == 0:
         return []
     weights = (params.exact_weight, params.stems_weight)
+    if avgdl is None:
+        avgdl = (float(lengths[:, 0].mean()), float(lengths[:, 1].mean()))
     all_ids: list[np.ndarray] = []
     all_scores: list[np.ndarray] = []
     for field, terms in postings.items():
         weight = weights[field]
         if weight == 0:
             continue
-        avgdl = float(lengths[:, field].mean()) or 1.0
+        mean_len = avgdl[field] or 1.0
         for ids, tfs in terms:
             if ids.size == 0:
                 continue
             positions = np.searchsorted(rowids, ids)
             doc_len = lengths[positions, field]
-            norm = params.k1 * (1.0 - params.b + params.b * doc_len / avgdl)
+            norm = params.k1 * (1.0 - params.b + params.b * doc_len / mean_len)
             term_idf = idf(n_docs, ids.size)
             all_ids.append(ids)
             all_scores.append(weight * term_idf * tfs * (params.k1 + 1.0) / (tfs + norm))

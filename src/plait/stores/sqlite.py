@@ -128,6 +128,7 @@ class _Snapshot:
         self.generation = generation
         self.rowids: np.ndarray | None = None  # sorted chunk rowids
         self.lengths: np.ndarray | None = None  # (n, 2) field lengths
+        self.avgdl: tuple[float, float] = (0.0, 0.0)
         self.postings: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
         self.vectors: tuple[np.ndarray, np.ndarray] | None = None  # (rowids, matrix)
         self.ids: dict[int, str] = {}
@@ -570,6 +571,8 @@ class SQLiteStore:
             )
             snap.rowids = np.array([r[0] for r in rows], dtype=np.int64)
             snap.lengths = np.array([(r[1], r[2]) for r in rows], dtype=np.float64).reshape(-1, 2)
+            if rows:
+                snap.avgdl = (float(snap.lengths[:, 0].mean()), float(snap.lengths[:, 1].mean()))
             snap.ids = {r[0]: r[3] for r in rows}
         return snap.rowids, snap.lengths
 
@@ -625,7 +628,13 @@ class SQLiteStore:
             ids = snap.ids
         allowed = self._allowed_rowids(cid, filters)
         ranked = bm25_rank(
-            rowids, lengths, postings, params or BM25Params(), limit=limit, allowed=allowed
+            rowids,
+            lengths,
+            postings,
+            params or BM25Params(),
+            limit=limit,
+            allowed=allowed,
+            avgdl=snap.avgdl,
         )
         return [(ids[r], s) for r, s in ranked]
 
