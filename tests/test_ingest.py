@@ -38,6 +38,14 @@ def test_chunk_ids_are_stable_and_heading_paths_kept() -> None:
     assert a[0].id == build_chunks(_doc(text), ChunkSettings(target=500))[0].id
 
 
+def test_heading_only_parent_sections_are_not_chunks() -> None:
+    text = "# Guide\n\n## Reasons\n\n### Expired card\n\nThe card expired.\n\n## Empty\n"
+    chunks = build_chunks(_doc(text), ChunkSettings())
+    # "# Guide" and "## Reasons" only introduce subsections: their words live on in
+    # the subsection's heading path; "## Empty" has no subsection, so it stays.
+    assert [c.origin.heading_path for c in chunks] == [["Guide", "Reasons", "Expired card"], ["Guide", "Empty"]]
+
+
 def test_incremental_reindex_embeds_only_changed_chunks(tmp_path: Path) -> None:
     fake = FakeEmbedder()
     with Plait(str(tmp_path / "p.db"), embedder=fake) as engine:

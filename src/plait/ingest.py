@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from plait.analysis import analyse
-from plait.chunking import ChunkSettings, chunk_markdown, chunk_text
+from plait.chunking import ChunkSettings, TextChunk, chunk_markdown, chunk_text
 from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.sources.base import Scan, SourceDocument
@@ -66,15 +66,29 @@ def index_text(content: str, heading_path: Sequence[str]) -> str:
     return "\n".join(heading_path) + "\n\n" + content
 
 
+def _bare_parent_heading(pieces: Sequence[TextChunk], index: int) -> bool:
+    """A section that is only its heading line, followed by its own subsections.
+
+    Its words are indexed with every subsection (through their heading paths), so a
+    chunk of its own would only be a citation with nothing in it.
+    """
+    piece = pieces[index]
+    text = piece.text.strip()
+    if "\n" in text or not text.startswith("#") or index + 1 >= len(pieces):
+        return False
+    following = pieces[index + 1].heading_path
+    return len(following) > len(piece.heading_path) and following[: len(piece.heading_path)] == piece.heading_path
+
+
 def build_chunks(doc: SourceDocument, settings: ChunkSettings) -> list[Chunk]:
     """Cut a document's parts into chunks with stable ids and inherited origins."""
     chunks: list[Chunk] = []
     seen: Counter[tuple[str, tuple[str, ...]]] = Counter()
     for part in doc.parts:
         pieces = chunk_markdown(part.text, settings) if part.markdown else chunk_text(part.text, settings)
-        for piece in pieces:
+        for index, piece in enumerate(pieces):
             text = piece.text.strip()
-            if not text:
+            if not text or _bare_parent_heading(pieces, index):
                 continue
             heading = tuple(piece.heading_path)
             n = seen[(part.key, heading)]
