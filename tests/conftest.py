@@ -9,32 +9,9 @@ import pytest
 
 from plait.embeddings.fake import FakeEmbedder
 from plait.service import Plait
-from plait.sources.base import SourceDocument, SourcePart
-from plait.types import FileOrigin
+from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 
-ARTICLE_DOCS = {
-    "kb-101": "ERR-4012: checkout API rejects the cart when the session token expired.",
-    "kb-102": "Payment timeouts: how to retry declined card transactions safely.",
-    "kb-103": "ERR-4021: inventory service returns stale stock for SKU-88213-B.",
-    "kb-104": "Why was my payment refused? Common reasons a card gets declined.",
-    "kb-105": "Session management: refreshing expired tokens in the checkout flow.",
-}
-
-
-def documents(docs: dict[str, str], scope: str = "docs") -> list[SourceDocument]:
-    return [
-        SourceDocument(
-            source_id=doc_id,
-            scope=scope,
-            parts=(SourcePart(text=text, origin=FileOrigin(source_path=f"{doc_id}.md", title=doc_id)),),
-            metadata={"docId": doc_id},
-        )
-        for doc_id, text in docs.items()
-    ]
-
-
-def doc_of(hit) -> str:  # type: ignore[no-untyped-def]
-    return hit.metadata["docId"]
+__all__ = ["ARTICLE_DOCS", "doc_of", "documents"]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTICLE_DOCS, doc_of, documents
+from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from plait.service import Plait
 from plait.types import Match
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ARTICLE_DOCS, documents
+from plait.testing.corpus import ARTICLE_DOCS, documents
 from plait.chunking import ChunkSettings
 from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.remote import OllamaEmbedder

@@ -1,0 +1,211 @@
+"""CLI commands for the network interfaces: ``serve``, ``keys create|list|revoke``, ``mcp``.
+
+They are added to the main ``plait`` app by :func:`register`, so the core CLI does not
+import FastAPI or the MCP SDK until one of these commands runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from plait.api.keys import KeyStore, default_keys_path
+from plait.config import Settings
+from plait.types import to_json
+
+__all__ = ["is_loopback", "register"]
+
+# The same options as plait.cli (which imports this module at its end, so importing it
+# back here at import time would be circular under ``python -m plait.cli``).
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Store: a SQLite file path (env PLAIT_STORE).")
+]
+CollectionOpt = Annotated[
+    str | None, typer.Option("--collection", "-c", help="Collection name (default 'default').")
+]
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        help="e5 | minilm | ollama | openai | none (default: the collection's recorded one).",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+KeysOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--keys",
+        envvar="PLAIT_KEYS",
+        help="API key file (env PLAIT_KEYS; default keys.db next to the store).",
+    ),
+]
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _key_store(keys: Path | None, store: str | None) -> KeyStore:
+    path = keys or default_keys_path(Settings.resolve(store=store).store)
+    return KeyStore(path)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="No API keys (local use: loopback hosts only).")
+    ] = False,
+    keys: KeysOpt = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs) and the search & debug page at /."""
+    from plait.cli import _collection, _engine, _run, err
+    if no_auth and not is_loopback(host):
+        err.print(
+            f"[red]error:[/red] --no-auth only binds to loopback (127.0.0.1, ::1, localhost), "
+            f"not {host!r}: create a key with 'plait keys create' instead",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+    if not 0 < port < 65536:
+        err.print(f"[red]error:[/red] --port {port} is not in 1..65535", highlight=False)
+        raise typer.Exit(1)
+    from plait.api.http import create_app
+
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        key_store = None if no_auth else _run(debug, lambda: _key_store(keys, store))
+        fastapi_app = _run(
+            debug, lambda: create_app(engine, auth=not no_auth, keys=key_store, default_collection=name)
+        )
+        import uvicorn
+
+        mode = "no auth (loopback only)" if no_auth else f"API keys from {key_store.path if key_store else ''}"
+        err.print(f"plait serving on http://{host}:{port}/ — {mode}", highlight=False)
+        uvicorn.run(fastapi_app, host=host, port=port, log_level="debug" if debug else "info")
+
+
+keys_app = typer.Typer(help="API keys: a role (reader | maintainer | admin) per collection.")
+
+
+@keys_app.command("create")
+def keys_create(
+    role: Annotated[str, typer.Option(help="reader | maintainer | admin")] = "reader",
+    collection: Annotated[
+        str | None, typer.Option("--collection", "-c", help="Collection the key covers; '*' for all.")
+    ] = None,
+    keys: KeysOpt = None,
+    store: StoreOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Create a key and print its token — shown only this once."""
+    from plait.cli import _collection, _print_json, _run, console, err
+    name = _collection(collection)
+    key_store = _run(debug, lambda: _key_store(keys, store))
+    try:
+        key, token = _run(debug, lambda: key_store.create(role=role, collection=name))
+    finally:
+        key_store.close()
+    if as_json:
+        _print_json({**to_json(key), "token": token})
+        return
+    console.print(f"key {key.id}: {key.role.value} on {key.collection!r}", highlight=False)
+    console.print(token, highlight=False, soft_wrap=True)
+    err.print("store this token now: it is not shown again", highlight=False)
+
+
+@keys_app.command("list")
+def keys_list(
+    keys: KeysOpt = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """List keys (id, role, collection, token hint, revoked) — never the tokens."""
+    from plait.cli import _print_json, _run, console
+    key_store = _run(debug, lambda: _key_store(keys, store))
+    try:
+        listed = [k for k in key_store.list_keys() if collection is None or k.collection == collection]
+    finally:
+        key_store.close()
+    if as_json:
+        _print_json([to_json(k) for k in listed])
+        return
+    from rich.table import Table
+
+    table = Table(title="API keys")
+    for column in ("id", "role", "collection", "token", "created", "revoked"):
+        table.add_column(column)
+    for k in listed:
+        table.add_row(str(k.id), k.role.value, k.collection, k.hint, k.created_at, k.revoked_at or "—")
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[int, typer.Argument(help="The key's id (see 'plait keys list').")],
+    keys: KeysOpt = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Revoke a key: it stops working at once."""
+    from plait.cli import _print_json, _run, console
+    key_store = _run(debug, lambda: _key_store(keys, store))
+    try:
+        key = _run(debug, lambda: key_store.revoke(key_id))
+    finally:
+        key_store.close()
+    if as_json:
+        _print_json(key)
+    else:
+        console.print(f"key {key.id} revoked at {key.revoked_at}", highlight=False)
+
+
+def mcp(
+    no_reindex: Annotated[
+        bool, typer.Option("--no-reindex", help="Leave the reindex tool out (read-only agents).")
+    ] = False,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Serve MCP tools (collections, search, coverage, reindex) over stdio for agents."""
+    from plait.api.mcp import create_mcp_server
+    from plait.cli import _collection, _engine, _run
+
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        server = _run(
+            debug,
+            lambda: create_mcp_server(engine, default_collection=name, allow_reindex=not no_reindex),
+        )
+        server.run("stdio")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``, ``keys`` and ``mcp`` to the main CLI."""
+    app.command("serve")(serve)
+    app.add_typer(keys_app, name="keys")
+    app.command("mcp")(mcp)

@@ -1,0 +1,341 @@
+"""The HTTP API (OpenAPI at ``/openapi.json``) and the search & debug page at ``/``.
+
+A thin adapter over :class:`plait.service.Plait`: request and response bodies are the
+library's own models in their camelCase JSON form, and errors map from
+:mod:`plait.errors`::
+
+    ValidationError (and request validation)        422
+    NotFoundError                                    404
+    ModelMismatchError, SourceError                  409
+    ProviderResponseError                            502
+    StoreUnavailableError, ProviderUnavailableError  503
+    any other PlaitError                             500 with its message
+    anything else                                    500 "internal error" (no traceback)
+
+Every error body is ``{"error": "<one-line message>"}``. With auth on, each request
+carries ``Authorization: Bearer <token>`` (or ``X-API-Key``): no or unknown key → 401,
+a role too low → 403, and a collection the key does not cover → 404 with exactly the
+body of a collection that does not exist, so existence never leaks.
+
+FastAPI and uvicorn are the ``server`` extra: ``pip install 'plait[server]'``.
+"""
+
+import json
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plait.api.keys import ApiKey, KeyStore, Role
+from plait.coverage import CoverageReport
+from plait.errors import (
+    ConfigError,
+    ModelMismatchError,
+    NotFoundError,
+    PlaitError,
+    ProviderResponseError,
+    ProviderUnavailableError,
+    SourceError,
+    StoreUnavailableError,
+    ValidationError,
+)
+from plait.search import SearchRequest
+from plait.types import CollectionInfo, IndexReport, SearchResult
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from plait.service import Plait
+
+__all__ = ["MAX_BODY_BYTES", "create_app", "error_status"]
+
+MAX_BODY_BYTES = 1024 * 1024
+_MAX_MESSAGE_CHARS = 300
+
+_STATUS: tuple[tuple[type[PlaitError], int], ...] = (
+    (ValidationError, 422),
+    (NotFoundError, 404),
+    (ModelMismatchError, 409),
+    (SourceError, 409),
+    (ProviderResponseError, 502),
+    (StoreUnavailableError, 503),
+    (ProviderUnavailableError, 503),
+)
+
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def error_status(exc: PlaitError) -> int:
+    """The HTTP status for a plait error."""
+    for kind, status in _STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def _short(message: str) -> str:
+    line = " ".join(str(message).split())
+    return line if len(line) <= _MAX_MESSAGE_CHARS else line[: _MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def _not_found(collection: str) -> NotFoundError:
+    # The same words the service uses, so a hidden collection looks exactly like a missing one.
+    return NotFoundError(f"collection {collection!r} does not exist")
+
+
+def _require_fastapi() -> None:
+    try:
+        import fastapi  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "the HTTP API needs FastAPI and uvicorn: pip install 'plait[server]'"
+        ) from None
+
+
+def _describe_validation(errors: list[dict[str, Any]]) -> str:
+    """One line naming the bad field(s), never echoing the input."""
+    parts = []
+    for error in errors[:3]:
+        loc = [str(p) for p in error.get("loc", ()) if p not in ("body",)]
+        if error.get("type") == "json_invalid":
+            where = error.get("loc", ("body", "?"))[-1]
+            parts.append(f"malformed JSON body (at character {where})")
+            continue
+        field = ".".join(loc) or "body"
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        given = error.get("input")
+        if isinstance(given, (int, float, bool)) or (isinstance(given, str) and len(given) <= 40):
+            if error.get("type") not in ("missing", "extra_forbidden"):
+                message += f" (got {given!r})"
+        parts.append(f"{field}: {message}")
+    if len(errors) > 3:
+        parts.append(f"and {len(errors) - 3} more")
+    return _short("; ".join(parts))
+
+
+class _BodyLimit:
+    """ASGI middleware: refuse request bodies over ``limit`` bytes with 413."""
+
+    def __init__(self, app: Any, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = f"the request body is over {self.limit} bytes"
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await _send_error(send, 413, message)
+                return
+        seen = 0
+        rejected = False
+
+        async def limited_receive() -> Any:
+            nonlocal seen, rejected
+            if rejected:
+                return {"type": "http.disconnect"}
+            event = await receive()
+            if event["type"] == "http.request":
+                seen += len(event.get("body", b""))
+                if seen > self.limit:
+                    # Answer 413 now; the app sees a disconnect and whatever it sends is dropped.
+                    rejected = True
+                    await _send_error(send, 413, message)
+                    return {"type": "http.disconnect"}
+            return event
+
+        async def guarded_send(event: Any) -> None:
+            if not rejected:
+                await send(event)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not rejected:
+                raise
+
+
+async def _send_error(send: Any, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _web_dir() -> Path:
+    return Path(str(resources.files("plait") / "web"))
+
+
+def create_app(
+    engine: "Plait",
+    *,
+    auth: bool = True,
+    keys: KeyStore | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    default_collection: str = "default",
+) -> "FastAPI":
+    """The FastAPI app for ``engine``; ``keys`` is required when ``auth`` is on."""
+    _require_fastapi()
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import FileResponse, JSONResponse
+    from fastapi.staticfiles import StaticFiles
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    if auth and keys is None:
+        raise ConfigError("auth is on but no key store was given: pass keys=KeyStore(path)")
+
+    app = FastAPI(
+        title="plait",
+        version="0.1.0",
+        summary="Hybrid retrieval: BM25 and dense vectors fused before the cut, with citations.",
+    )
+    reindex_lock = threading.Lock()
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"error": _short(message)}, status_code=status, headers=headers)
+
+    @app.exception_handler(PlaitError)
+    async def _plait_error(_: Request, exc: PlaitError) -> JSONResponse:
+        return error(error_status(exc), str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(422, _describe_validation(list(exc.errors())))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, __: Exception) -> JSONResponse:
+        return error(500, "internal error")
+
+    class _Unauthorized(Exception):
+        pass
+
+    class _Forbidden(Exception):
+        def __init__(self, message: str) -> None:
+            super().__init__(message)
+
+    @app.exception_handler(_Unauthorized)
+    async def _unauthorized(_: Request, __: Exception) -> JSONResponse:
+        return error(
+            401,
+            "a valid API key is required: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'",
+            {"WWW-Authenticate": "Bearer"},
+        )
+
+    @app.exception_handler(_Forbidden)
+    async def _forbidden(_: Request, exc: Exception) -> JSONResponse:
+        return error(403, str(exc))
+
+    def principal(request: Request) -> ApiKey | None:
+        """The caller's key (None when auth is off); 401 when auth is on and it is missing."""
+        if not auth:
+            return None
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        presented = token.strip() if scheme.lower() == "bearer" else ""
+        presented = presented or request.headers.get("x-api-key", "").strip()
+        key = keys.authenticate(presented) if keys is not None else None
+        if key is None:
+            raise _Unauthorized
+        return key
+
+    def allow(key: ApiKey | None, collection: str, role: Role, action: str) -> None:
+        if key is None:
+            return
+        if not key.covers(collection):
+            raise _not_found(collection)
+        if not key.role.includes(role):
+            raise _Forbidden(f"{action} needs the {role.value} role; this key is a {key.role.value}")
+
+    Caller = Depends(principal)
+
+    @app.get("/healthz", tags=["meta"])
+    def healthz() -> dict[str, Any]:
+        """Liveness: the process answers and whether it wants API keys."""
+        return {"status": "ok", "auth": auth, "defaultCollection": default_collection}
+
+    @app.get(
+        "/v1/collections",
+        response_model=list[CollectionInfo],
+        tags=["collections"],
+        responses={401: {"description": "no or unknown API key"}},
+    )
+    def list_collections(key: ApiKey | None = Caller) -> list[CollectionInfo]:
+        """The collections the caller's key covers, with model and counts."""
+        infos = engine.collections()
+        return [i for i in infos if key is None or key.covers(i.name)]
+
+    @app.post(
+        "/v1/collections/{collection}/search",
+        response_model=SearchResult,
+        tags=["search"],
+        responses={
+            401: {"description": "no or unknown API key"},
+            404: {"description": "no such collection (or not covered by the key)"},
+            409: {"description": "the collection was indexed with another embedding model"},
+            422: {"description": "invalid request"},
+        },
+    )
+    def search(collection: str, body: SearchRequest, key: ApiKey | None = Caller) -> SearchResult:
+        """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut."""
+        allow(key, collection, Role.READER, "search")
+        return engine.search_request(collection, body)
+
+    @app.post(
+        "/v1/collections/{collection}/reindex",
+        response_model=IndexReport,
+        tags=["collections"],
+        responses={
+            401: {"description": "no or unknown API key"},
+            403: {"description": "the key is not a maintainer"},
+            404: {"description": "no such collection (or not covered by the key)"},
+        },
+    )
+    def reindex(collection: str, key: ApiKey | None = Caller) -> IndexReport:
+        """Re-read the recorded sources (unchanged chunks are not re-embedded), backfill vectors."""
+        allow(key, collection, Role.MAINTAINER, "reindex")
+        with reindex_lock:
+            return engine.reindex(collection=collection)
+
+    @app.get(
+        "/v1/collections/{collection}/coverage",
+        response_model=CoverageReport,
+        tags=["collections"],
+        responses={
+            401: {"description": "no or unknown API key"},
+            404: {"description": "no such collection (or not covered by the key)"},
+        },
+    )
+    def coverage(collection: str, key: ApiKey | None = Caller) -> CoverageReport:
+        """Per scope: sources present against sources with chunks, vectors, model, last index."""
+        allow(key, collection, Role.READER, "coverage")
+        return engine.coverage(collection=collection)
+
+    web = _web_dir()
+    if web.is_dir():
+        app.mount("/web", StaticFiles(directory=str(web)), name="web")
+
+        @app.get("/", include_in_schema=False)
+        def page() -> FileResponse:
+            return FileResponse(web / "index.html", headers=_PAGE_HEADERS)
+
+    app.add_middleware(_BodyLimit, limit=max_body_bytes)
+    return app

@@ -1,0 +1,242 @@
+"""The HTTP API through a real uvicorn server (127.0.0.1, free port) and httpx:
+bodies are the library's own camelCase models, errors are one-line ``{"error": …}``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
+
+import httpx  # noqa: E402
+from http_served import Served, serve_engine  # noqa: E402
+
+from plait.api.http import MAX_BODY_BYTES, create_app, error_status  # noqa: E402
+from plait.embeddings.fake import FakeEmbedder  # noqa: E402
+from plait.errors import (  # noqa: E402
+    ConfigError,
+    ModelMismatchError,
+    NotFoundError,
+    ProviderResponseError,
+    ProviderUnavailableError,
+    StoreUnavailableError,
+    ValidationError,
+)
+from plait.service import Plait  # noqa: E402
+from plait.testing.asgi_server import UvicornThread  # noqa: E402
+from plait.types import to_json  # noqa: E402
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serve_engine(tmp_path) as s:
+        yield s
+
+
+@pytest.fixture
+def admin(served: Served) -> Iterator[httpx.Client]:
+    headers = {"Authorization": f"Bearer {served.tokens['admin_all']}"}
+    with httpx.Client(base_url=served.url, headers=headers, timeout=30) as client:
+        yield client
+
+
+def _search(client: httpx.Client, collection: str, body: Any) -> httpx.Response:
+    return client.post(f"/v1/collections/{collection}/search", json=body)
+
+
+def test_health_needs_no_key(served: Served) -> None:
+    response = httpx.get(served.url + "/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "auth": True, "defaultCollection": "default"}
+
+
+def test_search_returns_the_library_model_in_camel_case(served: Served, admin: httpx.Client) -> None:
+    response = _search(admin, "a", {"query": "ERR-4012", "k": 3, "lexicalWeight": 0.5})
+    assert response.status_code == 200
+    data = response.json()
+    expected = to_json(served.engine.search("ERR-4012", collection="a", k=3, lexical_weight=0.5))
+    data.pop("timingsMs"), expected.pop("timingsMs")
+    assert data == expected
+    top = data["hits"][0]
+    assert set(top) == {
+        "chunkId", "content", "score", "vectorScore", "lexicalScore", "match", "scope", "ranks",
+        "origin", "metadata",
+    }
+    assert top["metadata"]["docId"] == "kb-101" and top["match"] == "both"
+    assert top["ranks"]["lexical"] == 1 and top["ranks"]["fused"] == 1
+    # RRF, k = 60, equal weights: 1/(60 + lexical rank) + 1/(60 + dense rank).
+    assert top["score"] == pytest.approx(1 / 61 + 1 / (60 + top["ranks"]["dense"]))
+    assert top["origin"] == {"kind": "file", "sourcePath": "kb-101.md", "headingPath": [], "title": "kb-101"}
+    assert data["fusion"]["rrfK"] == 60 and data["vectorAvailable"] is True
+
+
+def test_a_hit_no_arm_found_lexically_has_null_lexical_score(admin: httpx.Client) -> None:
+    data = _search(admin, "a", {"query": "zebra", "k": 5}).json()
+    assert len(data["hits"]) == 5
+    assert all(h["match"] == "semantic" and h["lexicalScore"] is None for h in data["hits"])
+    assert all(h["ranks"]["lexical"] is None for h in data["hits"])
+
+
+def test_weighted_fusion_and_the_fusion_echo(admin: httpx.Client) -> None:
+    data = _search(admin, "a", {"query": "ERR-4012", "fusion": "weighted", "k": 2}).json()
+    assert data["fusion"]["method"] == "weighted" and data["fusion"]["threshold"] == 0.2
+    assert data["hits"][0]["metadata"]["docId"] == "kb-101"
+
+
+LONG = "x" * 5000
+
+
+@pytest.mark.parametrize(
+    ("body", "needles"),
+    [
+        ({"query": ""}, ["query", "empty"]),
+        ({"query": "   "}, ["query", "empty"]),
+        ({"query": LONG}, ["query", "5000", "4096"]),
+        ({"query": "a", "k": 0}, ["k", "greater than or equal to 1", "got 0"]),
+        ({"query": "a", "k": 201}, ["k", "less than or equal to 200"]),
+        ({"query": "a", "fusion": "max"}, ["fusion", "'rrf' or 'weighted'"]),
+        ({"query": "a", "lexicalWeight": 1.5}, ["lexicalWeight", "less than or equal to 1"]),
+        ({"query": "a", "bogus": 1}, ["bogus", "Extra inputs"]),
+        ({"k": 3}, ["query", "Field required"]),
+        ([1, 2], ["body", "dictionary"]),
+    ],
+)
+def test_invalid_requests_are_422_with_one_clear_line(
+    admin: httpx.Client, body: Any, needles: list[str]
+) -> None:
+    response = _search(admin, "a", body)
+    assert response.status_code == 422
+    data = response.json()
+    assert list(data) == ["error"]
+    message = data["error"]
+    for needle in needles:
+        assert needle in message
+    assert "\n" not in message and "Traceback" not in message and len(message) <= 300
+    assert "x" * 50 not in message  # a huge input is never echoed
+
+
+def test_malformed_json_is_422(admin: httpx.Client) -> None:
+    response = admin.post(
+        "/v1/collections/a/search", content=b'{"query": ', headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json() == {"error": "malformed JSON body (at character 10)"}
+
+
+def test_bodies_over_the_limit_are_413(admin: httpx.Client) -> None:
+    big = b'{"query": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    response = admin.post(
+        "/v1/collections/a/search", content=big, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 413
+    assert response.json() == {"error": f"the request body is over {MAX_BODY_BYTES} bytes"}
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the stream itself is counted
+        yield b'{"query": "'
+        for _ in range(MAX_BODY_BYTES // 65536 + 1):
+            yield b"x" * 65536
+        yield b'"}'
+
+    streamed = admin.post(
+        "/v1/collections/a/search", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert streamed.status_code == 413
+    assert streamed.json()["error"].startswith("the request body is over")
+
+
+def test_missing_collection_and_route_are_404(admin: httpx.Client) -> None:
+    response = _search(admin, "nope", {"query": "a"})
+    assert response.status_code == 404
+    assert response.json() == {"error": "collection 'nope' does not exist"}
+    assert admin.post("/v1/collections/nope/reindex").json() == {"error": "collection 'nope' does not exist"}
+    assert admin.get("/v2/whatever").json() == {"error": "Not Found"}
+
+
+def test_model_mismatch_is_409(tmp_path: Path, served: Served) -> None:
+    other = Plait(served.engine.store, embedder=FakeEmbedder(dimension=32, model="hash-32"))
+    with UvicornThread(create_app(other, auth=False)) as server:
+        response = httpx.post(f"{server.url}/v1/collections/a/search", json={"query": "ERR-4012"})
+    assert response.status_code == 409
+    assert "hash-64" in response.json()["error"] and "hash-32" in response.json()["error"]
+
+
+def test_an_unexpected_failure_is_500_without_a_traceback(tmp_path: Path) -> None:
+    engine = Plait(str(tmp_path / "closed.db"), embedder=FakeEmbedder(dimension=8))
+    engine.close()  # every store call now fails with sqlite3.ProgrammingError: a bug, not a PlaitError
+    with UvicornThread(create_app(engine, auth=False)) as server:
+        response = httpx.post(f"{server.url}/v1/collections/a/search", json={"query": "x"})
+    assert response.status_code == 500
+    assert response.text == '{"error":"internal error"}'
+
+
+def test_error_status_table() -> None:
+    assert error_status(ValidationError("x")) == 422
+    assert error_status(NotFoundError("x")) == 404
+    assert error_status(ModelMismatchError("x")) == 409
+    assert error_status(StoreUnavailableError("x")) == 503
+    assert error_status(ProviderUnavailableError("x")) == 503
+    assert error_status(ProviderResponseError("x")) == 502
+    assert error_status(ConfigError("x")) == 500
+
+
+def test_reindex_picks_up_a_new_file(tmp_path: Path, served: Served, admin: httpx.Client) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "one.md").write_text("# One\n\nThe PIX-2024-88317 refund runbook.\n", encoding="utf-8")
+    served.engine.index(folder, collection="folder")
+    (folder / "two.md").write_text("# Two\n\nThe resolveTenantDB helper.\n", encoding="utf-8")
+    response = admin.post("/v1/collections/folder/reindex")
+    assert response.status_code == 200
+    report = response.json()
+    assert report["collection"] == "folder"
+    assert (report["sourcesSeen"], report["sourcesIndexed"], report["chunksAdded"]) == (2, 2, 1)
+    assert report["chunksUnchanged"] == 1 and report["complete"] is True
+    hits = _search(admin, "folder", {"query": "resolveTenantDB"}).json()["hits"]
+    assert hits[0]["origin"]["sourcePath"] == "two.md" and hits[0]["ranks"]["lexical"] == 1
+
+
+def test_collections_lists_what_the_key_covers(served: Served, admin: httpx.Client) -> None:
+    listed = admin.get("/v1/collections").json()
+    assert [c["name"] for c in listed] == ["a", "b"]
+    assert listed[0]["chunks"] == 5 and listed[0]["embedderModel"] == "hash-64"
+    reader = {"X-API-Key": served.tokens["reader_a"]}
+    assert [c["name"] for c in httpx.get(served.url + "/v1/collections", headers=reader).json()] == ["a"]
+
+
+def test_openapi_describes_the_camel_case_models(admin: httpx.Client) -> None:
+    spec = admin.get("/openapi.json").json()
+    assert {"/healthz", "/v1/collections", "/v1/collections/{collection}/search",
+            "/v1/collections/{collection}/reindex", "/v1/collections/{collection}/coverage"} <= set(spec["paths"])
+    schemas = spec["components"]["schemas"]
+    assert {"query", "k", "fusion", "lexicalWeight", "rrfK"} <= set(schemas["SearchRequest"]["properties"])
+    assert {"vectorAvailable", "timingsMs", "hits"} <= set(schemas["SearchResult"]["properties"])
+    assert "vectorScore" in schemas["Hit"]["properties"]
+
+
+def test_the_page_and_its_assets_are_served(served: Served) -> None:
+    page = httpx.get(served.url + "/")
+    assert page.status_code == 200 and 'id="search-form"' in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    script = httpx.get(served.url + "/web/app.js")
+    assert script.status_code == 200 and "function whyKept" in script.text
+    assert httpx.get(served.url + "/web/style.css").status_code == 200
+    assert httpx.get(served.url + "/web/missing.js").json() == {"error": "Not Found"}
+
+
+def test_coverage_counts_present_against_indexed(tmp_path: Path, served: Served, admin: httpx.Client) -> None:
+    folder = tmp_path / "cov"
+    folder.mkdir()
+    (folder / "one.md").write_text("# One\n\nThe PIX-2024-88317 refund runbook.\n", encoding="utf-8")
+    served.engine.index(folder, collection="cov")
+    (folder / "two.md").write_text("# Two\n\nNot indexed yet.\n", encoding="utf-8")
+    response = admin.get("/v1/collections/cov/coverage")
+    assert response.status_code == 200
+    report = response.json()
+    assert report["collection"] == "cov" and report["embedderModel"] == "hash-64"
+    (scope,) = report["scopes"]
+    assert (scope["scope"], scope["sourcesPresent"], scope["sourcesIndexed"]) == ("docs", 2, 1)
+    assert scope["chunksWithoutVector"] == 0
+    assert admin.get("/v1/collections/nope/coverage").json() == {"error": "collection 'nope' does not exist"}
