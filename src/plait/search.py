@@ -7,6 +7,10 @@
    only then cut to ``k`` — so a chunk at position 15 of one arm can finish top 5.
 4. Each hit is annotated with the citation contract: scores per arm (None when that
    arm did not return it), the match badge, the rank in every stage and its origin.
+5. Opt-in per request (``rerank="llm"`` or ``"cross-encoder"``): the fused top
+   ``max(k, k_overfetch)`` (default 20) go to a reranker, the final top ``k`` comes
+   from its order and ``ranks.rerank`` is filled. A reranker that fails keeps the
+   fused order and the result says ``reranked: false`` with the reason.
 
 If the query cannot be embedded (provider down, no vectors in the collection, no
 embedder selected), search runs lexical-only and says ``vectorAvailable: false``
@@ -16,22 +20,35 @@ with the reason.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from plait.analysis import STOPWORDS, analyse_query
 from plait.embeddings.base import Embedder
-from plait.errors import ProviderError, ValidationError
+from plait.errors import ConfigError, ProviderError, ValidationError
 from plait.fusion import FUSERS, Fused
+from plait.rerank.base import Reranker, complete_order
 from plait.stores.base import Filters, Store
-from plait.types import FusionMethod, FusionSettings, Hit, Match, Model, Ranks, SearchResult
+from plait.types import Chunk, FusionMethod, FusionSettings, Hit, Match, Model, Ranks, SearchResult
 
-__all__ = ["MAX_K", "MAX_QUERY_CHARS", "SearchRequest", "SearchService"]
+__all__ = [
+    "DEFAULT_K_OVERFETCH",
+    "MAX_K",
+    "MAX_QUERY_CHARS",
+    "RerankerResolver",
+    "SearchRequest",
+    "SearchService",
+]
 
 MAX_QUERY_CHARS = 4096
 MAX_K = 200
+#: Fused candidates handed to a reranker when the request names none.
+DEFAULT_K_OVERFETCH = 20
+
+#: Maps a rerank method (``llm``, ``cross-encoder``) to the reranker that runs it.
+RerankerResolver = Callable[[str], Reranker]
 _METADATA_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -47,6 +64,8 @@ class SearchRequest(Model):
     threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     scopes: list[str] | None = None
     metadata: dict[str, str | int | float | bool] | None = None
+    rerank: Literal["llm", "cross-encoder"] | None = None
+    k_overfetch: int = Field(default=DEFAULT_K_OVERFETCH, ge=1, le=MAX_K)
 
     @field_validator("query")
     @classmethod
@@ -88,8 +107,10 @@ def _ms(start: float) -> float:
 class SearchService:
     """Runs hybrid searches against one store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, rerankers: RerankerResolver | None = None) -> None:
+        """Search ``store``; ``rerankers`` builds the reranker a request's ``rerank`` names."""
         self.store = store
+        self.rerankers = rerankers
 
     def settings_for(self, collection: str, request: SearchRequest) -> FusionSettings:
         """The collection's saved fusion defaults, overridden by the request."""
@@ -126,6 +147,7 @@ class SearchService:
 
             raise NotFoundError(f"collection {collection!r} does not exist")
         settings = self.settings_for(collection, req)
+        reranker = self._reranker(req.rerank) if req.rerank is not None else None
         filters = Filters(scopes=tuple(req.scopes) if req.scopes else None, metadata=req.metadata or {})
 
         t = time.perf_counter()
@@ -164,9 +186,13 @@ class SearchService:
         fused = FUSERS[settings.method](settings, lexical, dense)
         timings["fuse"] = _ms(t)
 
-        t = time.perf_counter()
-        hits = self._hits(collection, fused[: req.k])
-        timings["hydrate"] = _ms(t)
+        rerank_echo: dict[str, Any] = {}
+        if reranker is None:
+            t = time.perf_counter()
+            hits = self._hits(collection, list(enumerate(fused[: req.k], start=1)))
+            timings["hydrate"] = _ms(t)
+        else:
+            hits, rerank_echo = self._reranked(collection, req, reranker, fused, timings)
         timings["total"] = _ms(started)
         return SearchResult(
             query=req.query,
@@ -177,12 +203,61 @@ class SearchService:
             fusion=settings,
             k=req.k,
             timings_ms=timings,
+            **rerank_echo,
         )
 
-    def _hits(self, collection: str, fused: Sequence[Fused]) -> list[Hit]:
-        chunks = self.store.get_chunks(collection, [f.chunk_id for f in fused])
+    def _reranker(self, method: str) -> Reranker:
+        if self.rerankers is None:
+            raise ConfigError(
+                f"rerank={method!r} was asked but this search service has no rerankers configured"
+            )
+        return self.rerankers(method)
+
+    def _reranked(
+        self,
+        collection: str,
+        req: SearchRequest,
+        reranker: Reranker,
+        fused: Sequence[Fused],
+        timings: dict[str, float],
+    ) -> tuple[list[Hit], dict[str, Any]]:
+        """Rerank the fused top ``max(k, k_overfetch)``, then cut to ``k``."""
+        t = time.perf_counter()
+        pool = list(enumerate(fused[: max(req.k, req.k_overfetch)], start=1))
+        chunks = self.store.get_chunks(collection, [item.chunk_id for _, item in pool])
+        pool = [(position, item) for position, item in pool if item.chunk_id in chunks]
+        timings["hydrate"] = _ms(t)
+        t = time.perf_counter()
+        candidates = [(item.chunk_id, chunks[item.chunk_id].content) for _, item in pool]
+        outcome = reranker.rerank(req.query, candidates)
+        timings["rerank"] = _ms(t)
+        order, _, _ = complete_order(candidates, outcome.order)  # a permutation, whatever came back
+        by_id = {item.chunk_id: (position, item) for position, item in pool}
+        ranks = {cid: n for n, cid in enumerate(order, start=1)} if outcome.reranked else {}
+        selected = [by_id[cid] for cid in order[: req.k]]
+        hits = self._hits(collection, selected, rerank_ranks=ranks, chunks=chunks)
+        echo = {
+            "rerank": req.rerank,
+            "k_overfetch": req.k_overfetch,
+            "reranked": outcome.reranked,
+            "rerank_reason": outcome.reason,
+        }
+        return hits, echo
+
+    def _hits(
+        self,
+        collection: str,
+        fused: Sequence[tuple[int, Fused]],
+        *,
+        rerank_ranks: Mapping[str, int] | None = None,
+        chunks: Mapping[str, Chunk] | None = None,
+    ) -> list[Hit]:
+        """Hits for ``(fused position, candidate)`` pairs, in the order given."""
+        if chunks is None:
+            chunks = self.store.get_chunks(collection, [f.chunk_id for _, f in fused])
+        rerank_ranks = rerank_ranks or {}
         hits = []
-        for position, item in enumerate(fused, start=1):
+        for position, item in fused:
             chunk = chunks.get(item.chunk_id)
             if chunk is None:  # deleted between the arms and now
                 continue
@@ -201,7 +276,12 @@ class SearchService:
                     lexical_score=item.lexical_score,
                     match=match,
                     scope=chunk.scope,
-                    ranks=Ranks(dense=item.dense_rank, lexical=item.lexical_rank, fused=position),
+                    ranks=Ranks(
+                        dense=item.dense_rank,
+                        lexical=item.lexical_rank,
+                        fused=position,
+                        rerank=rerank_ranks.get(item.chunk_id),
+                    ),
                     origin=chunk.origin,
                     metadata=chunk.metadata,
                 )

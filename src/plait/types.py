@@ -154,7 +154,14 @@ class Hit(Model):
 
 
 class SearchResult(Model):
-    """What a search returns, in every interface."""
+    """What a search returns, in every interface.
+
+    ``rerank`` echoes the rerank method asked for (None: no rerank) and ``k_overfetch``
+    how many fused candidates it was given. ``reranked`` is None when no rerank was
+    asked, true when the hits are in the reranker's order, false when the fused order
+    was kept; ``rerank_reason`` says why not, or what was repaired in the model's
+    ordering.
+    """
 
     query: str
     collection: str
@@ -164,6 +171,10 @@ class SearchResult(Model):
     fusion: FusionSettings
     k: int
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    rerank: Literal["llm", "cross-encoder"] | None = None
+    k_overfetch: int | None = None
+    reranked: bool | None = None
+    rerank_reason: str | None = None
 
 
 class EmbeddingReport(Model):
@@ -188,13 +199,18 @@ class IndexReport(Model):
     """The outcome of an index or reindex run.
 
     ``complete`` is true only when every seen source was indexed and every chunk got
-    a vector (or the collection has no embedder).
+    a vector (or the collection has no embedder). ``sources_deleted`` counts sources a
+    recorded root no longer yields, whose chunks were removed; ``skipped_by_type``
+    counts session events left out on purpose by their type (tool calls, statuses,
+    errors) — they do not make a run incomplete.
     """
 
     collection: str
     sources_seen: int = 0
     sources_indexed: int = 0
+    sources_deleted: int = 0
     skipped: list[SkippedSource] = Field(default_factory=list)
+    skipped_by_type: dict[str, int] = Field(default_factory=dict)
     chunks_added: int = 0
     chunks_updated: int = 0
     chunks_unchanged: int = 0

@@ -1,6 +1,7 @@
 """Embedders that call an HTTP service: Ollama and any OpenAI-compatible API.
 
-Both share one request loop (:class:`HTTPEmbedder`):
+Both share one request loop (:class:`HTTPEmbedder`, built on
+:class:`plait._http.RetryingJSONClient`, which the LLM providers use too):
 
 * ``timeout`` bounds each attempt (connect, read, write and pool wait each);
   the worst case for one batch is ``(retries + 1) * timeout`` plus the backoff sleeps
@@ -23,16 +24,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
-import httpx
 import numpy as np
 
+from plait._http import MAX_BACKOFF, RetryingJSONClient, check_retry_settings, excerpt
 from plait.embeddings.base import BaseEmbedder, TextKind
-from plait.errors import ConfigError, ProviderResponseError, ProviderUnavailableError
+from plait.errors import ConfigError, ProviderResponseError
 
 __all__ = [
     "KNOWN_DIMENSIONS",
@@ -54,45 +54,9 @@ KNOWN_DIMENSIONS: dict[str, int] = {
     "text-embedding-ada-002": 1536,
 }
 
-#: Longest single sleep between two attempts, in seconds.
-MAX_BACKOFF = 8.0
-
-_EXCERPT_CHARS = 200
-
-# Still answered with one of these after the retries: the service is unavailable,
-# not broken (a proxy without upstream, an overloaded or still-starting server).
-_GATEWAY_STATUSES = frozenset({502, 503, 504})
-
-
-def _excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
-    """The first ``limit`` characters of ``text`` on one line."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _describe(exc: httpx.TransportError, timeout: float) -> str:
-    """A short human cause for a transport failure."""
-    if isinstance(exc, httpx.TimeoutException):
-        phase = {
-            httpx.ConnectTimeout: "connect",
-            httpx.ReadTimeout: "read",
-            httpx.WriteTimeout: "write",
-            httpx.PoolTimeout: "pool",
-        }.get(type(exc), "request")
-        return f"timed out after {timeout:g}s ({phase} timeout)"
-    detail = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.ConnectError):
-        lowered = detail.lower()
-        if "refused" in lowered:
-            return f"connection refused ({detail})"
-        if "name or service" in lowered or "nodename" in lowered or "resolv" in lowered:
-            return f"DNS lookup failed ({detail})"
-        return f"cannot connect ({detail})"
-    return f"{type(exc).__name__}: {detail}"
-
 
 class HTTPEmbedder(BaseEmbedder):
-    """Shared HTTP plumbing: one ``httpx.Client``, bounded retries, error mapping.
+    """Shared HTTP plumbing: one retrying JSON client, bounded retries, error mapping.
 
     Subclasses implement :meth:`_endpoint`, :meth:`_payload` and :meth:`_parse`.
     Use as a context manager, or call :meth:`close`, to release connections.
@@ -119,12 +83,7 @@ class HTTPEmbedder(BaseEmbedder):
             )
         if not model:
             raise ConfigError(f"{self.provider} model must not be empty")
-        if not timeout > 0:
-            raise ConfigError(f"timeout must be > 0 seconds, got {timeout!r}")
-        if retries < 0:
-            raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        if backoff < 0:
-            raise ConfigError(f"backoff must be >= 0 seconds, got {backoff!r}")
+        check_retry_settings(timeout=timeout, retries=retries, backoff=backoff)
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size!r}")
         self.base_url = base_url.rstrip("/")
@@ -134,7 +93,14 @@ class HTTPEmbedder(BaseEmbedder):
         self.backoff = float(backoff)
         self.batch_size = int(batch_size)
         self._headers = dict(headers or {})
-        self._client: httpx.Client | None = None
+        self._transport = RetryingJSONClient(
+            provider=self.provider,
+            model=model,
+            timeout=self.timeout,
+            retries=self.retries,
+            backoff=self.backoff,
+            headers=self._headers,
+        )
 
     # -- subclass hooks -------------------------------------------------------
 
@@ -163,11 +129,9 @@ class HTTPEmbedder(BaseEmbedder):
 
     def close(self) -> None:
         """Close the HTTP connection pool (a later embed opens a new one)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self._transport.close()
 
-    def __enter__(self) -> HTTPEmbedder:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -179,74 +143,15 @@ class HTTPEmbedder(BaseEmbedder):
         self.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r})"
+        return (
+            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r})"
+        )
 
     # -- the request loop -----------------------------------------------------
 
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(
-                timeout=httpx.Timeout(self.timeout),
-                headers={"Accept": "application/json", **self._headers},
-                follow_redirects=False,
-            )
-        return self._client
-
-    def _sleep_before_retry(self, attempt: int) -> None:
-        delay = min(self.backoff * (2**attempt), MAX_BACKOFF)
-        if delay > 0:
-            time.sleep(delay)
-
     def _post(self, url: str, payload: dict[str, Any]) -> Any:
         """POST ``payload`` as JSON and return the decoded answer, retrying as documented."""
-        attempts = self.retries + 1
-        last_cause = ""
-        last_response: httpx.Response | None = None
-        for attempt in range(attempts):
-            if attempt:
-                self._sleep_before_retry(attempt - 1)
-            try:
-                response = self._http().post(url, json=payload)
-            except httpx.TransportError as exc:
-                last_cause = _describe(exc, self.timeout)
-                last_response = None
-                continue
-            status = response.status_code
-            if status == 429 or status >= 500:
-                last_response = response
-                last_cause = f"HTTP {status}"
-                continue
-            if status >= 400:
-                raise ProviderResponseError(
-                    f"{self.provider} at {url} answered HTTP {status} for model "
-                    f"{self.model!r}: {_excerpt(response.text)}"
-                )
-            if status != 200:
-                raise ProviderResponseError(
-                    f"{self.provider} at {url} answered unexpected HTTP {status}: "
-                    f"{_excerpt(response.text)}"
-                )
-            try:
-                return response.json()
-            except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-                raise ProviderResponseError(
-                    f"{self.provider} at {url} returned malformed JSON: "
-                    f"{_excerpt(response.text) or '(empty body)'}"
-                ) from exc
-        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
-        if last_response is not None and last_response.status_code in _GATEWAY_STATUSES:
-            raise ProviderUnavailableError(
-                f"{self.provider} at {url} is unavailable after {tries}: "
-                f"HTTP {last_response.status_code}: {_excerpt(last_response.text)}"
-            )
-        if last_response is not None:
-            raise ProviderResponseError(
-                f"{self.provider} at {url} answered HTTP {last_response.status_code} "
-                f"after {tries}: {_excerpt(last_response.text)}"
-            )
-        raise ProviderUnavailableError(
-            f"{self.provider} at {url} is unreachable after {tries}: {last_cause}"
-        )
+        return self._transport.post(url, payload)
 
     def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
         url = self._endpoint()
@@ -268,11 +173,13 @@ class HTTPEmbedder(BaseEmbedder):
         for row in rows:
             if not isinstance(row, list) or not row:
                 raise self._bad(
-                    f"returned an embedding that is not a non-empty list: {_excerpt(repr(row), 80)}"
+                    f"returned an embedding that is not a non-empty list: {excerpt(repr(row), 80)}"
                 )
             lengths.add(len(row))
         if len(lengths) != 1:
-            raise self._bad(f"returned embeddings of different dimensions {sorted(lengths)}")
+            raise self._bad(
+                f"returned embeddings of different dimensions {sorted(lengths)}"
+            )
         try:
             matrix = np.asarray(rows, dtype=np.float32)
         except (TypeError, ValueError) as exc:
@@ -319,9 +226,11 @@ class OllamaEmbedder(HTTPEmbedder):
 
     def _parse(self, answer: Any, count: int) -> np.ndarray:
         if not isinstance(answer, dict):
-            raise self._bad(f"returned {type(answer).__name__} where an object was expected")
+            raise self._bad(
+                f"returned {type(answer).__name__} where an object was expected"
+            )
         if "error" in answer and "embeddings" not in answer:
-            raise self._bad(f"returned an error: {_excerpt(str(answer['error']))}")
+            raise self._bad(f"returned an error: {excerpt(str(answer['error']))}")
         rows = answer.get("embeddings")
         if not isinstance(rows, list):
             raise self._bad("answer has no 'embeddings' list")
@@ -352,8 +261,12 @@ class OpenAIEmbedder(HTTPEmbedder):
         batch_size: int = 32,
     ) -> None:
         """Point at an OpenAI-compatible server; nothing is contacted until the first embed."""
-        if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 1):
-            raise ConfigError(f"dimensions must be a positive integer, got {dimensions!r}")
+        if dimensions is not None and (
+            not isinstance(dimensions, int) or dimensions < 1
+        ):
+            raise ConfigError(
+                f"dimensions must be a positive integer, got {dimensions!r}"
+            )
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         super().__init__(
             base_url=base_url,
@@ -395,7 +308,9 @@ class OpenAIEmbedder(HTTPEmbedder):
             try:
                 raw = base64.b64decode(embedding, validate=True)
             except (binascii.Error, ValueError) as exc:
-                raise self._bad("returned an embedding string that is not base64") from exc
+                raise self._bad(
+                    "returned an embedding string that is not base64"
+                ) from exc
             if not raw or len(raw) % 4:
                 raise self._bad("returned a base64 embedding of invalid length")
             return np.frombuffer(raw, dtype="<f4").astype(np.float32).tolist()
@@ -403,11 +318,15 @@ class OpenAIEmbedder(HTTPEmbedder):
 
     def _parse(self, answer: Any, count: int) -> np.ndarray:
         if not isinstance(answer, dict):
-            raise self._bad(f"returned {type(answer).__name__} where an object was expected")
+            raise self._bad(
+                f"returned {type(answer).__name__} where an object was expected"
+            )
         data = answer.get("data")
         if not isinstance(data, list):
             if "error" in answer:
-                raise self._bad(f"returned an error: {_excerpt(json.dumps(answer['error']))}")
+                raise self._bad(
+                    f"returned an error: {excerpt(json.dumps(answer['error']))}"
+                )
             raise self._bad("answer has no 'data' list")
         items: list[tuple[int, Any]] = []
         for position, item in enumerate(data):
