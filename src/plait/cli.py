@@ -22,8 +22,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from plait.config import Settings
-from plait.errors import PlaitError
+from plait.errors import NotFoundError, PlaitError
 from plait.service import Plait
+from plait.sources.roots import parse_scope_rules
 from plait.types import IndexReport, SearchResult, to_json
 
 __all__ = ["app", "main"]
@@ -39,7 +40,9 @@ console = Console()
 err = Console(stderr=True)
 
 StoreOpt = Annotated[
-    str | None, typer.Option("--store", help="Store: a SQLite file path (env PLAIT_STORE).")
+    str | None, typer.Option(
+        "--store", help="Store: a SQLite file path or postgresql://… URL (env PLAIT_STORE)."
+    )
 ]
 CollectionOpt = Annotated[
     str | None, typer.Option("--collection", "-c", help="Collection name (default 'default').")
@@ -58,9 +61,21 @@ T = TypeVar("T")
 
 
 @contextmanager
-def _engine(store: str | None, embedder: str | None) -> Iterator[Plait]:
+def _engine(
+    store: str | None,
+    embedder: str | None,
+    *,
+    llm: str | None = None,
+    cross_encoder: str | None = None,
+) -> Iterator[Plait]:
     settings = Settings.resolve(store=store, embedder=embedder)
-    engine = Plait(settings.store, embedder=settings.embedder)
+    try:
+        engine = Plait(
+            settings.store, embedder=settings.embedder, llm=llm, cross_encoder=cross_encoder
+        )
+    except PlaitError as exc:  # e.g. the store server is unreachable: one line, exit 1
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
     try:
         yield engine
     finally:
@@ -98,6 +113,11 @@ def _print_report(report: IndexReport) -> None:
     if emb.reason:
         vec += f" — {emb.reason}"
     console.print(vec, highlight=False)
+    if report.sources_deleted:
+        console.print(f"{report.sources_deleted} vanished sources deleted", highlight=False)
+    if report.skipped_by_type:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped_by_type.items()))
+        console.print(f"events not indexed by type: {kinds}", highlight=False)
     for item in report.skipped:
         console.print(f"  [yellow]skipped[/yellow] {item.path}: {item.reason}", highlight=False)
     state = "[green]complete[/green]" if report.complete else "[yellow]incomplete[/yellow]"
@@ -116,31 +136,93 @@ def _progress_bar() -> Progress:
     )
 
 
+def _with_progress(as_json: bool, debug: bool, action: Callable[[Any], IndexReport]) -> IndexReport:
+    """Run an indexing action, with a progress bar on a terminal."""
+    if as_json or not err.is_terminal:
+        return _run(debug, lambda: action(None))
+    with _progress_bar() as bar:
+        task = bar.add_task("index", total=None, chunks=0)
+
+        def tick(docs: int, chunks: int) -> None:
+            bar.update(task, completed=docs, chunks=chunks)
+
+        return _run(debug, lambda: action(tick))
+
+
 @app.command()
 def index(
-    path: Annotated[Path, typer.Argument(help="A folder of Markdown/text files, or a .jsonl file.")],
+    path: Annotated[
+        Path, typer.Argument(help="A folder or git repository of Markdown/text files, or a .jsonl file.")
+    ],
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
     scope: Annotated[str | None, typer.Option(help="Scope for a .jsonl file (default docs).")] = None,
+    ref: Annotated[
+        str | None, typer.Option(help="Index this git commit, branch or tag (nothing is checked out).")
+    ] = None,
+    glob: Annotated[
+        list[str] | None,
+        typer.Option("--glob", help="File-name glob to index (repeatable; default *.md *.markdown *.txt *.rst)."),
+    ] = None,
+    scope_rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scope-rule",
+            help="PREFIX=SCOPE, first match wins (repeatable; default docs/adr/=adr then =docs).",
+        ),
+    ] = None,
+    max_bytes: Annotated[
+        int | None, typer.Option("--max-bytes", help="Skip larger files (default 2097152).")
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Index a folder (docs/adr/ → scope adr, the rest → docs) or a JSONL/BEIR corpus."""
+    """Index a folder or git repository (docs/adr/ → scope adr, the rest → docs) or a JSONL/BEIR corpus.
+
+    A folder holding .git is read as a git working tree: only tracked files.
+    """
     name = _collection(collection)
     with _engine(store, embedder) as engine:
-        if as_json or not err.is_terminal:
-            report = _run(debug, lambda: engine.index(path, collection=name, scope=scope))
-        else:
-            with _progress_bar() as bar:
-                task = bar.add_task("index", total=None, chunks=0)
 
-                def tick(docs: int, chunks: int) -> None:
-                    bar.update(task, completed=docs, chunks=chunks)
+        def action(tick: Any) -> IndexReport:
+            rules = parse_scope_rules(scope_rule) if scope_rule else None
+            return engine.index(
+                path,
+                collection=name,
+                scope=scope,
+                ref=ref,
+                globs=glob or None,
+                scope_rules=rules,
+                max_bytes=max_bytes,
+                progress=tick,
+            )
 
-                report = _run(
-                    debug, lambda: engine.index(path, collection=name, scope=scope, progress=tick)
-                )
+        report = _with_progress(as_json, debug, action)
+    if as_json:
+        _print_json(report)
+    else:
+        _print_report(report)
+
+
+@app.command("index-sessions")
+def index_sessions(
+    path: Annotated[Path, typer.Argument(help="A .jsonl session event log, or a folder of them.")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    scope: Annotated[str, typer.Option(help="Scope of the sessions' chunks.")] = "sessions",
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Index chat/agent session logs: only chat.message and agent.response events."""
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        report = _with_progress(
+            as_json,
+            debug,
+            lambda tick: engine.index_sessions(path, collection=name, scope=scope, progress=tick),
+        )
     if as_json:
         _print_json(report)
     else:
@@ -152,17 +234,117 @@ def reindex(
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
+    scope: Annotated[str | None, typer.Option(help="Only this scope.")] = None,
+    source: Annotated[
+        Path | None, typer.Option(help="Only the recorded source at this path.")
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Delete the selected sources' chunks and rebuild, embedding again.")
+    ] = False,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Re-read the collection's recorded sources and backfill missing vectors."""
+    """Re-read recorded sources: unchanged chunks keep their vectors, vanished sources lose theirs.
+
+    Missing vectors are backfilled. --full rebuilds the selected scope / source from scratch.
+    """
     name = _collection(collection)
     with _engine(store, embedder) as engine:
-        report = _run(debug, lambda: engine.reindex(collection=name))
+        report = _with_progress(
+            as_json,
+            debug,
+            lambda tick: engine.reindex(
+                collection=name, scope=scope, source=source, full=full, progress=tick
+            ),
+        )
     if as_json:
         _print_json(report)
     else:
         _print_report(report)
+
+
+def _figure(value: int | None) -> str:
+    return "unknown" if value is None else str(value)
+
+
+@app.command()
+def coverage(
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Per scope: sources present vs indexed, chunks without a vector, model, last indexed."""
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        report = _run(debug, lambda: engine.coverage(collection=name))
+    if as_json:
+        _print_json(report)
+        return
+    table = Table(title=f"coverage of {report.collection}")
+    for column in (
+        "scope", "present", "indexed", "outdated", "vanished", "chunks", "no vector", "model", "last indexed"
+    ):
+        table.add_column(column)
+    for row in report.scopes:
+        table.add_row(
+            row.scope,
+            _figure(row.sources_present),
+            _figure(row.sources_indexed),
+            _figure(row.sources_outdated),
+            _figure(row.sources_vanished),
+            str(row.chunks),
+            str(row.chunks_without_vector),
+            row.embedding_model or "—",
+            row.last_indexed_at or "—",
+        )
+    console.print(table)
+    for root in report.roots:
+        where = root.path + (f" @ {root.ref}" if root.ref else "")
+        if not root.available:
+            console.print(f"[red]unreadable[/red] {root.kind} {where}: {root.reason}", highlight=False)
+            continue
+        console.print(
+            f"{root.kind} {where}: {root.sources_present} sources, {len(root.skipped)} skipped",
+            highlight=False,
+        )
+        for item in root.skipped:
+            console.print(f"  [yellow]skipped[/yellow] {item.path}: {item.reason}", highlight=False)
+    if report.sources_without_root:
+        console.print(f"{report.sources_without_root} sources indexed from code (no recorded root)")
+
+
+@app.command("delete-collection")
+def delete_collection(
+    name: Annotated[str, typer.Argument(help="The collection to delete, with all its chunks.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Delete a collection: its chunks, vectors, lexical index and settings."""
+    with _engine(store, embedder) as engine:
+
+        def action() -> dict[str, Any]:
+            info = engine.store.get_collection(name)
+            if info is None:
+                raise NotFoundError(f"collection {name!r} does not exist")
+            if not yes and not typer.confirm(f"delete collection {name!r} ({info.chunks} chunks)?"):
+                raise typer.Abort()
+            engine.delete_collection(name)
+            return {"name": name, "deleted": True, "chunks": info.chunks, "sources": info.sources}
+
+        result = _run(debug, action)
+    if as_json:
+        _print_json(result)
+    else:
+        console.print(
+            f"deleted collection {name} ({result['chunks']} chunks, {result['sources']} sources)",
+            highlight=False,
+        )
 
 
 def _origin_text(hit: Any) -> str:
@@ -187,9 +369,10 @@ def _print_result(result: SearchResult, debug: bool) -> None:
     for hit in result.hits:
         dense = "—" if hit.ranks.dense is None else hit.ranks.dense
         lexical = "—" if hit.ranks.lexical is None else hit.ranks.lexical
+        reranked = "" if hit.ranks.rerank is None else f" · rerank {hit.ranks.rerank}"
         console.print(
             f"[bold]{hit.ranks.fused:>2}[/bold] {_BADGE[hit.match.value]:<9} {hit.score:.4f} "
-            f"dense {dense} · lexical {lexical}  [blue]{_origin_text(hit)}[/blue]",
+            f"dense {dense} · lexical {lexical}{reranked}  [blue]{_origin_text(hit)}[/blue]",
             highlight=False,
         )
         console.print("   [dim]" + " ".join(hit.content.split())[:200] + "[/dim]", highlight=False)
@@ -201,6 +384,13 @@ def _print_result(result: SearchResult, debug: bool) -> None:
     line += f" · over-fetch {f.overfetch} · "
     line += "dense arm on" if result.vector_available else f"[yellow]lexical only[/yellow]: {result.vector_unavailable_reason}"
     console.print(line, highlight=False)
+    if result.rerank is not None:
+        state = "reordered" if result.reranked else "[yellow]fused order kept[/yellow]"
+        note = f": {result.rerank_reason}" if result.rerank_reason else ""
+        console.print(
+            f"rerank {result.rerank} over the fused top {result.k_overfetch} · {state}{note}",
+            highlight=False,
+        )
     if debug:
         console.print("timings (ms): " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))
 
@@ -214,6 +404,22 @@ def search(
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
     scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
     meta: Annotated[list[str] | None, typer.Option(help="Metadata filter KEY=VALUE (repeatable).")] = None,
+    rerank: Annotated[
+        str | None, typer.Option(help="llm | cross-encoder: rerank the fused top --k-overfetch.")
+    ] = None,
+    k_overfetch: Annotated[
+        int | None, typer.Option("--k-overfetch", help="Fused candidates given to the reranker (default 20).")
+    ] = None,
+    llm: Annotated[
+        str | None, typer.Option("--llm", help="ollama | openai | none, for --rerank llm (env PLAIT_LLM).")
+    ] = None,
+    cross_encoder: Annotated[
+        str | None,
+        typer.Option(
+            "--cross-encoder",
+            help="Model directory or package, for --rerank cross-encoder (env PLAIT_CROSS_ENCODER).",
+        ),
+    ] = None,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
@@ -229,7 +435,7 @@ def search(
             err.print(f"[red]error:[/red] --meta {item!r} is not KEY=VALUE", highlight=False)
             raise typer.Exit(1)
         metadata[key] = value
-    with _engine(store, embedder) as engine:
+    with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder) as engine:
         result = _run(
             debug,
             lambda: engine.search(
@@ -241,6 +447,8 @@ def search(
                 overfetch=overfetch,
                 scopes=scope,
                 metadata=metadata or None,
+                rerank=rerank,
+                k_overfetch=k_overfetch,
             ),
         )
     if as_json:
@@ -283,6 +491,14 @@ def main() -> None:
     """Console-script entry point."""
     app()
 
+
+from plait.api.commands import register as _register_api  # noqa: E402
+
+_register_api(app)
+
+from plait.evaluation.commands import register as _register_eval  # noqa: E402
+
+_register_eval(app)
 
 if __name__ == "__main__":
     main()

@@ -6,6 +6,11 @@ this order, from the chunk already stored under the same id and content, then fr
 any chunk of the collection with the same content hash; only what is left is sent
 to the embedder, in batches.
 
+When a run names the recorded ``root`` the documents come from, every source is
+stored with that root; afterwards the root's stored sources that the run did not
+yield (deleted files, vanished sessions, files now skipped) lose their chunks, and a
+source another root already owns is skipped rather than overwritten.
+
 When the embedder fails (down, timing out, answering garbage), indexing goes on:
 every chunk is written with its lexical half and no vector, and the report says how
 many were skipped and why. Nothing claims "complete" when it was not.
@@ -142,6 +147,7 @@ class _Run:
     reused: int = 0
     calls: int = 0
     docs: int = 0
+    sources_deleted: int = 0
     available: bool = True
     reason: str | None = None
     scopes: set[str] = field(default_factory=set)
@@ -157,11 +163,14 @@ class Indexer:
         *,
         chunk_settings: ChunkSettings | None = None,
         batch_size: int = 64,
+        reuse_vectors: bool = True,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.chunk_settings = chunk_settings or ChunkSettings()
         self.batch_size = batch_size
+        self.reuse_vectors = reuse_vectors
+        """False embeds every new chunk, even when another chunk has the same content."""
 
     # embedding -----------------------------------------------------------------
     def _embed(self, collection: str, texts: list[str], run: _Run) -> np.ndarray | None:
@@ -204,7 +213,8 @@ class Indexer:
                     continue
                 needing.append(chunk)
         vectors: dict[str, np.ndarray] = {}
-        reuse = self.store.vectors_by_hash(collection, [c.content_hash for c in needing])
+        hashes = [c.content_hash for c in needing]
+        reuse = self.store.vectors_by_hash(collection, hashes) if self.reuse_vectors else {}
         to_embed: dict[str, list[Chunk]] = {}
         for chunk in needing:
             if chunk.content_hash in reuse:
@@ -228,6 +238,7 @@ class Indexer:
         batch: list[tuple[SourceDocument, list[Chunk]]],
         run: _Run,
         progress: Progress | None,
+        root: str,
     ) -> None:
         vectors = self._vectors_for(collection, batch, run)
         for doc, chunks in batch:
@@ -235,7 +246,9 @@ class Indexer:
             for chunk in chunks:
                 fields = analyse(_indexed(chunk))
                 stored.append(StoredChunk(chunk, fields.exact, fields.stems, vectors.get(chunk.id)))
-            counts = self.store.replace_source(collection, doc.source_id, doc.scope, stored)
+            counts = self.store.replace_source(
+                collection, doc.source_id, doc.scope, stored, root=root
+            )
             run.added += counts.added
             run.updated += counts.updated
             run.unchanged += counts.unchanged
@@ -251,8 +264,14 @@ class Indexer:
         documents: Scan | Iterable[SourceDocument],
         *,
         progress: Progress | None = None,
+        root: str | None = None,
+        scope: str | None = None,
     ) -> IndexReport:
-        """Index every document; never raises for a provider failure."""
+        """Index every document; never raises for a provider failure.
+
+        ``root`` (a recorded root's key) makes the run a sync of that root: see the
+        module docstring. ``scope`` restricts the run, deletions included, to one scope.
+        """
         started = time.perf_counter()
         check_model(self.store, collection, self.embedder)
         self.store.ensure_collection(collection)
@@ -268,25 +287,57 @@ class Indexer:
         if self.embedder is None:
             run.available = False
             run.reason = "no embedder selected (lexical only)"
+        owners = (
+            {s.source_id: s.root for s in self.store.list_sources(collection)}
+            if root is not None
+            else {}
+        )
+        conflicts: list[SkippedSource] = []
+        yielded: set[str] = set()
+        in_scope = 0
         batch: list[tuple[SourceDocument, list[Chunk]]] = []
         pending = 0
         for doc in documents:
+            if scope is not None and doc.scope != scope:
+                continue
+            in_scope += 1
+            owner = owners.get(doc.source_id, "")
+            if root is not None and owner not in ("", root):
+                conflicts.append(
+                    SkippedSource(
+                        path=doc.source_id,
+                        reason=f"already indexed from another root ({owner}); not overwritten",
+                    )
+                )
+                continue
+            yielded.add(doc.source_id)
             chunks = build_chunks(doc, self.chunk_settings)
             batch.append((doc, chunks))
             pending += len(chunks)
             if pending >= self.batch_size:
-                self._write(collection, batch, run, progress)
+                self._write(collection, batch, run, progress, root or "")
                 batch, pending = [], 0
         if batch:
-            self._write(collection, batch, run, progress)
+            self._write(collection, batch, run, progress, root or "")
+        if root is not None:
+            for source in self.store.list_sources(collection, scope, root=root):
+                if source.source_id not in yielded:
+                    run.deleted += self.store.delete_source(collection, source.source_id)
+                    run.sources_deleted += 1
+                    run.scopes.add(source.scope)
         skipped = list(documents.skipped) if isinstance(documents, Scan) else []
+        skipped += conflicts
+        by_type = dict(documents.skipped_by_type) if isinstance(documents, Scan) else {}
         seen = documents.seen if isinstance(documents, Scan) else run.docs
+        if scope is not None:
+            seen = in_scope + len(skipped) - len(conflicts)
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        for scope in sorted(run.scopes):
-            self.store.mark_scope_indexed(collection, scope, now)
+        for name in sorted(run.scopes):
+            self.store.mark_scope_indexed(collection, name, now)
         if self.embedder is not None and run.available:
             self.backfill(collection, run)
-        return self._report(collection, run, seen, skipped, started)
+        report = self._report(collection, run, seen, skipped, started)
+        return report.model_copy(update={"skipped_by_type": by_type})
 
     def backfill(self, collection: str, run: _Run | None = None) -> int:
         """Embed every chunk of the collection that has no vector yet."""
@@ -339,6 +390,7 @@ class Indexer:
             collection=collection,
             sources_seen=seen,
             sources_indexed=run.docs,
+            sources_deleted=run.sources_deleted,
             skipped=skipped,
             chunks_added=run.added,
             chunks_updated=run.updated,

@@ -12,19 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait.chunking import ChunkSettings
 from plait.config import Settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder
-from plait.errors import ConfigError, NotFoundError
+from plait.errors import NotFoundError
 from plait.ingest import Indexer, Progress, check_model
+from plait.llm import LLM, make_llm
+from plait.rerank import Reranker, make_reranker
 from plait.search import SearchRequest, SearchService
 from plait.sources.base import Scan, SourceDocument
-from plait.sources.folder import FolderSource
-from plait.sources.jsonl import JsonlSource
+from plait.sources.roots import describe_root, open_root, root_key
+from plait.sources.sessions import DEFAULT_SESSION_SCOPE
 from plait.stores import Store, open_store
-from plait.types import CollectionInfo, IndexReport, SearchResult
+from plait.types import CollectionInfo, EmbeddingReport, IndexReport, SearchResult
+
+if TYPE_CHECKING:
+    from plait.coverage import CoverageReport
+    from plait.explain import ExplainResult
 
 __all__ = ["Plait"]
 
@@ -45,14 +51,25 @@ class Plait:
         *,
         embedder: str | Embedder | None = None,
         chunk_settings: ChunkSettings | None = None,
+        llm: str | LLM | None = None,
+        cross_encoder: str | Path | Reranker | None = None,
     ) -> None:
+        """``llm`` (a provider name or an :class:`~plait.llm.LLM`; None reads ``PLAIT_LLM``)
+        serves ``rerank="llm"``; ``cross_encoder`` (a model directory, a package name or a
+        reranker; None reads ``PLAIT_CROSS_ENCODER``) serves ``rerank="cross-encoder"``.
+        Neither is built until first used."""
         if store is None or isinstance(store, str):
             store = open_store(Settings.resolve(store=store).store)
         self.store: Store = store
         self._embedder_choice = embedder
         self._embedders: dict[str, Embedder | None] = {}
         self.chunk_settings = chunk_settings or ChunkSettings()
-        self._search = SearchService(store)
+        self._llm_choice = llm
+        self._llm: LLM | None = None
+        self._llm_resolved = False
+        self._cross_encoder_choice = cross_encoder
+        self._rerankers: dict[str, Reranker] = {}
+        self._search = SearchService(store, rerankers=self.reranker)
 
     # embedders ------------------------------------------------------------------
     def _by_name(self, name: str) -> Embedder | None:
@@ -72,11 +89,35 @@ class Plait:
         name = recorded or DEFAULT_EMBEDDER
         return self._by_name(name), name
 
+    # LLM and rerankers ----------------------------------------------------------
+    @property
+    def llm(self) -> LLM | None:
+        """The chat LLM (``Plait(llm=...)``, else ``PLAIT_LLM``), built once; None if none."""
+        if not self._llm_resolved:
+            choice = self._llm_choice
+            self._llm = choice if choice is not None and not isinstance(choice, str) else make_llm(choice)
+            self._llm_resolved = True
+        return self._llm
+
+    def reranker(self, method: str) -> Reranker:
+        """The reranker for ``method`` (``llm`` or ``cross-encoder``), built once."""
+        if method not in self._rerankers:
+            llm = self.llm if method == "llm" else None
+            self._rerankers[method] = make_reranker(
+                method,
+                llm=llm if llm is not None else "none",  # resolved already: no second env read
+                cross_encoder=self._cross_encoder_choice,
+            )
+        return self._rerankers[method]
+
     # indexing -------------------------------------------------------------------
-    def _indexer(self, collection: str) -> tuple[Indexer, str]:
+    def _indexer(self, collection: str, *, reuse_vectors: bool = True) -> tuple[Indexer, str]:
         embedder, name = self.embedder_for(collection)
         check_model(self.store, collection, embedder)
-        return Indexer(self.store, embedder, chunk_settings=self.chunk_settings), name
+        indexer = Indexer(
+            self.store, embedder, chunk_settings=self.chunk_settings, reuse_vectors=reuse_vectors
+        )
+        return indexer, name
 
     def _remember(self, collection: str, name: str, root: Mapping[str, Any] | None) -> None:
         settings = self.store.get_settings(collection)
@@ -84,20 +125,25 @@ class Plait:
         if name != _NONE and not settings.get("embedder"):
             update["embedder"] = name
         if root is not None:
-            roots = [r for r in settings.get("roots", []) if r != root]
+            roots = [r for r in settings.get("roots", []) if root_key(r) != root_key(root)]
             update["roots"] = [*roots, dict(root)]
         if update:
             self.store.update_settings(collection, update)
 
     @staticmethod
-    def scan(path: str | Path, *, scope: str | None = None) -> tuple[Scan, dict[str, Any]]:
-        """A source for a path: a ``.jsonl`` file of documents, else a folder."""
-        target = Path(path)
-        if target.is_file() and target.suffix == ".jsonl":
-            source = JsonlSource(path=target, scope=scope or "docs")
-            return source.scan(), {"kind": "jsonl", "path": str(target.resolve()), "scope": source.scope}
-        folder = FolderSource(root=target)
-        return folder.scan(), {"kind": "folder", "path": str(target.resolve())}
+    def scan(path: str | Path, *, scope: str | None = None, **options: Any) -> tuple[Scan, dict[str, Any]]:
+        """A source for a path and its root record (see :func:`describe_root`)."""
+        root = describe_root(path, scope=scope, **options)
+        return open_root(root).scan(), root
+
+    def _index_root(
+        self, collection: str, root: dict[str, Any], progress: Progress | None
+    ) -> IndexReport:
+        scan = open_root(root).scan()
+        indexer, name = self._indexer(collection)
+        self.store.ensure_collection(collection)
+        self._remember(collection, name, root)
+        return indexer.index(collection, scan, progress=progress, root=root_key(root))
 
     def index(
         self,
@@ -105,14 +151,40 @@ class Plait:
         *,
         collection: str = "default",
         scope: str | None = None,
+        ref: str | None = None,
+        globs: Sequence[str] | None = None,
+        scope_rules: Sequence[tuple[str, str]] | None = None,
+        max_bytes: int | None = None,
         progress: Progress | None = None,
     ) -> IndexReport:
-        """Index a folder of Markdown/text files or a ``.jsonl`` file of documents."""
-        scan, root = self.scan(path, scope=scope)
-        indexer, name = self._indexer(collection)
-        self.store.ensure_collection(collection)
-        self._remember(collection, name, root)
-        return indexer.index(collection, scan, progress=progress)
+        """Index a folder or git repository of Markdown/text files, or a ``.jsonl`` corpus.
+
+        A folder holding ``.git`` is read as a git working tree (tracked files only);
+        ``ref`` indexes that commit, branch or tag without checking it out. ``globs``,
+        ``scope_rules`` (``(prefix, scope)``, first match wins) and ``max_bytes`` apply
+        to folders and repositories; ``scope`` to a ``.jsonl`` corpus. The root is
+        recorded, and indexing it again deletes the chunks of files it no longer has.
+        """
+        root = describe_root(
+            path, ref=ref, globs=globs, scope_rules=scope_rules, max_bytes=max_bytes, scope=scope
+        )
+        return self._index_root(collection, root, progress)
+
+    def index_sessions(
+        self,
+        path: str | Path,
+        *,
+        collection: str = "default",
+        scope: str = DEFAULT_SESSION_SCOPE,
+        progress: Progress | None = None,
+    ) -> IndexReport:
+        """Index chat/agent session logs (a ``.jsonl`` file or a folder of them).
+
+        Only ``chat.message`` and ``agent.response`` events are indexed; the report's
+        ``skipped_by_type`` counts the others, ``skipped`` lists malformed lines.
+        """
+        root = describe_root(path, kind="sessions", scope=scope)
+        return self._index_root(collection, root, progress)
 
     def index_documents(
         self,
@@ -127,25 +199,79 @@ class Plait:
         self._remember(collection, name, None)
         return indexer.index(collection, documents, progress=progress)
 
-    def reindex(self, *, collection: str = "default", progress: Progress | None = None) -> IndexReport:
-        """Re-read every recorded root (unchanged chunks are not re-embedded) and backfill
-        missing vectors."""
+    def recorded_roots(
+        self, collection: str, *, source: str | Path | None = None
+    ) -> list[dict[str, Any]]:
+        """The roots recorded for a collection; only those at ``source`` when given."""
+        roots: list[dict[str, Any]] = list(self.store.get_settings(collection).get("roots", []))
+        if source is None:
+            return roots
+        wanted = str(Path(source).expanduser().resolve())
+        chosen = [r for r in roots if r.get("path") == wanted]
+        if not chosen:
+            known = ", ".join(sorted({str(r.get("path")) for r in roots})) or "none"
+            raise NotFoundError(
+                f"{wanted} is not a recorded source of collection {collection!r} (recorded: {known})"
+            )
+        return chosen
+
+    def reindex(
+        self,
+        *,
+        collection: str = "default",
+        scope: str | None = None,
+        source: str | Path | None = None,
+        full: bool = False,
+        progress: Progress | None = None,
+    ) -> IndexReport:
+        """Re-read recorded roots and backfill missing vectors; idempotent and incremental.
+
+        Unchanged chunks keep their vectors (no embedding call); sources a root no longer
+        yields lose their chunks. ``scope`` and ``source`` (a recorded root's path) narrow
+        the run. ``full`` first deletes the selected roots' sources (of ``scope`` when
+        given) and embeds everything again, reusing no stored vector.
+        """
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
-        indexer, _ = self._indexer(collection)
-        roots = self.store.get_settings(collection).get("roots", [])
-        report = None
+        roots = self.recorded_roots(collection, source=source)
+        indexer, _ = self._indexer(collection, reuse_vectors=not full)
+        cleared: IndexReport | None = None
+        if full:
+            cleared = self._clear(collection, [root_key(r) for r in roots], scope)
+        report = cleared
         for root in roots:
-            if root.get("kind") == "jsonl":
-                scan = JsonlSource(path=Path(root["path"]), scope=root.get("scope", "docs")).scan()
-            elif root.get("kind") == "folder":
-                scan = FolderSource(root=Path(root["path"])).scan()
-            else:
-                raise ConfigError(f"unknown recorded source kind {root.get('kind')!r}")
-            part = indexer.index(collection, scan, progress=progress)
+            scan = open_root(root).scan()
+            part = indexer.index(
+                collection, scan, progress=progress, root=root_key(root), scope=scope
+            )
             report = part if report is None else _merge(report, part)
         backfill = indexer.backfill_report(collection)
         return backfill if report is None else _merge(report, backfill)
+
+    def _clear(self, collection: str, keys: Sequence[str], scope: str | None) -> IndexReport:
+        """Delete every source of these roots (in ``scope``); a report of what went."""
+        deleted = sources = 0
+        for key in keys:
+            for info in self.store.list_sources(collection, scope, root=key):
+                deleted += self.store.delete_source(collection, info.source_id)
+                sources += 1
+        return IndexReport(
+            collection=collection,
+            chunks_deleted=deleted,
+            sources_deleted=sources,
+            embedding=EmbeddingReport(available=True),
+            complete=True,
+        )
+
+    def coverage(self, *, collection: str = "default") -> CoverageReport:
+        """Per scope: sources present against sources with chunks, vectors, model, last index."""
+        from plait.coverage import compute_coverage
+
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        return compute_coverage(
+            self.store, collection, self.recorded_roots(collection), chunk_settings=self.chunk_settings
+        )
 
     # searching ------------------------------------------------------------------
     def search(
@@ -155,14 +281,23 @@ class Plait:
         collection: str = "default",
         k: int = 8,
         fusion: str | None = None,
-        lexical_weight: float | None = None,
+        lexical_weight: float | str | None = None,
         rrf_k: int | None = None,
         overfetch: int | None = None,
         threshold: float | None = None,
         scopes: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        rerank: str | None = None,
+        k_overfetch: int | None = None,
+        offset: int = 0,
     ) -> SearchResult:
-        """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut."""
+        """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
+
+        ``lexical_weight`` is 0..1 or ``"auto"`` (identifier-aware, see
+        :mod:`plait.autoweight`). ``rerank`` (``"llm"`` or ``"cross-encoder"``) reorders
+        the fused top ``max(k, k_overfetch)`` (default 20) before the cut. ``offset``
+        pages: the hits are fused positions ``offset + 1 … offset + k``.
+        """
         request = {
             "query": query,
             "k": k,
@@ -173,7 +308,11 @@ class Plait:
             "threshold": threshold,
             "scopes": list(scopes) if scopes else None,
             "metadata": dict(metadata) if metadata else None,
+            "rerank": rerank,
+            "offset": offset,
         }
+        if k_overfetch is not None:
+            request["kOverfetch"] = k_overfetch
         return self.search_request(collection, request)
 
     def search_request(
@@ -187,6 +326,43 @@ class Plait:
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         return self._search.search(collection, request, embedder=embedder, embedder_note=note)
 
+    def explain(
+        self,
+        query: str,
+        *,
+        doc: str | None = None,
+        path: str | None = None,
+        chunk: str | None = None,
+        collection: str = "default",
+        **options: Any,
+    ) -> ExplainResult:
+        """Why a document did (not) come back for ``query``: every stage, and a diagnosis.
+
+        Name the document by exactly one of ``doc`` (metadata ``docId`` or source id),
+        ``path`` (source path) or ``chunk`` (chunk id); ``options`` are the search
+        options of :meth:`search` (``k``, ``fusion``, ``lexical_weight``, ``rerank``…).
+        See :mod:`plait.explain`.
+        """
+        from plait.explain import explain
+
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        embedder, name = self.embedder_for(collection)
+        check_model(self.store, collection, embedder)
+        note = "embedder 'none' selected (lexical only)" if name == _NONE else None
+        request = {"query": query, **_camel_options(options)}
+        return explain(
+            self._search,
+            collection,
+            request,
+            doc=doc,
+            path=path,
+            chunk=chunk,
+            embedder=embedder,
+            embedder_note=note,
+            roots=self.recorded_roots(collection),
+        )
+
     # collections ----------------------------------------------------------------
     def collections(self) -> list[CollectionInfo]:
         return self.store.list_collections()
@@ -195,6 +371,9 @@ class Plait:
         return self.store.delete_collection(name)
 
     def close(self) -> None:
+        closer = getattr(self._llm, "close", None)
+        if callable(closer):
+            closer()
         self.store.close()
 
     def __enter__(self) -> Plait:
@@ -202,6 +381,17 @@ class Plait:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _camel_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Search keyword options (snake_case, None = unset) as request JSON keys."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        head, *rest = key.split("_")
+        out[head + "".join(part.title() for part in rest)] = list(value) if key == "scopes" else value
+    return out
 
 
 def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
@@ -216,11 +406,16 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
         }
     )
     skipped = [*a.skipped, *b.skipped]
+    by_type = dict(a.skipped_by_type)
+    for kind, count in b.skipped_by_type.items():
+        by_type[kind] = by_type.get(kind, 0) + count
     return IndexReport(
         collection=a.collection,
         sources_seen=a.sources_seen + b.sources_seen,
         sources_indexed=a.sources_indexed + b.sources_indexed,
+        sources_deleted=a.sources_deleted + b.sources_deleted,
         skipped=skipped,
+        skipped_by_type=by_type,
         chunks_added=a.chunks_added + b.chunks_added,
         chunks_updated=a.chunks_updated + b.chunks_updated,
         chunks_unchanged=a.chunks_unchanged + b.chunks_unchanged,

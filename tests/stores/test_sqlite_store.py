@@ -61,4 +61,25 @@ def test_schema_version_recorded(tmp_path: Path) -> None:
     SQLiteStore(path).close()
     SQLiteStore(path).close()
     rows = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchall()
-    assert rows == [(1,)]
+    assert rows == [(1,), (2,)]
+
+
+def test_migration_2_upgrades_a_version_1_file(tmp_path: Path) -> None:
+    """A store written before sources knew their root opens with root '' for old rows."""
+    from plait.stores.sqlite import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    db.execute("BEGIN")
+    MIGRATIONS[0](db)
+    db.execute("INSERT INTO schema_version (version) VALUES (1)")
+    db.execute("INSERT INTO collections (name, created_at) VALUES ('c', 'then')")
+    db.execute("INSERT INTO sources VALUES (1, 'old.md', 'docs', 'then')")
+    db.execute("COMMIT")
+    db.close()
+    store = SQLiteStore(path)
+    assert [(s.source_id, s.root) for s in store.list_sources("c")] == [("old.md", "")]
+    store.replace_source("c", "old.md", "docs", [make_chunk("a", "a", source_id="old.md")], root="folder:/x")
+    assert [s.root for s in store.list_sources("c")] == ["folder:/x"]
+    store.close()

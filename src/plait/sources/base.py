@@ -40,13 +40,15 @@ class SourceDocument:
 class Scan:
     """The result of reading a source: documents (lazily), plus what was skipped.
 
-    ``skipped`` fills up while ``documents`` is consumed. ``scopes`` lists every scope
-    the source covers, so reindex knows where a vanished document must be deleted.
+    ``skipped`` fills up while ``documents`` is consumed; so does ``skipped_by_type``,
+    which counts records left out on purpose by their type (a session log's tool calls
+    and statuses), as opposed to ``skipped`` sources that could not be read.
     """
 
     documents: Iterable[SourceDocument]
     skipped: list[SkippedSource] = field(default_factory=list)
     seen: int = 0
+    skipped_by_type: dict[str, int] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[SourceDocument]:
         return iter(self.documents)

@@ -68,6 +68,10 @@ class SourceInfo:
     chunks: int
     chunks_without_vector: int
     indexed_at: str
+    root: str = ""
+    """The key of the recorded root (folder, git tree, session log) that produced the
+    source; "" for sources indexed from code. Reindex deletes a root's sources that the
+    root no longer yields."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +149,19 @@ class Store(Protocol):
         ...
 
     def replace_source(
-        self, collection: str, source_id: str, scope: str, chunks: Sequence[StoredChunk]
+        self,
+        collection: str,
+        source_id: str,
+        scope: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        root: str = "",
     ) -> ReplaceCounts:
         """Make the source hold exactly ``chunks``, atomically: old or new, never half.
 
         A chunk whose id and content hash are unchanged keeps its stored vector when
-        the new one is None.
+        the new one is None. ``root`` is stored with the source (replacing the previous
+        value) and reported by :meth:`list_sources`.
         """
         ...
 
@@ -165,7 +176,11 @@ class Store(Protocol):
     def mark_scope_indexed(self, collection: str, scope: str, at: str) -> None: ...
 
     # reads ---------------------------------------------------------------------
-    def list_sources(self, collection: str, scope: str | None = None) -> list[SourceInfo]: ...
+    def list_sources(
+        self, collection: str, scope: str | None = None, *, root: str | None = None
+    ) -> list[SourceInfo]:
+        """Sources holding chunks, by source id; only those of ``scope`` / ``root`` when given."""
+        ...
 
     def scopes(self, collection: str) -> list[ScopeInfo]: ...
 

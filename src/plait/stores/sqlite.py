@@ -118,7 +118,13 @@ def _migration_1(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1,)
+def _migration_2(db: sqlite3.Connection) -> None:
+    """Each source remembers the recorded root that produced it (reindex deletes vanished ones)."""
+    db.execute("ALTER TABLE sources ADD COLUMN root TEXT NOT NULL DEFAULT ''")
+    db.execute("CREATE INDEX sources_root ON sources(collection_id, root)")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1, _migration_2)
 
 
 class _Snapshot:
@@ -387,7 +393,13 @@ class SQLiteStore:
             db.executemany("UPDATE terms SET df = df + 1 WHERE id = ?", [(ids[t],) for t in counts])
 
     def replace_source(
-        self, collection: str, source_id: str, scope: str, chunks: Sequence[StoredChunk]
+        self,
+        collection: str,
+        source_id: str,
+        scope: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        root: str = "",
     ) -> ReplaceCounts:
         cid = self._cid(collection)
         added = updated = unchanged = 0
@@ -435,10 +447,11 @@ class SQLiteStore:
                 self._insert(db, cid, scope, item)
             if chunks:
                 db.execute(
-                    "INSERT INTO sources (collection_id, source_id, scope, indexed_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (collection_id, source_id) "
-                    "DO UPDATE SET scope = excluded.scope, indexed_at = excluded.indexed_at",
-                    (cid, source_id, scope, _now()),
+                    "INSERT INTO sources (collection_id, source_id, scope, indexed_at, root) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (collection_id, source_id) "
+                    "DO UPDATE SET scope = excluded.scope, indexed_at = excluded.indexed_at, "
+                    "root = excluded.root",
+                    (cid, source_id, scope, _now(), root),
                 )
             else:
                 db.execute(
@@ -474,18 +487,24 @@ class SQLiteStore:
             )
 
     # reads -----------------------------------------------------------------------
-    def list_sources(self, collection: str, scope: str | None = None) -> list[SourceInfo]:
+    def list_sources(
+        self, collection: str, scope: str | None = None, *, root: str | None = None
+    ) -> list[SourceInfo]:
         cid = self._cid(collection)
         sql = (
             "SELECT s.source_id, s.scope, COUNT(c.rowid), COALESCE(SUM(c.vector IS NULL), 0), "
-            "s.indexed_at FROM sources s LEFT JOIN chunks c ON c.collection_id = s.collection_id "
-            "AND c.source_id = s.source_id WHERE s.collection_id = ?"
+            "s.indexed_at, s.root FROM sources s LEFT JOIN chunks c "
+            "ON c.collection_id = s.collection_id AND c.source_id = s.source_id "
+            "WHERE s.collection_id = ?"
         )
         params: list[Any] = [cid]
         if scope is not None:
             sql += " AND s.scope = ?"
             params.append(scope)
-        sql += " GROUP BY s.source_id, s.scope, s.indexed_at ORDER BY s.source_id"
+        if root is not None:
+            sql += " AND s.root = ?"
+            params.append(root)
+        sql += " GROUP BY s.source_id, s.scope, s.indexed_at, s.root ORDER BY s.source_id"
         return [SourceInfo(*r) for r in self._query(sql, params)]
 
     def scopes(self, collection: str) -> list[ScopeInfo]:

@@ -237,3 +237,19 @@ class StoreContract:
         assert scopes["adr"].last_indexed_at is None
         sources = store.list_sources("c", scope="docs")
         assert [(s.source_id, s.chunks, s.chunks_without_vector) for s in sources] == [("b.md", 2, 2)]
+
+    def test_sources_remember_their_root(self, store: Store) -> None:
+        """``replace_source(..., root=)`` is stored, replaced on rewrite, and filters ``list_sources``."""
+        store.ensure_collection("c")
+        store.replace_source("c", "a.md", "docs", [make_chunk("a", "a", source_id="a.md")], root="folder:/r1")
+        store.replace_source("c", "b.md", "adr", [make_chunk("b", "b", source_id="b.md", scope="adr")], root="folder:/r1")
+        store.replace_source("c", "s-1", "sessions", [make_chunk("s", "s", source_id="s-1", session=True)], root="sessions:/log")
+        store.replace_source("c", "code", "docs", [make_chunk("k", "k", source_id="code")])
+        assert [s.source_id for s in store.list_sources("c", root="folder:/r1")] == ["a.md", "b.md"]
+        assert [s.source_id for s in store.list_sources("c", "adr", root="folder:/r1")] == ["b.md"]
+        assert [(s.source_id, s.root) for s in store.list_sources("c", root="")] == [("code", "")]
+        assert {s.source_id: s.root for s in store.list_sources("c")}["s-1"] == "sessions:/log"
+        store.replace_source("c", "a.md", "docs", [make_chunk("a", "a", source_id="a.md")], root="git:/r2")
+        assert [s.source_id for s in store.list_sources("c", root="folder:/r1")] == ["b.md"]
+        store.delete_source("c", "b.md")
+        assert store.list_sources("c", root="folder:/r1") == []

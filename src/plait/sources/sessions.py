@@ -1,0 +1,154 @@
+"""Chat / agent session event logs (JSONL): only the conversation is knowledge.
+
+One event per line::
+
+    {"id": "evt-1", "sessionId": "sess-1", "type": "chat.message",
+     "createdAt": "2026-10-03T14:02:11Z", "payload": {"text": "…"}, "title": "…"}
+
+``id``, ``sessionId``, ``type`` and, for indexed types, a string ``payload.text`` are
+required; ``createdAt`` and ``title`` are optional. Only ``chat.message`` and
+``agent.response`` events are indexed; every other type (``tool.call``,
+``tool.result``, ``agent.status``, ``agent.error``, …) is mechanism, not knowledge,
+and is counted in :attr:`Scan.skipped_by_type`.
+
+Every session is one document (source id = ``sessionId``) whose parts are its indexed
+events, in log order, keyed by event id; long messages are cut by the same size rules
+as any text, and each chunk's origin is ``{kind: "session", sessionId, eventId,
+title}``. A session may span several files of a folder. Malformed lines (not JSON,
+not an object, a missing field, a repeated event id) are reported with their file and
+line number and never stop the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plait.errors import SourceError
+from plait.sources.base import Scan, SourceDocument, SourcePart
+from plait.types import SessionOrigin, SkippedSource
+
+__all__ = ["DEFAULT_SESSION_SCOPE", "INDEXED_EVENT_TYPES", "SessionSource"]
+
+INDEXED_EVENT_TYPES: frozenset[str] = frozenset({"chat.message", "agent.response"})
+DEFAULT_SESSION_SCOPE = "sessions"
+
+
+@dataclass
+class _Session:
+    session_id: str
+    path: str
+    title: str | None = None
+    started_at: str | None = None
+    parts: list[SourcePart] = field(default_factory=list)
+    event_lines: dict[str, str] = field(default_factory=dict)  # event id → "file:line"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSource:
+    """A ``.jsonl`` event log, or a folder of them (read recursively, hidden ones ignored)."""
+
+    path: Path
+    scope: str = DEFAULT_SESSION_SCOPE
+
+    def files(self) -> list[tuple[Path, str]]:
+        """(file, name used in reports) for every log, in a stable order."""
+        if self.path.is_file():
+            return [(self.path, self.path.name)]
+        if not self.path.is_dir():
+            raise SourceError(f"{self.path} is neither a .jsonl file nor a folder of them")
+        found = []
+        for file in sorted(self.path.rglob("*.jsonl")):
+            relative = file.relative_to(self.path)
+            if any(part.startswith(".") for part in relative.parts) or not file.is_file():
+                continue
+            found.append((file, relative.as_posix()))
+        return found
+
+    def scan(self) -> Scan:
+        files = self.files()
+        scan = Scan(documents=[])
+        scan.documents = self._documents(files, scan)
+        return scan
+
+    def _documents(self, files: list[tuple[Path, str]], scan: Scan) -> Iterator[SourceDocument]:
+        sessions: dict[str, _Session] = {}
+        for file, name in files:
+            try:
+                handle = file.open("rb")
+            except OSError as exc:
+                scan.skipped.append(SkippedSource(path=name, reason=f"unreadable: {exc.strerror or exc}"))
+                continue
+            with handle:
+                for number, raw in enumerate(handle, start=1):
+                    if raw.strip():
+                        self._line(raw, f"{name}:{number}", name, sessions, scan)
+        for session in sessions.values():
+            scan.seen += 1
+            if not session.parts:
+                scan.skipped.append(
+                    SkippedSource(
+                        path=session.session_id,
+                        reason="session has no chat.message or agent.response events with text",
+                    )
+                )
+                continue
+            metadata: dict[str, Any] = {"sessionId": session.session_id, "path": session.path}
+            if session.started_at:
+                metadata["startedAt"] = session.started_at
+            yield SourceDocument(
+                source_id=session.session_id,
+                scope=self.scope,
+                parts=tuple(session.parts),
+                metadata=metadata,
+            )
+
+    def _line(
+        self, raw: bytes, where: str, name: str, sessions: dict[str, _Session], scan: Scan
+    ) -> None:
+        def bad(reason: str) -> None:
+            scan.skipped.append(SkippedSource(path=where, reason=reason))
+
+        try:
+            event = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return bad(f"malformed line: not valid UTF-8 (byte {exc.start})")
+        except json.JSONDecodeError as exc:
+            return bad(f"malformed line: {exc}")
+        if not isinstance(event, dict):
+            return bad("malformed line: not a JSON object")
+        missing = [k for k in ("id", "sessionId", "type") if not isinstance(event.get(k), str) or not event[k]]
+        if missing:
+            return bad(f"malformed event: missing or non-string {', '.join(repr(m) for m in missing)}")
+        event_type, session_id, event_id = event["type"], event["sessionId"], event["id"]
+        session = sessions.get(session_id)
+        if session is None:
+            session = sessions[session_id] = _Session(session_id=session_id, path=name)
+        title = event.get("title") if isinstance(event.get("title"), str) else None
+        session.title = session.title or title
+        if event_type not in INDEXED_EVENT_TYPES:
+            scan.skipped_by_type[event_type] = scan.skipped_by_type.get(event_type, 0) + 1
+            return None
+        payload = event.get("payload")
+        text = payload.get("text") if isinstance(payload, dict) else None
+        if not isinstance(text, str):
+            return bad(f"malformed event {event_id}: {event_type} without a string 'payload.text'")
+        if not text.strip():
+            return bad(f"event {event_id}: empty text")
+        if event_id in session.event_lines:
+            return bad(
+                f"duplicate event id {event_id!r} in session {session_id!r} "
+                f"(first at {session.event_lines[event_id]}); kept the first"
+            )
+        session.event_lines[event_id] = where
+        created = event.get("createdAt")
+        if session.started_at is None and isinstance(created, str):
+            session.started_at = created
+        origin = SessionOrigin(
+            session_id=session_id, event_id=event_id, title=title or session.title
+        )
+        session.parts.append(SourcePart(text=text, origin=origin, markdown=False, key=event_id))
+        return None

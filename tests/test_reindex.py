@@ -1,0 +1,187 @@
+"""Reindex: idempotent, incremental (counted through the fake embedder), deletes what
+vanished, backfills missing vectors; --scope, --source and --full narrow or rebuild."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from git_helpers import commit_all, git, make_repo, write
+from typer.testing import CliRunner
+
+from plait.cli import app
+from plait.embeddings.fake import FakeEmbedder
+from plait.errors import NotFoundError
+from plait.service import Plait
+
+FILES = {
+    "README.md": "# Shop\n\nThe shop platform handbook.\n",
+    "docs/adr/0001-keys.md": "# Idempotency keys\n\nEvery payment carries ERR-4012 keys.\n",
+    "docs/adr/0002-events.md": "# Event sourcing\n\nOrders are event sourced.\n",
+    "docs/refunds.md": "# Refunds\n\nRefund within 7 days.\n\n## Partial\n\nPartial refunds are allowed.\n",
+}
+# one chunk per file, except refunds.md: its two sections → 5 chunks in all
+TOTAL = 5
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", FILES)
+
+
+@pytest.fixture
+def fake() -> FakeEmbedder:
+    return FakeEmbedder()
+
+
+@pytest.fixture
+def engine(tmp_path: Path, fake: FakeEmbedder) -> Iterator[Plait]:
+    with Plait(str(tmp_path / "p.db"), embedder=fake) as e:
+        yield e
+
+
+def _counts(report) -> tuple[int, int, int, int]:  # type: ignore[no-untyped-def]
+    return report.chunks_added, report.chunks_updated, report.chunks_unchanged, report.chunks_deleted
+
+
+def test_index_twice_and_reindex_twice_change_nothing(engine: Plait, fake: FakeEmbedder, repo: Path) -> None:
+    first = engine.index(repo)
+    assert _counts(first) == (TOTAL, 0, 0, 0) and first.embedding.calls == 1
+    ids = engine.store.chunk_ids("default")
+    assert len(ids) == len(set(ids)) == TOTAL
+    embedded = fake.texts_embedded
+    for report in (engine.index(repo), engine.reindex(), engine.reindex()):
+        assert _counts(report) == (0, 0, TOTAL, 0)
+        assert (report.sources_deleted, report.embedding.calls, report.embedding.embedded) == (0, 0, 0)
+        assert report.complete is True
+    assert engine.store.chunk_ids("default") == ids
+    assert fake.texts_embedded == embedded
+    info = engine.collections()[0]
+    assert (info.chunks, info.sources) == (TOTAL, 4)
+    assert len(engine.recorded_roots("default")) == 1  # indexing the same root again adds no root
+
+
+def test_editing_one_file_re_embeds_only_its_changed_chunks(
+    engine: Plait, fake: FakeEmbedder, repo: Path
+) -> None:
+    engine.index(repo)
+    before = fake.texts_embedded
+    edited = "# Refunds\n\nRefund within 30 days.\n\n## Partial\n\nPartial refunds are allowed.\n"
+    write(repo, {"docs/refunds.md": edited})
+    report = engine.reindex()
+    # the first section changed, the second did not: one chunk updated, one call, one text
+    assert _counts(report) == (0, 1, TOTAL - 1, 0)
+    assert (report.embedding.calls, report.embedding.embedded) == (1, 1)
+    assert fake.texts_embedded == before + 1
+    hit = engine.search("30 days").hits[0]
+    assert hit.origin.source_path == "docs/refunds.md" and "30 days" in hit.content
+
+
+def test_deleted_file_loses_its_chunks(engine: Plait, repo: Path) -> None:
+    engine.index(repo)
+    gone = engine.store.chunk_ids("default", "docs/refunds.md")
+    assert len(gone) == 2
+    git(repo, "rm", "-q", "docs/refunds.md")
+    commit_all(repo, "drop refunds")
+    report = engine.reindex()
+    assert _counts(report) == (0, 0, TOTAL - 2, 2) and report.sources_deleted == 1
+    assert engine.store.chunk_ids("default", "docs/refunds.md") == []
+    assert set(engine.store.get_chunks("default", gone)) == set()
+    assert all(h.origin.source_path != "docs/refunds.md" for h in engine.search("refunds partial").hits)
+
+
+def test_a_file_that_became_binary_loses_its_chunks(engine: Plait, repo: Path) -> None:
+    engine.index(repo)
+    write(repo, {"README.md": b"\x00\x01binary now"})
+    report = engine.reindex()
+    assert (report.chunks_deleted, report.sources_deleted) == (1, 1)
+    assert [(s.path, s.reason) for s in report.skipped] == [
+        ("README.md", "binary file (NUL byte in the first 8 KiB)")
+    ]
+
+
+def test_vanished_session_loses_its_chunks(engine: Plait, tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    events = [
+        {"id": "a1", "sessionId": "A", "type": "chat.message", "payload": {"text": "alpha question"}},
+        {"id": "a2", "sessionId": "A", "type": "agent.response", "payload": {"text": "alpha answer"}},
+        {"id": "b1", "sessionId": "B", "type": "chat.message", "payload": {"text": "beta question"}},
+    ]
+    log.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    assert engine.index_sessions(log).chunks_added == 3
+    log.write_text("".join(json.dumps(e) + "\n" for e in events[:2]), encoding="utf-8")
+    report = engine.reindex()
+    assert _counts(report) == (0, 0, 2, 1) and report.sources_deleted == 1
+    assert engine.store.chunk_ids("default", "B") == []
+
+
+def test_missing_vectors_are_backfilled(engine: Plait, fake: FakeEmbedder, tmp_path: Path, repo: Path) -> None:
+    engine.index(repo)
+    db = sqlite3.connect(tmp_path / "p.db")
+    db.execute("UPDATE chunks SET vector = NULL WHERE source_id = 'README.md'")
+    db.commit()
+    db.close()
+    before = fake.texts_embedded
+    report = engine.reindex()
+    assert (report.embedding.embedded, report.embedding.skipped, report.complete) == (1, 0, True)
+    assert fake.texts_embedded == before + 1
+    assert engine.store.chunks_without_vector("default") == []
+
+
+def test_scope_narrows_the_run(engine: Plait, repo: Path) -> None:
+    engine.index(repo)
+    write(repo, {"README.md": "# Shop\n\nChanged readme.\n"})
+    write(repo, {"docs/adr/0002-events.md": "# Event sourcing\n\nChanged.\n"})
+    (repo / "docs/adr/0001-keys.md").unlink()
+    report = engine.reindex(scope="adr")
+    assert _counts(report) == (0, 1, 0, 1) and report.sources_deleted == 1
+    readme = engine.store.get_chunks("default", engine.store.chunk_ids("default", "README.md"))
+    assert [c.content for c in readme.values()] == ["# Shop\n\nThe shop platform handbook."]  # docs untouched
+    assert _counts(engine.reindex(scope="docs")) == (0, 1, 2, 0)
+
+
+def test_full_rebuilds_a_scope_embedding_again(engine: Plait, fake: FakeEmbedder, repo: Path) -> None:
+    engine.index(repo)
+    docs_ids = engine.store.chunk_ids("default", "docs/refunds.md")
+    before = fake.texts_embedded
+    report = engine.reindex(scope="adr", full=True)
+    assert (report.chunks_added, report.chunks_deleted, report.chunks_unchanged) == (2, 2, 0)
+    assert (report.embedding.embedded, report.embedding.reused) == (2, 0)
+    assert fake.texts_embedded == before + 2
+    assert engine.store.chunk_ids("default", "docs/refunds.md") == docs_ids
+    assert len(engine.store.chunk_ids("default")) == TOTAL
+
+
+def test_source_selects_one_root_and_roots_never_duplicate(
+    engine: Plait, tmp_path: Path, repo: Path
+) -> None:
+    other = make_repo(tmp_path / "other", {"README.md": "# Other\n\nanother readme\n", "x.md": "# X\n\nx\n"})
+    engine.index(repo)
+    report = engine.index(other)
+    # README.md already belongs to the first root: skipped, never duplicated or stolen
+    assert [(s.path, s.reason) for s in report.skipped] == [
+        ("README.md", f"already indexed from another root (git:{repo.resolve()}); not overwritten")
+    ]
+    assert report.chunks_added == 1
+    (other / "x.md").unlink()
+    write(repo, {"README.md": "# Shop\n\nChanged.\n"})
+    only_other = engine.reindex(source=other)
+    assert _counts(only_other) == (0, 0, 0, 1)
+    assert _counts(engine.reindex(source=repo)) == (0, 1, TOTAL - 1, 0)
+    with pytest.raises(NotFoundError, match="is not a recorded source"):
+        engine.reindex(source=tmp_path)
+
+
+def test_cli_reindex_flags(tmp_path: Path, repo: Path) -> None:
+    store = str(tmp_path / "cli.db")
+    runner = CliRunner()
+    assert runner.invoke(app, ["index", str(repo), "--store", store, "--embedder", "fake"]).exit_code == 0
+    result = runner.invoke(app, ["reindex", "--store", store, "--scope", "adr", "--full", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["chunksAdded"], data["chunksDeleted"], data["embedding"]["calls"]) == (2, 2, 1)
+    result = runner.invoke(app, ["reindex", "--store", store, "--source", str(tmp_path), "--json"])
+    assert result.exit_code == 1 and "is not a recorded source" in " ".join(result.stderr.split())
