@@ -12,8 +12,11 @@ fi
 export PLAIT_STORE="${PLAIT_STORE:-./.plait/plait.db}"
 plait() { .venv/bin/plait "$@"; }
 
-echo "== index examples/ (Markdown docs, ADRs under docs/adr/, runbooks; part Portuguese)"
+echo "== index examples/ through git (tracked Markdown: docs, ADRs under docs/adr/, runbooks; part Portuguese)"
 plait index examples
+echo
+echo "== index the support session logs (only chat.message and agent.response; one malformed line is reported)"
+plait index-sessions examples/sessions
 echo
 echo "== lexical rescue: an exact error code the embedding alone confuses with ERR-4021/4013"
 plait search "what does ERR-4012 mean" -k 5
@@ -26,3 +29,9 @@ plait search "stock wrong for SKU-88213-B" -k 5
 echo
 echo "== Portuguese, identifier + accent folding"
 plait search "estorno do PIX-2024-88317 não chegou" -k 3
+echo
+echo "== a session hit: the answer is in a support conversation"
+plait search "customer saw a pending charge after checkout failed" -k 3
+echo
+echo "== coverage: sources present against indexed, chunks without a vector, last indexed"
+plait coverage

@@ -159,7 +159,7 @@ class Plait:
     ) -> IndexReport:
         """Index a folder or git repository of Markdown/text files, or a ``.jsonl`` corpus.
 
-        A folder holding ``.git`` is read as a git working tree (tracked files only);
+        A git working tree, or a folder inside one, is read through git (tracked files only);
         ``ref`` indexes that commit, branch or tag without checking it out. ``globs``,
         ``scope_rules`` (``(prefix, scope)``, first match wins) and ``max_bytes`` apply
         to folders and repositories; ``scope`` to a ``.jsonl`` corpus. The root is

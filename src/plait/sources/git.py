@@ -73,8 +73,28 @@ def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 
 def is_git_work_tree(path: Path) -> bool:
-    """True when ``path`` is the top folder of a git working tree (it holds ``.git``)."""
-    return (path / ".git").exists()
+    """True when ``path`` is a git working tree or a folder inside one.
+
+    A docs folder inside a repository is then read through git: tracked files only,
+    so build output and untracked scratch files never reach the index.
+    """
+    if (path / ".git").exists():
+        return True
+    executable = shutil.which("git")
+    if executable is None or not path.is_dir():
+        return False
+    try:
+        done = subprocess.run(  # noqa: S603 - fixed executable, argument list, no shell
+            [executable, "rev-parse", "--is-inside-work-tree"],
+            cwd=path,
+            capture_output=True,
+            timeout=30,
+            check=False,
+            env=dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0"),
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and done.stdout.strip() == b"true"
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ def describe_root(
     scope: str | None = None,
 ) -> dict[str, Any]:
     """The root record for a path; ``kind`` None picks one: a ``.jsonl`` file is a
-    JSONL corpus, a folder holding ``.git`` (or any path with ``ref``) a git source,
+    JSONL corpus, a git working tree or a folder inside one (or any path with ``ref``) a git source,
     any other folder a folder source."""
     target = Path(path).expanduser()
     if kind is None:
