@@ -32,13 +32,27 @@ __all__ = [
 
 
 def open_store(url: str) -> Store:
-    """Open a store by URL: a file path or ``sqlite:///path`` selects the embedded store."""
+    """Open a store by URL: a file path or ``sqlite:///path`` selects the embedded store;
+    ``postgresql://…`` (or ``postgres://…``) the PostgreSQL + pgvector store;
+    ``milvus:///path.db`` (milvus-lite) or ``http(s)://host:19530`` a Milvus store."""
     if url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError("the PostgreSQL store is not available in this version")
+        try:
+            from plait.stores.postgres import PostgresStore
+        except ImportError as exc:
+            raise ConfigError(
+                f"the PostgreSQL store needs psycopg, psycopg-pool and pgvector ({exc}): "
+                "pip install 'plait[postgres]'"
+            ) from exc
+        return PostgresStore(url)
     if url.startswith(("milvus://", "http://", "https://")):
-        raise ConfigError("the Milvus store is not available in this version")
+        # pymilvus and milvus-lite are imported when the store opens (with an install hint)
+        from plait.stores.milvus import MilvusStore
+
+        return MilvusStore.from_url(url)
     if url.startswith("sqlite:///"):
         url = url[len("sqlite:///") :]
     elif "://" in url:
-        raise ConfigError(f"unknown store URL {url!r}: use a file path, sqlite:///path")
+        raise ConfigError(
+            f"unknown store URL {url!r}: use a file path, sqlite:///path or postgresql://…"
+        )
     return SQLiteStore(Path(url).expanduser())

@@ -1,0 +1,230 @@
+"""The PostgreSQL store's schema: numbered migrations recorded in a version table.
+
+Migration 1 is the plain hybrid table: one row per chunk holding the content, its
+origin and metadata, the content hash, the vector (``vector``, nullable, any
+dimension; each collection gets its own HNSW index once its dimension is known) and
+the lexical document, a ``tsvector`` *generated* from the analysed fields
+``lex_exact`` / ``lex_stems`` with a GIN index. The row is the unit of truth: the
+two arms cannot drift because the lexical document is computed by PostgreSQL from
+the very row the vector lives in.
+
+The lexical document is built by :sql:`plait_lex_document`, not ``to_tsvector``:
+the default parser (``simple`` configuration included) splits ``err-4012`` into
+``err`` + ``-4012`` and ``resolve_tenant_db`` into three words, so identifiers
+would not survive. plait's analyser has already produced the tokens; each distinct
+token becomes one whole lexeme, prefixed with its field (``e:`` exact, ``s:``
+stems), carrying positions ``1..tf`` so its term frequency is the number of
+positions (capped at 256, PostgreSQL's limit per lexeme).
+
+Migration 2 adds what BM25 needs beyond the row: per-chunk field lengths (generated
+columns), per-collection totals and a document-frequency table
+``plait_lex_terms``, kept by statement-level triggers in the same transaction as
+every insert or delete of chunks — so the statistics cannot drift either.
+
+Migrations run under ``pg_advisory_lock`` so several processes may start at once.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
+
+_MIGRATION_1 = r"""
+CREATE TABLE plait_collections (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name text NOT NULL UNIQUE,
+    provider text,
+    model text,
+    dimension integer,
+    settings jsonb NOT NULL DEFAULT '{}',
+    created_at text NOT NULL
+);
+CREATE TABLE plait_sources (
+    collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
+    source_id text NOT NULL,
+    scope text NOT NULL,
+    indexed_at text NOT NULL,
+    root text NOT NULL DEFAULT '',
+    PRIMARY KEY (collection_id, source_id)
+);
+CREATE INDEX plait_sources_root ON plait_sources (collection_id, root);
+CREATE TABLE plait_scopes (
+    collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
+    scope text NOT NULL,
+    last_indexed_at text NOT NULL,
+    PRIMARY KEY (collection_id, scope)
+);
+CREATE FUNCTION plait_lex_document(exact text, stems text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(string_agg(
+        '''' || replace(replace(k, '\', '\\'), '''', '''''') || ''':'
+        || (SELECT string_agg(g::text, ',') FROM generate_series(1, least(n, 256)) AS g),
+        ' '), '')::tsvector
+    FROM (
+        SELECT k, count(*) AS n FROM (
+            SELECT 'e:' || t AS k FROM unnest(string_to_array(exact, ' ')) AS t
+            UNION ALL
+            SELECT 's:' || t FROM unnest(string_to_array(stems, ' ')) AS t
+        ) AS tokens GROUP BY k
+    ) AS counted
+$$;
+CREATE TABLE plait_chunks (
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
+    chunk_id text NOT NULL,
+    source_id text NOT NULL,
+    scope text NOT NULL,
+    ordinal integer NOT NULL,
+    content text NOT NULL,
+    content_hash text NOT NULL,
+    origin jsonb NOT NULL,
+    metadata jsonb NOT NULL,
+    vector vector,
+    lex_exact text NOT NULL,
+    lex_stems text NOT NULL,
+    lex tsvector GENERATED ALWAYS AS (plait_lex_document(lex_exact, lex_stems)) STORED,
+    -- keys lead with collection_id, so the table can be distributed by collection (Citus)
+    PRIMARY KEY (collection_id, id),
+    UNIQUE (collection_id, chunk_id)
+);
+CREATE INDEX plait_chunks_source ON plait_chunks (collection_id, source_id);
+CREATE INDEX plait_chunks_hash ON plait_chunks (collection_id, content_hash);
+CREATE INDEX plait_chunks_lex ON plait_chunks USING gin (lex);
+"""
+
+_MIGRATION_2 = r"""
+ALTER TABLE plait_chunks
+    ADD COLUMN len_exact integer
+        GENERATED ALWAYS AS (cardinality(string_to_array(lex_exact, ' '))) STORED,
+    ADD COLUMN len_stems integer
+        GENERATED ALWAYS AS (cardinality(string_to_array(lex_stems, ' '))) STORED;
+ALTER TABLE plait_collections
+    ADD COLUMN n_chunks bigint NOT NULL DEFAULT 0,
+    ADD COLUMN len_exact_total bigint NOT NULL DEFAULT 0,
+    ADD COLUMN len_stems_total bigint NOT NULL DEFAULT 0;
+CREATE TABLE plait_lex_terms (
+    collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
+    key text NOT NULL,
+    df integer NOT NULL,
+    PRIMARY KEY (collection_id, key)
+);
+INSERT INTO plait_lex_terms (collection_id, key, df)
+    SELECT c.collection_id, k, count(*)
+    FROM plait_chunks AS c, unnest(tsvector_to_array(c.lex)) AS k GROUP BY 1, 2;
+UPDATE plait_collections AS p
+    SET n_chunks = x.n, len_exact_total = x.e, len_stems_total = x.s
+    FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+          FROM plait_chunks GROUP BY collection_id) AS x
+    WHERE p.id = x.collection_id;
+
+CREATE FUNCTION plait_lex_stats_add() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+    INSERT INTO plait_lex_terms AS t (collection_id, key, df)
+        SELECT c.collection_id, k, count(*)
+        FROM changed AS c, unnest(tsvector_to_array(c.lex)) AS k
+        GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (collection_id, key) DO UPDATE SET df = t.df + excluded.df;
+    UPDATE plait_collections AS p
+        SET n_chunks = p.n_chunks + x.n,
+            len_exact_total = p.len_exact_total + x.e,
+            len_stems_total = p.len_stems_total + x.s
+        FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+              FROM changed GROUP BY collection_id) AS x
+        WHERE p.id = x.collection_id;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION plait_lex_stats_remove() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+    UPDATE plait_lex_terms AS t SET df = t.df - x.n
+        FROM (SELECT c.collection_id, k, count(*) AS n
+              FROM changed AS c, unnest(tsvector_to_array(c.lex)) AS k
+              GROUP BY 1, 2 ORDER BY 1, 2) AS x
+        WHERE t.collection_id = x.collection_id AND t.key = x.k;
+    DELETE FROM plait_lex_terms AS t
+        USING (SELECT DISTINCT c.collection_id, k
+               FROM changed AS c, unnest(tsvector_to_array(c.lex)) AS k) AS x
+        WHERE t.collection_id = x.collection_id AND t.key = x.k AND t.df <= 0;
+    UPDATE plait_collections AS p
+        SET n_chunks = p.n_chunks - x.n,
+            len_exact_total = p.len_exact_total - x.e,
+            len_stems_total = p.len_stems_total - x.s
+        FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+              FROM changed GROUP BY collection_id) AS x
+        WHERE p.id = x.collection_id;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION plait_lex_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'plait_chunks.lex_exact / lex_stems are never updated in place: '
+        'delete the row and insert it again so the BM25 statistics follow';
+END $$;
+
+CREATE TRIGGER plait_chunks_stats_insert AFTER INSERT ON plait_chunks
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION plait_lex_stats_add();
+CREATE TRIGGER plait_chunks_stats_delete AFTER DELETE ON plait_chunks
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION plait_lex_stats_remove();
+CREATE TRIGGER plait_chunks_lex_immutable BEFORE UPDATE OF lex_exact, lex_stems ON plait_chunks
+    FOR EACH ROW EXECUTE FUNCTION plait_lex_immutable();
+"""
+
+#: Migration ``n`` is ``MIGRATIONS[n - 1]``; applied in order, each in the same
+#: transaction as its row in ``plait_schema_version``.
+MIGRATIONS: tuple[str, ...] = (_MIGRATION_1, _MIGRATION_2)
+LATEST_VERSION = len(MIGRATIONS)
+
+_LOCK_KEY = "SELECT hashtextextended('plait.migrate:' || current_schema(), 0)"
+
+
+def schema_version(conn: psycopg.Connection) -> int:
+    """The highest migration applied in the connection's schema (0 when none)."""
+    exists = conn.execute("SELECT to_regclass('plait_schema_version') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return 0
+    row = conn.execute("SELECT coalesce(max(version), 0) FROM plait_schema_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: psycopg.Connection, *, target: int | None = None) -> int:
+    """Bring the schema up to ``target`` (default: the latest); returns the version.
+
+    ``conn`` must be in autocommit mode. A session-level advisory lock (keyed by the
+    current schema) serialises concurrent starts: the second process waits, then
+    finds nothing left to do.
+    """
+    goal = LATEST_VERSION if target is None else target
+    if not 0 <= goal <= LATEST_VERSION:
+        raise ValueError(f"target version {goal} is not between 0 and {LATEST_VERSION}")
+    standby = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+    if standby and standby[0]:
+        # A read replica cannot migrate; it must already hold what the primary has.
+        current = schema_version(conn)
+        if current < goal:
+            raise psycopg.errors.ReadOnlySqlTransaction(
+                f"this server is a read replica with plait schema version {current}, "
+                f"{goal} is needed: open the store on the primary once to migrate"
+            )
+        return current
+    key_row = conn.execute(_LOCK_KEY).fetchone()
+    key = int(key_row[0]) if key_row else 0
+    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+    try:
+        with conn.transaction():
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS plait_schema_version ("
+                "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+        current = schema_version(conn)
+        for number in range(current + 1, goal + 1):
+            with conn.transaction():
+                conn.execute(MIGRATIONS[number - 1])  # type: ignore[arg-type]
+                conn.execute("INSERT INTO plait_schema_version (version) VALUES (%s)", (number,))
+        return max(current, goal)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
