@@ -1,0 +1,417 @@
+"""The Milvus store: milvus-lite in-process, or a Milvus standalone / cluster server.
+
+One Milvus entity holds a chunk's row, its dense vector and the two analysed text
+fields from which Milvus computes two BM25 sparse vectors (see
+:mod:`plait.stores.milvus_schema`), so deletes and upserts keep the two arms in step by
+construction. Each arm is queried separately — the dense field with cosine, each BM25
+field with Milvus's BM25 — and the exact and stemmed BM25 scores are summed here with
+their weights; plait's search service fuses the arms as it does on every store.
+
+Milvus has no multi-row transactions, so :meth:`MilvusStore.replace_source` uses
+versions: every chunk entity has ``born`` and ``died`` write numbers, the collection's
+metadata entity records the last committed write ``C``, and every read filters to
+``born <= C and (died == 0 or died > C)``. A write reserves number ``v``, inserts the new
+chunk versions (``born = v``), marks the replaced ones (``died = v``), then commits by
+upserting the one metadata entity with ``C = v`` — a single-entity write, atomic in
+Milvus — and only then deletes the dead versions. A reader therefore sees a source's
+old chunks or its new chunks, never a mix; a writer that dies before the commit leaves
+invisible rows that the next write removes. One writer per collection at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from plait.errors import ConfigError, StoreError
+from plait.stores.base import (
+    BM25Params,
+    ChunkState,
+    Filters,
+    ReplaceCounts,
+    ScopeInfo,
+    SourceInfo,
+    StoredChunk,
+)
+from plait.stores.milvus_base import (
+    _BATCH,
+    _ORIGIN,
+    MAX_TOPK,
+    MilvusBase,
+    _now,
+    and_,
+    visible,
+)
+from plait.stores.milvus_schema import (
+    CHUNK_FIELDS,
+    LEXICAL_FIELDS,
+    check_text,
+    encode_tokens,
+    filter_expr,
+    in_expr,
+    literal,
+)
+from plait.types import Chunk, CollectionInfo
+
+__all__ = ["MilvusStore"]
+
+
+class MilvusStore(MilvusBase):
+    """A :class:`~plait.stores.base.Store` on Milvus; see :class:`MilvusBase` for the options."""
+
+    # collections -----------------------------------------------------------------------
+    def ensure_collection(self, name: str) -> CollectionInfo:
+        with self._lock:
+            rec = self._get_record(name)
+            if rec is None:
+                check_text(name, "collection name")
+                k1, b = self._bm25.k1, self._bm25.b
+                rec = {
+                    "name": name, "id": uuid.uuid4().hex[:16], "created_at": _now(),
+                    "provider": None, "model": None, "dimension": None, "settings": {},
+                    "scopes": {}, "committed": 0, "next_txn": 1, "layout": None,
+                    "totals": {"chunks": 0, "without": 0, "sources": 0},
+                    "bm25": {"k1": k1, "b": b},
+                }
+                self._put_record(rec)
+            return self._info(rec)
+
+    def get_collection(self, name: str) -> CollectionInfo | None:
+        rec = self._get_record(name)
+        return self._info(rec) if rec else None
+
+    def list_collections(self) -> list[CollectionInfo]:
+        rows = self._scan(self._meta, 'kind == "collection"', ["body"])
+        records = sorted((json.loads(r["body"]) for r in rows), key=lambda r: r["name"])
+        return [self._info(r) for r in records]
+
+    def delete_collection(self, name: str) -> bool:
+        with self._lock:
+            rec = self._get_record(name)
+            if rec is None:
+                return False
+            prefix = f"{self._prefix}_{rec['id']}_"
+            for existing in self._call("list_collections", self._client.list_collections):
+                if existing.startswith(prefix):
+                    self._call("drop_collection", self._client.drop_collection, existing)
+                    self._loaded.discard(existing)
+            self._call("delete", self._client.delete, self._meta, ids=[f"c/{name}"])
+            self._call(
+                "delete", self._client.delete, self._meta,
+                filter=f'kind == "source" and coll == {literal(rec["id"])}',
+            )
+            return True
+
+    def set_embedder(
+        self, name: str, *, provider: str, model: str, dimension: int | None
+    ) -> CollectionInfo:
+        with self._lock:
+            rec = self._record(name)
+            rec.update(provider=provider, model=model, dimension=dimension)
+            if dimension is not None and rec.get("layout") is not None:
+                rec = self._ensure_layout(rec, dimension)
+            self._put_record(rec)
+            return self._info(rec)
+
+    def get_settings(self, name: str) -> dict[str, Any]:
+        return dict(self._record(name)["settings"])
+
+    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            rec = self._record(name)
+            rec["settings"].update(settings)
+            self._put_record(rec)
+            return dict(rec["settings"])
+
+    # writes ----------------------------------------------------------------------------
+    def chunk_states(self, collection: str, source_id: str) -> dict[str, ChunkState]:
+        rec = self._record(collection)
+        rows = self._existing(rec, source_id, ["content_hash", "has_vector"])
+        return {cid: ChunkState(cid, r["content_hash"], bool(r["has_vector"])) for cid, r in rows.items()}
+
+    def vectors_by_hash(self, collection: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        rec = self._record(collection)
+        found: dict[str, np.ndarray] = {}
+        if rec.get("layout") is None:
+            return found
+        unique = list(dict.fromkeys(hashes))
+        base = and_(visible(rec["committed"]), "has_vector == true")
+        for i in range(0, len(unique), _BATCH):
+            expr = and_(base, in_expr("content_hash", unique[i : i + _BATCH]))
+            for row in self._query(rec["layout"]["name"], expr, ["content_hash", "vector"]):
+                found.setdefault(row["content_hash"], np.asarray(row["vector"], dtype=np.float32))
+        return {h: found[h] for h in unique if h in found}
+
+    def replace_source(
+        self,
+        collection: str,
+        source_id: str,
+        scope: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        root: str = "",
+    ) -> ReplaceCounts:
+        with self._lock:
+            rec = self._record(collection)
+            key = self._source_key(rec, source_id)
+            if rec.get("layout") is None and not chunks:
+                return ReplaceCounts()
+            dim = next((len(i.vector) for i in chunks if i.vector is not None), None)
+            rec = self._ensure_layout(rec, dim)
+            self._repair(rec)
+            self._settle(rec)
+            existing = self._existing(rec, source_id)
+            version = int(rec["next_txn"])
+            added = updated = unchanged = 0
+            new_rows: list[dict[str, Any]] = []
+            final: list[dict[str, Any]] = []  # the source's live rows once this write is done
+            dead: list[dict[str, Any]] = []
+            keep: set[str] = set()
+            for item in chunks:
+                old = existing.get(item.chunk.id)
+                vector = item.vector
+                if old is not None and old["content_hash"] == item.chunk.content_hash:
+                    unchanged += 1
+                    keep.add(item.chunk.id)
+                    if old["has_vector"]:
+                        vector = old["vector"]
+                    row = self._row(rec, item, scope, version, vector)
+                    same = all(old[f] == row[f] for f in ("scope", "ordinal", "origin", "metadata"))
+                    if same and old["has_vector"] == row["has_vector"]:
+                        final.append(old)
+                        continue
+                    dead.append(old)
+                elif old is not None:
+                    updated += 1
+                    keep.add(item.chunk.id)
+                    dead.append(old)
+                else:
+                    added += 1
+                row = self._row(rec, item, scope, version, vector)
+                new_rows.append(row)
+                final.append(row)
+            deleted = [r for cid, r in existing.items() if cid not in keep]
+            dead.extend(deleted)
+            previous = self._get_source(rec, source_id)
+            written = (previous or {}).get("version", 0)
+            delta = {
+                "chunks": len(final) - len(existing),
+                "without": sum(not r["has_vector"] for r in final) - sum(not r["has_vector"] for r in existing.values()),
+                "sources": int(bool(chunks)) - int(previous is not None),
+            }
+            if new_rows or dead:
+                self._commit(rec, version, source_id, new_rows, dead, empty=not chunks, delta=delta)
+                written = version
+            elif delta["sources"]:
+                self._add_totals(rec, delta)
+                self._put_record(rec)
+            if chunks:
+                self._put_source(
+                    rec, source_id=source_id, scope=scope, root=root, indexed_at=_now(),
+                    version=written, rows=final,
+                )
+            else:
+                self._call("delete", self._client.delete, self._meta, ids=[key])
+            return ReplaceCounts(added, updated, unchanged, len(deleted))
+
+    def delete_source(self, collection: str, source_id: str) -> int:
+        return self.replace_source(collection, source_id, "", []).deleted
+
+    def set_vectors(self, collection: str, vectors: Mapping[str, np.ndarray]) -> int:
+        if not vectors:
+            self._record(collection)
+            return 0
+        with self._lock:
+            rec = self._record(collection)
+            if rec.get("layout") is None:
+                return 0
+            rec = self._ensure_layout(rec, len(next(iter(vectors.values()))))
+            name, live = rec["layout"]["name"], visible(rec["committed"])
+            ids = list(vectors)
+            touched: set[str] = set()
+            count = gained = 0
+            for i in range(0, len(ids), _BATCH):
+                expr = and_(live, in_expr("chunk_id", ids[i : i + _BATCH]))
+                rows = self._query(name, expr, CHUNK_FIELDS)
+                for row in rows:
+                    vec = [float(x) for x in np.asarray(vectors[row["chunk_id"]], dtype=np.float32)]
+                    if len(vec) != rec["layout"]["dim"]:
+                        raise StoreError(
+                            f"vector for {row['chunk_id']!r} has {len(vec)} dimensions; "
+                            f"collection {collection!r} holds {rec['layout']['dim']}-d vectors"
+                        )
+                    gained += not row["has_vector"]
+                    row.update(vector=vec, has_vector=True)
+                    touched.add(row["source_id"])
+                if rows:
+                    self._call("upsert", self._client.upsert, name, rows)
+                count += len(rows)
+            for source_id in touched:
+                self._recount(rec, source_id)
+            if gained:
+                self._add_totals(rec, {"without": -gained})
+                self._put_record(rec)
+            return count
+
+    def mark_scope_indexed(self, collection: str, scope: str, at: str) -> None:
+        with self._lock:
+            rec = self._record(collection)
+            rec["scopes"][scope] = at
+            self._put_record(rec)
+            if rec.get("layout") is not None:
+                # The end of an index run: seal what it wrote, so searches read indexed
+                # segments (milvus-lite rebuilds its in-memory buffer's BM25 index per search).
+                self._call("flush", self._client.flush, rec["layout"]["name"])
+
+    # reads -----------------------------------------------------------------------------
+    def list_sources(
+        self, collection: str, scope: str | None = None, *, root: str | None = None
+    ) -> list[SourceInfo]:
+        rec = self._record(collection)
+        rows = [
+            s for s in self._sources(rec)
+            if (scope is None or s["scope"] == scope) and (root is None or s["root"] == root)
+        ]
+        rows.sort(key=lambda s: s["source_id"])
+        return [
+            SourceInfo(s["source_id"], s["scope"], s["chunks"], s["without"], s["indexed_at"], s["root"])
+            for s in rows
+        ]
+
+    def scopes(self, collection: str) -> list[ScopeInfo]:
+        rec = self._record(collection)
+        totals: dict[str, list[int]] = {}
+        for s in self._sources(rec):
+            t = totals.setdefault(s["scope"], [0, 0, 0])
+            t[0] += 1
+            t[1] += s["chunks"]
+            t[2] += s["without"]
+        return [
+            ScopeInfo(scope, t[0], t[1], t[2], rec["scopes"].get(scope))
+            for scope, t in sorted(totals.items())
+        ]
+
+    def chunks_without_vector(
+        self, collection: str, *, limit: int | None = None
+    ) -> list[tuple[str, str]]:
+        rec = self._record(collection)
+        if rec.get("layout") is None:
+            return []
+        expr = and_(visible(rec["committed"]), "has_vector == false")
+        fields = ["chunk_id", "content", "born", "source_id", "ordinal"]
+        name = rec["layout"]["name"]
+        rows = list(self._scan(name, expr, fields)) if limit is None else self._query(name, expr, fields, limit=limit)
+        rows.sort(key=lambda r: (r["born"], r["source_id"], r["ordinal"]))
+        return [(r["chunk_id"], r["content"]) for r in rows]
+
+    def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        rec = self._record(collection)
+        out: dict[str, Chunk] = {}
+        if rec.get("layout") is None:
+            return out
+        ids = list(dict.fromkeys(chunk_ids))
+        fields = ["chunk_id", "source_id", "scope", "ordinal", "content", "content_hash", "origin", "metadata"]
+        for i in range(0, len(ids), _BATCH):
+            expr = and_(visible(rec["committed"]), in_expr("chunk_id", ids[i : i + _BATCH]))
+            for r in self._query(rec["layout"]["name"], expr, fields):
+                out[r["chunk_id"]] = Chunk(
+                    id=r["chunk_id"], source_id=r["source_id"], scope=r["scope"],
+                    ordinal=r["ordinal"], content=r["content"], content_hash=r["content_hash"],
+                    origin=_ORIGIN.validate_json(r["origin"]), metadata=r["metadata"] or {},
+                )
+        return {i: out[i] for i in ids if i in out}
+
+    def chunk_ids(self, collection: str, source_id: str | None = None) -> list[str]:
+        rec = self._record(collection)
+        if rec.get("layout") is None:
+            return []
+        name, live = rec["layout"]["name"], visible(rec["committed"])
+        fields = ["chunk_id", "born", "source_id", "ordinal"]
+        if source_id is None:
+            rows = list(self._scan(name, live, fields))
+        else:
+            rows = list(self._existing(rec, source_id, fields).values())
+        rows.sort(key=lambda r: (r["ordinal"],) if source_id else (r["born"], r["source_id"], r["ordinal"]))
+        return [r["chunk_id"] for r in rows]
+
+    # the two arms ----------------------------------------------------------------------
+    def lexical_search(
+        self,
+        collection: str,
+        exact: Sequence[str],
+        stems: Sequence[str],
+        *,
+        limit: int | None,
+        filters: Filters | None = None,
+        params: BM25Params | None = None,
+    ) -> list[tuple[str, float]]:
+        rec = self._record(collection)
+        params = params or BM25Params()
+        stored = rec["bm25"]
+        if (params.k1, params.b) != (stored["k1"], stored["b"]):
+            raise ConfigError(
+                f"BM25 k1={params.k1}, b={params.b} asked of Milvus collection {collection!r}, "
+                f"whose BM25 indexes were built with k1={stored['k1']}, b={stored['b']}: "
+                "Milvus fixes them at index time"
+            )
+        if rec.get("layout") is None or (limit is not None and limit <= 0):
+            return []
+        name = rec["layout"]["name"]
+        base = and_(visible(rec["committed"]), filter_expr(filters))
+        fetch = MAX_TOPK if limit is None else min(limit, MAX_TOPK)
+        arms = []
+        for field, terms, weight in (("exact", exact, params.exact_weight), ("stems", stems, params.stems_weight)):
+            terms = list(dict.fromkeys(terms))
+            if weight and terms:
+                arms.append((LEXICAL_FIELDS[field][1], encode_tokens(terms), weight))
+        found: list[dict[str, float]] = []
+        for sparse, text, _ in arms:
+            found.append({cid: abs(d) for cid, d in self._search(name, text, sparse, fetch, base, {"metric_type": "BM25"})})
+        # A chunk one field ranked but the other cut off still gets that field's score.
+        union = set().union(*found) if found else set()
+        for (sparse, text, _), scores in zip(arms, found, strict=True):
+            missing = sorted(union - scores.keys())
+            if len(scores) < fetch or not missing:
+                continue
+            for i in range(0, len(missing), _BATCH):
+                part = missing[i : i + _BATCH]
+                expr = and_(base, in_expr("chunk_id", part))
+                scores.update({c: abs(d) for c, d in self._search(name, text, sparse, len(part), expr, {"metric_type": "BM25"})})
+        totals = {cid: sum(w * s.get(cid, 0.0) for (_, _, w), s in zip(arms, found, strict=True)) for cid in union}
+        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
+        return ranked if limit is None else ranked[:limit]
+
+    def vector_search(
+        self,
+        collection: str,
+        vector: np.ndarray,
+        *,
+        limit: int | None,
+        filters: Filters | None = None,
+    ) -> list[tuple[str, float]]:
+        rec = self._record(collection)
+        layout = rec.get("layout")
+        if layout is None or (limit is not None and limit <= 0):
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        live = visible(rec["committed"])
+        if query.shape[0] != layout["dim"]:
+            if not self._count(layout["name"], and_(live, "has_vector == true")):
+                return []
+            raise StoreError(
+                f"query vector has {query.shape[0]} dimensions, collection {collection!r} "
+                f"holds {layout['dim']}-d vectors"
+            )
+        fetch = MAX_TOPK if limit is None else min(limit, MAX_TOPK)
+        expr = and_(live, "has_vector == true", filter_expr(filters))
+        params = {"metric_type": "COSINE", "params": {"ef": max(fetch, 64)}}
+        hits = self._search(layout["name"], [float(x) for x in query], "vector", fetch, expr, params)
+        return sorted(hits, key=lambda kv: (-kv[1], kv[0]))
+
+    def close(self) -> None:
+        with self._lock:
+            self._call("close", self._client.close)
