@@ -1,0 +1,197 @@
+"""FAQ cards in the index, and ``qa_first``: prefer a matching card, else hybrid search.
+
+Every card that is not rejected is indexed in both arms of its collection as a source
+document ``card:<id>`` of scope ``faq-card`` whose one chunk is the card's question
+(so matching works on every store, lexical and dense). Those chunk ids are recorded in
+the collection setting ``searchHidden`` so a search that names no scope never returns
+them: ordinary search sees raw chunks only, as if no card existed.
+
+A card *matches* a query when the Jaccard similarity of their content-word stems is at
+least ``qa_min_overlap`` (default 0.6) or the cosine of their vectors is at least
+``qa_min_cosine`` (default 0.92); only approved cards count unless
+``qa_include_drafts`` is on (see :class:`~plait.refinery.models.RefinerySettings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError as PydanticValidationError
+
+from plait.errors import ValidationError
+from plait.refinery.extract import content_stems, jaccard
+from plait.refinery.models import CARD_SCOPE, CardStatus, FaqCard, RefinerySettings
+from plait.refinery.store import RefineryStore
+from plait.search import SEARCH_HIDDEN_KEY, SearchRequest
+from plait.sources.base import SourceDocument, SourcePart
+from plait.types import CardHit, CardSource, FileOrigin, SearchResult
+
+if TYPE_CHECKING:
+    from plait.service import Plait
+
+__all__ = [
+    "card_document",
+    "card_source_id",
+    "match_card",
+    "qa_first_search",
+    "refresh_hidden",
+    "sync_cards",
+    "validated_request",
+]
+
+#: Card candidates the card search returns before the thresholds are applied.
+_CARD_CANDIDATES = 5
+
+
+def validated_request(request: Mapping[str, Any]) -> SearchRequest:
+    """A search request from its JSON form; one clear :class:`ValidationError` if bad."""
+    try:
+        return SearchRequest.model_validate(dict(request))
+    except PydanticValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in exc.errors()]
+        raise ValidationError("; ".join(parts)) from None
+
+
+def card_source_id(card_id: str) -> str:
+    """The source id a card is indexed under."""
+    return f"card:{card_id}"
+
+
+def card_document(card: FaqCard) -> SourceDocument:
+    """The source document that indexes a card's question."""
+    return SourceDocument(
+        source_id=card_source_id(card.id),
+        scope=CARD_SCOPE,
+        parts=(
+            SourcePart(
+                text=card.question,
+                origin=FileOrigin(source_path=f"faq/{card.id}", title=card.question),
+            ),
+        ),
+        metadata={"cardId": card.id},
+    )
+
+
+def sync_cards(engine: Plait, collection: str, cards: Sequence[FaqCard]) -> None:
+    """Bring the index in line with ``cards``: rejected ones out, the others (re)indexed.
+
+    Unchanged questions are not embedded again (the indexer keeps their vectors).
+    Then the collection's ``searchHidden`` list of card chunk ids is refreshed.
+    """
+    if not cards:
+        return
+    store = engine.store
+    keep = [card for card in cards if card.status != CardStatus.REJECTED]
+    for card in cards:
+        if card.status == CardStatus.REJECTED:
+            store.delete_source(collection, card_source_id(card.id))
+    if keep:
+        engine.index_documents([card_document(card) for card in keep], collection=collection)
+    refresh_hidden(engine, collection)
+
+
+def refresh_hidden(engine: Plait, collection: str) -> None:
+    """Record the chunk ids of the collection's card scope in ``searchHidden``."""
+    store = engine.store
+    ids: list[str] = []
+    for source in store.list_sources(collection, CARD_SCOPE):
+        ids.extend(store.chunk_ids(collection, source.source_id))
+    hidden = dict(store.get_settings(collection).get(SEARCH_HIDDEN_KEY) or {})
+    hidden[CARD_SCOPE] = sorted(ids)
+    store.update_settings(collection, {SEARCH_HIDDEN_KEY: hidden})
+
+
+def _sources(engine: Plait, collection: str, chunk_ids: Sequence[str]) -> list[CardSource]:
+    found = engine.store.get_chunks(collection, list(chunk_ids))
+    out = []
+    for cid in chunk_ids:
+        chunk = found.get(cid)
+        out.append(
+            CardSource(chunk_id=cid)
+            if chunk is None
+            else CardSource(chunk_id=cid, origin=chunk.origin, content=chunk.content)
+        )
+    return out
+
+
+def match_card(
+    engine: Plait,
+    cards: RefineryStore,
+    collection: str,
+    query: str,
+    settings: RefinerySettings,
+    *,
+    include_drafts: bool | None = None,
+) -> tuple[CardHit | None, SearchResult | None]:
+    """The best card matching ``query`` (or None) and the card search that was run.
+
+    The card search is a hybrid search restricted to the ``faq-card`` scope; each
+    candidate then has to pass the overlap or cosine threshold (module docstring).
+    Returns ``(None, None)`` when the collection has no indexed card at all.
+    """
+    hidden = engine.store.get_settings(collection).get(SEARCH_HIDDEN_KEY) or {}
+    if not hidden.get(CARD_SCOPE):
+        return None, None
+    drafts = settings.qa_include_drafts if include_drafts is None else include_drafts
+    result = engine.search_request(
+        collection, {"query": query, "k": _CARD_CANDIDATES, "scopes": [CARD_SCOPE]}
+    )
+    ids = [str(hit.metadata.get("cardId")) for hit in result.hits if hit.metadata.get("cardId")]
+    found = cards.find_cards(collection, ids)
+    wanted = content_stems(query)
+    best: CardHit | None = None
+    for hit in result.hits:
+        card = found.get(str(hit.metadata.get("cardId")))
+        if card is None or card.status == CardStatus.REJECTED:
+            continue
+        if card.status == CardStatus.DRAFT and not drafts:
+            continue
+        overlap = round(jaccard(wanted, content_stems(card.question)), 6)
+        cosine = hit.vector_score
+        if overlap < settings.qa_min_overlap and (cosine is None or cosine < settings.qa_min_cosine):
+            continue
+        score = max(overlap, cosine if cosine is not None else 0.0)
+        if best is None or score > best.score:
+            best = CardHit(
+                card_id=card.id,
+                question=card.question,
+                answer=card.answer,
+                status=card.status.value,
+                mode=card.mode.value,
+                score=score,
+                overlap=overlap,
+                vector_score=cosine,
+                sources=[],
+            )
+    if best is not None:
+        card = found[best.card_id]
+        best = best.model_copy(update={"sources": _sources(engine, collection, card.sources)})
+    return best, result
+
+
+def qa_first_search(
+    engine: Plait,
+    cards: RefineryStore,
+    settings: RefinerySettings,
+    collection: str,
+    request: SearchRequest | Mapping[str, Any],
+) -> SearchResult:
+    """``qa_first``: the matching card if any (``answeredBy: card``), else hybrid search."""
+    req = request if isinstance(request, SearchRequest) else validated_request(request)
+    plain = req.model_copy(update={"qa_first": False})
+    card, card_search = match_card(engine, cards, collection, req.query, settings)
+    if card is None or card_search is None:
+        return engine.search_request(collection, plain).model_copy(update={"answered_by": "search"})
+    return SearchResult(
+        query=req.query,
+        collection=collection,
+        hits=[],
+        vector_available=card_search.vector_available,
+        vector_unavailable_reason=card_search.vector_unavailable_reason,
+        fusion=card_search.fusion,
+        k=req.k,
+        timings_ms=card_search.timings_ms,
+        answered_by="card",
+        card=card,
+    )

@@ -1,0 +1,418 @@
+"""CLI commands for ask and the Knowledge Refinery, added by :func:`register`:
+
+``plait ask QUESTION``, ``plait refinery run|status|cancel|list|settings`` and
+``plait faq list|approve|reject|edit``. Each takes ``--store``, ``--collection`` and
+``--embedder``; each that prints results takes ``--json`` (the HTTP API's model).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Annotated, Any
+
+import typer
+
+from plait.refinery.models import FaqCard, RefineryRun, RunProgress
+from plait.types import to_json
+
+__all__ = ["register"]
+
+# The same options as plait.cli (imported lazily there: plait.cli imports this module).
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Store: a SQLite file path or URL (env PLAIT_STORE).")
+]
+CollectionOpt = Annotated[
+    str | None, typer.Option("--collection", "-c", help="Collection name (default 'default').")
+]
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option("--embedder", help="e5 | minilm | ollama | openai | none (default: the collection's)."),
+]
+LlmOpt = Annotated[
+    str | None, typer.Option("--llm", help="ollama | openai | none (env PLAIT_LLM; none: no LLM).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+
+
+# ask -------------------------------------------------------------------------------
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    k: Annotated[int | None, typer.Option("-k", help="Sources given to the answer (default 5).")] = None,
+    qa_first: Annotated[
+        bool, typer.Option("--qa-first", help="Answer with a matching approved FAQ card when there is one.")
+    ] = False,
+    include_drafts: Annotated[
+        bool, typer.Option("--include-drafts", help="With --qa-first, draft cards count too.")
+    ] = False,
+    rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder: rerank before answering.")] = None,
+    scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
+    min_cosine: Annotated[
+        float | None, typer.Option("--min-cosine", help="Relevance gate: dense cosine (default 0.84).")
+    ] = None,
+    llm: LlmOpt = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Answer a question from the collection, citing numbered sources; says so when nothing fits."""
+    from plait.cli import _collection, _engine, _print_json, _run, console
+
+    name = _collection(collection)
+    with _engine(store, embedder, llm=llm) as engine:
+        result = _run(
+            debug,
+            lambda: engine.ask(
+                question,
+                collection=name,
+                k=k,
+                qa_first=qa_first,
+                include_drafts=include_drafts or None,
+                rerank=rerank,
+                scopes=scope,
+                min_cosine=min_cosine,
+            ),
+        )
+    if as_json:
+        _print_json(result)
+        return
+    console.print(result.answer, highlight=False, soft_wrap=True)
+    console.print()
+    for citation in result.citations:
+        origin = citation.origin
+        where = (
+            " › ".join([origin.source_path, *origin.heading_path])
+            if origin.kind == "file"
+            else f"session {origin.session_id}"
+        )
+        console.print(f"[bold][{citation.n}][/bold] [blue]{where}[/blue]", highlight=False)
+        console.print(f"    [dim]“{citation.quote}”[/dim]", highlight=False)
+    line = f"mode {result.mode} · answered by {result.answered_by}"
+    line += " · grounded" if result.grounded else " · [yellow]not grounded[/yellow]"
+    if result.llm:
+        line += f" · {result.llm}"
+    if result.invalid_citations:
+        line += f" · [yellow]removed invented citations {result.invalid_citations}[/yellow]"
+    console.print(line, highlight=False)
+    if result.note:
+        console.print(f"[yellow]note:[/yellow] {result.note}", highlight=False)
+
+
+# refinery ---------------------------------------------------------------------------
+refinery_app = typer.Typer(help="Knowledge Refinery: distil FAQ cards from a collection in runs.")
+
+
+def _print_run(run: RefineryRun) -> None:
+    from plait.cli import console
+
+    p = run.progress
+    colour = {"succeeded": "green", "failed": "red", "cancelled": "yellow"}.get(run.status.value, "cyan")
+    console.print(
+        f"run {run.id} · {run.collection} · [{colour}]{run.status.value}[/{colour}] · mode {run.mode.value}",
+        highlight=False,
+    )
+    console.print(
+        f"chunks {p.chunks_scanned}/{p.chunks_total} · cards made {p.cards_made} · merged {p.cards_merged}"
+        + (f" · LLM calls {p.llm_calls}" if p.llm_calls else "")
+        + (f" · groups skipped {p.groups_skipped}" if p.groups_skipped else ""),
+        highlight=False,
+    )
+    console.print(
+        f"created {run.created_at} · started {run.started_at or '—'} · finished {run.finished_at or '—'}",
+        highlight=False,
+    )
+    if run.error:
+        console.print(f"[red]error:[/red] {run.error}", highlight=False)
+    if run.note:
+        console.print(f"note: {run.note}", highlight=False)
+
+
+@refinery_app.command("run")
+def refinery_run(
+    mode: Annotated[str, typer.Option(help="auto (llm if configured) | llm | extractive")] = "auto",
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Start a background worker process and return at once.")
+    ] = False,
+    llm: LlmOpt = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Distil FAQ cards from the collection: waits with a progress bar, or --detach."""
+    from plait.cli import _collection, _engine, _print_json, _run, err
+    from plait.config import Settings
+
+    name = _collection(collection)
+    with _engine(store, embedder, llm=llm) as engine:
+        refinery = engine.refinery
+        if detach:
+            from plait.refinery.worker import worker_command, worker_env
+
+            run = _run(debug, lambda: refinery.create_run(name, mode=mode))
+            resolved = Settings.resolve(store=store, embedder=embedder)
+            argv = worker_command(run.id, store=resolved.store, embedder=resolved.embedder, llm=llm)
+            subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=worker_env(),
+                start_new_session=True,
+            )
+            run = refinery.store.get_run(run.id)
+        elif as_json or not err.is_terminal:
+            run = _run(debug, lambda: refinery.run(name, mode=mode))
+        else:
+            run = _with_bar(debug, lambda tick: refinery.run(name, mode=mode, progress=tick))
+    if as_json:
+        _print_json(run)
+    else:
+        _print_run(run)
+        if detach:
+            from plait.cli import console
+
+            console.print(f"follow it with: plait refinery status {run.id}", highlight=False)
+    if run.status.value == "failed":
+        raise typer.Exit(1)
+
+
+def _with_bar(debug: bool, action: Any) -> RefineryRun:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from plait.cli import _run, err
+
+    with Progress(
+        TextColumn("[bold]refining"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("chunks · {task.fields[cards]} cards"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("refine", total=None, cards=0)
+
+        def tick(progress: RunProgress) -> None:
+            bar.update(task, total=progress.chunks_total, completed=progress.chunks_scanned, cards=progress.cards_made)
+
+        result: RefineryRun = _run(debug, lambda: action(tick))
+        return result
+
+
+@refinery_app.command("status")
+def refinery_status(
+    run_id: Annotated[str, typer.Argument(help="The run id (see 'plait refinery list').")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A run's status, progress, timestamps and error."""
+    from plait.cli import _engine, _print_json, _run
+
+    with _engine(store, embedder) as engine:
+        run = _run(debug, lambda: engine.refinery.get_run(run_id))
+    _print_json(run) if as_json else _print_run(run)
+
+
+@refinery_app.command("cancel")
+def refinery_cancel(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Ask a run to stop (a queued run stops at once; a running one after its current group)."""
+    from plait.cli import _engine, _print_json, _run
+
+    with _engine(store, embedder) as engine:
+        run = _run(debug, lambda: engine.refinery.cancel(run_id))
+    _print_json(run) if as_json else _print_run(run)
+
+
+@refinery_app.command("list")
+def refinery_list(
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """The collection's runs, newest first."""
+    from rich.table import Table
+
+    from plait.cli import _collection, _engine, _print_json, _run, console
+
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        runs = _run(debug, lambda: engine.refinery.list_runs(name))
+    if as_json:
+        _print_json([to_json(r) for r in runs])
+        return
+    table = Table(title=f"refinery runs of {name}")
+    for column in ("id", "status", "mode", "chunks", "cards", "created", "error"):
+        table.add_column(column)
+    for r in runs:
+        table.add_row(
+            r.id, r.status.value, r.mode.value, f"{r.progress.chunks_scanned}/{r.progress.chunks_total}",
+            str(r.progress.cards_made), r.created_at, r.error or "—",
+        )
+    console.print(table)
+
+
+@refinery_app.command("settings")
+def refinery_settings(
+    enable: Annotated[bool | None, typer.Option("--enable/--disable", help="Allow runs on the collection.")] = None,
+    scope: Annotated[list[str] | None, typer.Option(help="Scan only these scopes (repeatable).")] = None,
+    all_scopes: Annotated[bool, typer.Option("--all-scopes", help="Scan every scope again.")] = False,
+    max_cards: Annotated[int | None, typer.Option("--max-cards", help="Most non-rejected cards.")] = None,
+    include_drafts: Annotated[
+        bool | None, typer.Option("--qa-drafts/--qa-approved-only", help="Let qa_first serve drafts.")
+    ] = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Show or change the collection's refinery settings."""
+    from plait.cli import _collection, _engine, _print_json, _run, console
+
+    name = _collection(collection)
+    changes: dict[str, Any] = {}
+    if enable is not None:
+        changes["enabled"] = enable
+    if scope:
+        changes["scopes"] = list(scope)
+    if all_scopes:
+        changes["scopes"] = None
+    if max_cards is not None:
+        changes["max_cards"] = max_cards
+    if include_drafts is not None:
+        changes["qa_include_drafts"] = include_drafts
+    with _engine(store, embedder) as engine:
+        refinery = engine.refinery
+        settings = _run(
+            debug, lambda: refinery.configure(name, **changes) if changes else refinery.settings(name)
+        )
+    if as_json:
+        _print_json(settings)
+        return
+    for key, value in to_json(settings).items():
+        console.print(f"{key}: {value}", highlight=False)
+
+
+# faq ------------------------------------------------------------------------------
+faq_app = typer.Typer(help="FAQ cards: list and review (approve, reject, edit).")
+
+
+def _print_card(card: FaqCard, *, full: bool = True) -> None:
+    from plait.cli import console
+
+    colour = {"approved": "green", "rejected": "red"}.get(card.status.value, "yellow")
+    console.print(
+        f"[bold]{card.id}[/bold] [{colour}]{card.status.value}[/{colour}] ({card.mode.value}) {card.question}",
+        highlight=False,
+    )
+    answer = card.answer if full else card.answer[:160] + ("…" if len(card.answer) > 160 else "")
+    console.print(f"    {answer}", highlight=False, soft_wrap=True)
+    console.print(f"    [dim]sources: {', '.join(card.sources)}[/dim]", highlight=False)
+
+
+@faq_app.command("list")
+def faq_list(
+    status: Annotated[str | None, typer.Option(help="draft | approved | rejected")] = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """The collection's FAQ cards, oldest first."""
+    from plait.cli import _collection, _engine, _print_json, _run, console
+
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        cards = _run(debug, lambda: engine.refinery.cards(name, status=status))
+    if as_json:
+        _print_json([to_json(c) for c in cards])
+        return
+    if not cards:
+        console.print("no cards")
+    for card in cards:
+        _print_card(card, full=False)
+
+
+def _review(action: str, card_id: str, store: str | None, collection: str | None, embedder: str | None,
+            as_json: bool, debug: bool, **changes: Any) -> None:
+    from plait.cli import _collection, _engine, _print_json, _run
+
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        refinery = engine.refinery
+        if action == "edit":
+            card = _run(debug, lambda: refinery.edit(name, card_id, **changes))
+        else:
+            card = _run(debug, lambda: getattr(refinery, action)(name, card_id))
+    _print_json(card) if as_json else _print_card(card)
+
+
+@faq_app.command("approve")
+def faq_approve(
+    card_id: Annotated[str, typer.Argument(help="The card id.")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Approve a card: qa_first serves it from now on."""
+    _review("approve", card_id, store, collection, embedder, as_json, debug)
+
+
+@faq_app.command("reject")
+def faq_reject(
+    card_id: Annotated[str, typer.Argument(help="The card id.")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Reject a card: it leaves the index and later runs do not draft it again."""
+    _review("reject", card_id, store, collection, embedder, as_json, debug)
+
+
+@faq_app.command("edit")
+def faq_edit(
+    card_id: Annotated[str, typer.Argument(help="The card id.")],
+    question: Annotated[str | None, typer.Option(help="The new question.")] = None,
+    answer: Annotated[str | None, typer.Option(help="The new answer.")] = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Change a card's question and/or answer."""
+    _review("edit", card_id, store, collection, embedder, as_json, debug, question=question, answer=answer)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ask``, ``refinery`` and ``faq`` to the main CLI."""
+    app.command("ask")(ask)
+    app.add_typer(refinery_app, name="refinery")
+    app.add_typer(faq_app, name="faq")

@@ -1,0 +1,151 @@
+"""The ask, FAQ-card and refinery-run routes through a real uvicorn server: the library's
+models as camelCase JSON, readers may ask and list, maintainers run and review."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
+
+import httpx
+from http_served import Served, documents, serve_engine
+
+from plait.types import to_json
+
+FAQ_DOC = {"faq-1": "Q: How do I reset my password?\nA: Use the reset link on the login page."}
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PLAIT_LLM", "PLAIT_LLM_MODEL", "PLAIT_OLLAMA_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serve_engine(tmp_path) as s:
+        s.engine.index_documents(documents(FAQ_DOC), collection="a")
+        yield s
+
+
+def _client(served: Served, token: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=served.url, headers={"Authorization": f"Bearer {served.tokens[token]}"}, timeout=30
+    )
+
+
+@pytest.fixture
+def reader(served: Served) -> Iterator[httpx.Client]:
+    with _client(served, "reader_a") as c:
+        yield c
+
+
+@pytest.fixture
+def maintainer(served: Served) -> Iterator[httpx.Client]:
+    with _client(served, "maintainer_a") as c:
+        yield c
+
+
+def _finished_run(client: httpx.Client, run_id: str) -> dict:
+    deadline = time.monotonic() + 30
+    while True:
+        data = client.get(f"/v1/collections/a/refinery/runs/{run_id}").json()
+        if data["status"] in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
+            return data
+        time.sleep(0.05)
+
+
+def test_a_reader_asks_and_gets_the_library_model(served: Served, reader: httpx.Client) -> None:
+    response = reader.post("/v1/collections/a/ask", json={"question": "Why was my payment refused?"})
+    assert response.status_code == 200
+    data = response.json()
+    assert data == to_json(served.engine.ask("Why was my payment refused?", collection="a"))
+    assert data["mode"] == "extractive" and data["grounded"] is True
+    assert set(data["citations"][0]) == {"n", "chunkId", "origin", "quote"}
+
+    missing = reader.post("/v1/collections/a/ask", json={"question": "zebra migration patterns"}).json()
+    assert missing["mode"] == "not-found" and missing["citations"] == []
+    assert reader.post("/v1/collections/a/ask", json={"question": ""}).status_code == 422
+    # a collection the key does not cover looks exactly like a missing one
+    hidden = reader.post("/v1/collections/b/ask", json={"question": "release"})
+    assert hidden.status_code == 404 and hidden.json() == {"error": "collection 'b' does not exist"}
+
+
+def test_runs_and_review_need_a_maintainer(reader: httpx.Client, maintainer: httpx.Client) -> None:
+    assert reader.get("/v1/collections/a/faq").json() == []
+    refused = reader.post("/v1/collections/a/refinery/runs", json={})
+    assert refused.status_code == 403
+    assert refused.json() == {"error": "refinery runs needs the maintainer role; this key is a reader"}
+
+    started = maintainer.post("/v1/collections/a/refinery/runs", json={"mode": "extractive"})
+    assert started.status_code == 202
+    run = started.json()
+    assert run["status"] == "queued" and run["mode"] == "extractive" and run["collection"] == "a"
+    done = _finished_run(maintainer, run["id"])
+    assert done["status"] == "succeeded"
+    assert done["progress"] == {
+        "chunksScanned": 6, "chunksTotal": 6, "cardsMade": 1, "cardsMerged": 0, "llmCalls": 0, "groupsSkipped": 0,
+    }
+    assert [r["id"] for r in maintainer.get("/v1/collections/a/refinery/runs").json()] == [run["id"]]
+    # cancelling a finished run leaves it as it was
+    assert maintainer.post(f"/v1/collections/a/refinery/runs/{run['id']}/cancel").json()["status"] == "succeeded"
+
+    (card,) = reader.get("/v1/collections/a/faq", params={"status": "draft"}).json()
+    assert card["question"] == "How do I reset my password?"
+    assert card["answer"] == "Use the reset link on the login page."
+    assert card["mode"] == "extractive" and card["runId"] == run["id"]
+
+    assert reader.post(f"/v1/collections/a/faq/{card['id']}/approve").status_code == 403
+    approved = maintainer.post(f"/v1/collections/a/faq/{card['id']}/approve").json()
+    assert approved["status"] == "approved"
+
+    hit = reader.post("/v1/collections/a/search", json={"query": "reset my password", "qaFirst": True}).json()
+    assert hit["answeredBy"] == "card" and hit["hits"] == []
+    assert hit["card"]["cardId"] == card["id"] and hit["card"]["sources"][0]["chunkId"] == card["sources"][0]
+    plain = reader.post("/v1/collections/a/search", json={"query": "reset my password"}).json()
+    assert plain["answeredBy"] is None and all(h["scope"] != "faq-card" for h in plain["hits"])
+
+    edited = maintainer.patch(
+        f"/v1/collections/a/faq/{card['id']}", json={"answer": "Click 'Forgot password' on the login page."}
+    ).json()
+    assert edited["answer"] == "Click 'Forgot password' on the login page." and edited["status"] == "approved"
+    asked = reader.post("/v1/collections/a/ask", json={"question": "How to reset my password?", "qaFirst": True})
+    assert asked.json()["mode"] == "card"
+    assert asked.json()["answer"] == "Click 'Forgot password' on the login page. [1]"
+
+    rejected = maintainer.post(f"/v1/collections/a/faq/{card['id']}/reject").json()
+    assert rejected["status"] == "rejected"
+    assert reader.get("/v1/collections/a/faq", params={"status": "approved"}).json() == []
+    assert reader.get("/v1/collections/a/faq", params={"status": "maybe"}).status_code == 422
+
+
+def test_unknown_cards_and_runs_are_404(served: Served, maintainer: httpx.Client) -> None:
+    missing = maintainer.post("/v1/collections/a/faq/card_nope/approve")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "FAQ card 'card_nope' does not exist in collection 'a'"}
+    assert maintainer.get("/v1/collections/a/refinery/runs/run_nope").status_code == 404
+    assert maintainer.patch("/v1/collections/a/faq/card_nope", json={"question": "Q?"}).status_code == 404
+    # a run of collection b is not visible under collection a
+    other = served.engine.refinery.create_run("b")
+    assert maintainer.get(f"/v1/collections/a/refinery/runs/{other.id}").status_code == 404
+    with _client(served, "admin_all") as admin:
+        assert admin.get(f"/v1/collections/b/refinery/runs/{other.id}").json()["status"] == "queued"
+        assert admin.post(f"/v1/collections/b/refinery/runs/{other.id}/cancel").json()["status"] == "cancelled"
+
+
+def test_the_openapi_document_lists_the_routes(served: Served) -> None:
+    paths = httpx.get(served.url + "/openapi.json").json()["paths"]
+    assert {
+        "/v1/collections/{collection}/ask",
+        "/v1/collections/{collection}/faq",
+        "/v1/collections/{collection}/faq/{card_id}",
+        "/v1/collections/{collection}/faq/{card_id}/approve",
+        "/v1/collections/{collection}/faq/{card_id}/reject",
+        "/v1/collections/{collection}/refinery/runs",
+        "/v1/collections/{collection}/refinery/runs/{run_id}",
+        "/v1/collections/{collection}/refinery/runs/{run_id}/cancel",
+    } <= set(paths)

@@ -1,0 +1,139 @@
+"""qa_first: search and ask prefer a matching reviewed FAQ card and fall back to hybrid
+search; card questions are indexed in both arms yet never leak into ordinary search."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from plait.embeddings.fake import FakeEmbedder
+from plait.llm import OllamaLLM
+from plait.refinery import CARD_SCOPE, CardStatus, FaqCard, RefinerySettings
+from plait.refinery.extract import content_stems, jaccard
+from plait.service import Plait
+from plait.testing.wire import WireServer
+
+FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
+ROTATE = "How do I rotate an API key?"
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PLAIT_LLM", "PLAIT_LLM_MODEL", "PLAIT_OLLAMA_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[WireServer]:
+    with WireServer(chat=lambda messages: "Should not be asked [1].") as s:
+        yield s
+
+
+@pytest.fixture
+def engine(tmp_path: Path, server: WireServer) -> Iterator[Plait]:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "faq.md").write_text(FAQ.read_text(encoding="utf-8"), encoding="utf-8")
+    llm = OllamaLLM(base_url=server.url, model="m", retries=0)
+    with Plait(str(tmp_path / "plait.db"), embedder=FakeEmbedder(dimension=64), llm=llm) as e:
+        e.index(folder, collection="kb")
+        e.refinery.run("kb", mode="extractive")
+        server.clear()
+        yield e
+
+
+def _card(engine: Plait, question: str) -> FaqCard:
+    return next(c for c in engine.refinery.cards("kb") if c.question == question)
+
+
+def _cosine(a: str, b: str) -> float:
+    fake = FakeEmbedder(dimension=64)
+    x, y = fake.embed_query(a), fake.embed_documents([b])[0]
+    return float(np.dot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+
+def test_card_questions_are_indexed_but_hidden_from_ordinary_search(engine: Plait) -> None:
+    plain = engine.search(ROTATE, collection="kb", k=50)
+    assert plain.hits and all(h.scope != CARD_SCOPE for h in plain.hits)
+    assert plain.hits[0].origin.heading_path[-1] == ROTATE
+    assert plain.answered_by is None and plain.card is None
+    # Named explicitly, the card scope is searchable in both arms.
+    cards = engine.search(ROTATE, collection="kb", k=3, scopes=[CARD_SCOPE])
+    top = cards.hits[0]
+    assert top.metadata["cardId"] == _card(engine, ROTATE).id and top.content == ROTATE
+    assert top.match.value == "both" and top.vector_score == pytest.approx(_cosine(ROTATE, ROTATE), abs=1e-5)
+    assert len(engine.store.list_sources("kb", CARD_SCOPE)) == 16
+
+
+def test_qa_first_serves_an_approved_card_and_falls_back_otherwise(engine: Plait) -> None:
+    query = "how do I rotate my API keys"
+    drafts_only = engine.search(query, collection="kb", qa_first=True)
+    assert drafts_only.answered_by == "search" and drafts_only.card is None and drafts_only.hits
+
+    card = engine.refinery.approve("kb", _card(engine, ROTATE).id)
+    result = engine.search(query, collection="kb", qa_first=True)
+
+    assert result.answered_by == "card" and result.hits == []
+    hit = result.card
+    assert hit is not None and hit.card_id == card.id and hit.status == "approved"
+    # stems {rotat, api, key} on both sides
+    assert hit.overlap == jaccard(content_stems(query), content_stems(ROTATE)) == 1.0
+    assert hit.score == 1.0 and hit.answer == card.answer
+    assert [s.chunk_id for s in hit.sources] == card.sources
+    assert hit.sources[0].origin.heading_path[-1] == ROTATE
+    assert hit.sources[0].content.startswith("### How do I rotate an API key?")
+
+    # "rotate" alone: overlap 1/3 < 0.6 and (hand-checked) cosine under 0.92 → hybrid search
+    weak = "rotate"
+    assert jaccard(content_stems(weak), content_stems(ROTATE)) == pytest.approx(1 / 3)
+    assert _cosine(weak, ROTATE) < RefinerySettings().qa_min_cosine == 0.92
+    fallback = engine.search(weak, collection="kb", qa_first=True)
+    assert fallback.answered_by == "search" and fallback.card is None
+    assert fallback.hits and all(h.scope != CARD_SCOPE for h in fallback.hits)
+
+
+def test_drafts_count_when_the_setting_says_so(engine: Plait) -> None:
+    query = "Which currencies are supported?"
+    assert engine.search(query, collection="kb", qa_first=True).answered_by == "search"
+    engine.refinery.configure("kb", qa_include_drafts=True)
+    result = engine.search(query, collection="kb", qa_first=True)
+    assert result.answered_by == "card" and result.card.status == "draft"
+    assert result.card.answer.startswith("BRL, USD, EUR, MXN, CLP and COP")
+
+
+def test_review_keeps_the_index_in_line(engine: Plait) -> None:
+    card = engine.refinery.approve("kb", _card(engine, ROTATE).id)
+    engine.refinery.reject("kb", card.id)
+    assert engine.search(ROTATE, collection="kb", qa_first=True).answered_by == "search"
+    assert all(
+        h.metadata.get("cardId") != card.id
+        for h in engine.search(ROTATE, collection="kb", scopes=[CARD_SCOPE], k=20).hits
+    )
+    engine.refinery.approve("kb", card.id)  # back in the index
+    edited = engine.refinery.edit("kb", card.id, question="How can I roll a secret key?")
+    assert edited.status == CardStatus.APPROVED and edited.sources == card.sources
+    assert engine.search("roll a secret key", collection="kb", qa_first=True).card.card_id == card.id
+    assert engine.search(ROTATE, collection="kb", qa_first=True).answered_by == "search"
+    # ordinary search stays free of cards after every change
+    assert all(h.scope != CARD_SCOPE for h in engine.search("roll secret key", collection="kb", k=50).hits)
+
+
+def test_ask_with_qa_first_answers_from_the_card_without_the_llm(
+    engine: Plait, server: WireServer
+) -> None:
+    card = engine.refinery.approve("kb", _card(engine, ROTATE).id)
+    result = engine.ask("How do I rotate API keys?", collection="kb", qa_first=True)
+
+    assert result.mode == "card" and result.answered_by == "card" and result.grounded
+    assert result.answer == card.answer + " [1]"
+    assert [(c.n, c.chunk_id) for c in result.citations] == [(1, card.sources[0])]
+    assert result.citations[0].quote.startswith("Go to *Developers › API keys*, click **Roll key**")
+    assert server.paths() == []  # the card answered: no LLM call
+
+    fallback: Any = engine.ask("What happens to my webhook secret?", collection="kb", qa_first=True)
+    assert fallback.answered_by == "search" and fallback.mode == "llm"
+    assert server.paths() == ["/api/chat"]

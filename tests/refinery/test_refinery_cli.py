@@ -1,0 +1,84 @@
+"""The refinery and faq commands as a user runs them: a waited run, a detached worker
+process followed with ``status``, card review, and search --qa-first."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from plait.cli import app
+
+FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PLAIT_LLM", "PLAIT_LLM_MODEL", "PLAIT_OLLAMA_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "faq.md").write_text(FAQ.read_text(encoding="utf-8"), encoding="utf-8")
+    path = str(tmp_path / "plait.db")
+    result = runner.invoke(app, ["index", str(folder), "--store", path, "--embedder", "fake", "-c", "kb", "--json"])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def _json(args: list[str]) -> Any:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_run_review_and_qa_first_from_the_cli(store: str) -> None:
+    common = ["--store", store, "-c", "kb", "--json"]
+    run = _json(["refinery", "run", "--llm", "none", *common])
+    assert run["status"] == "succeeded" and run["mode"] == "extractive"
+    assert run["progress"]["cardsMade"] == 16
+    assert _json(["refinery", "status", run["id"], *common]) == run
+
+    cards = _json(["faq", "list", "--status", "draft", *common])
+    assert len(cards) == 16
+    rotate = next(c for c in cards if c["question"] == "How do I rotate an API key?")
+    approved = _json(["faq", "approve", rotate["id"], *common])
+    assert approved["status"] == "approved"
+    edited = _json(["faq", "edit", rotate["id"], "--answer", "Roll it in Developers › API keys.", *common])
+    assert edited["answer"] == "Roll it in Developers › API keys." and edited["status"] == "approved"
+
+    hit = _json(["search", "rotate my API keys", "--qa-first", *common])
+    assert hit["answeredBy"] == "card" and hit["card"]["cardId"] == rotate["id"]
+    text = runner.invoke(app, ["search", "rotate my API keys", "--qa-first", "--store", store, "-c", "kb"])
+    assert text.exit_code == 0 and "FAQ card" in text.stdout and "Roll it in Developers" in text.stdout
+
+    settings = _json(["refinery", "settings", "--max-cards", "50", "--qa-drafts", *common])
+    assert settings["maxCards"] == 50 and settings["qaIncludeDrafts"] is True
+    rejected = _json(["faq", "reject", rotate["id"], *common])
+    assert rejected["status"] == "rejected"
+    bad = runner.invoke(app, ["faq", "approve", "card_nope", "--store", store, "-c", "kb"])
+    assert bad.exit_code == 1 and "FAQ card 'card_nope' does not exist" in bad.output
+
+
+def test_a_detached_run_is_followed_with_status(store: str) -> None:
+    common = ["--store", store, "-c", "kb", "--json"]
+    run = _json(["refinery", "run", "--detach", "--llm", "none", "--embedder", "fake", *common])
+    assert run["status"] in ("queued", "running", "succeeded")
+    deadline = time.monotonic() + 60
+    while True:
+        status = _json(["refinery", "status", run["id"], *common])
+        if status["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status["status"] == "succeeded", status
+    assert status["pid"] is not None and status["progress"]["cardsMade"] == 16
+    listed = _json(["refinery", "list", *common])
+    assert [r["id"] for r in listed] == [run["id"]]
