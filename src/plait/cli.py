@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -364,6 +365,20 @@ _BADGE = {
 
 def _print_result(result: SearchResult, debug: bool) -> None:
     console.print(f"[bold]“{result.query}”[/bold] — {result.collection}", highlight=False)
+    if result.card is not None:
+        card = result.card
+        console.print(
+            f"[green]FAQ card[/green] {card.card_id} ({card.status}, score {card.score:.2f}): "
+            f"[bold]{card.question}[/bold]",
+            highlight=False,
+        )
+        console.print(f"   {card.answer}", highlight=False, soft_wrap=True)
+        for source in card.sources:
+            where = "no longer indexed" if source.origin is None else _origin_text(source)
+            console.print(f"   [blue]{source.chunk_id}[/blue] {where}", highlight=False)
+        return
+    if result.answered_by == "search":
+        console.print("[dim]no FAQ card matched: hybrid search[/dim]")
     if not result.hits:
         console.print("no hits")
     for hit in result.hits:
@@ -381,6 +396,8 @@ def _print_result(result: SearchResult, debug: bool) -> None:
     line += f" (k={f.rrf_k}, lexical_weight={f.lexical_weight})" if f.method.value == "rrf" else (
         f" (vector {f.vector_weight} / lexical {f.lexical_score_weight}, threshold {f.threshold})"
     )
+    if f.lexical_weight_mode.value == "auto":
+        line += f" \\[auto: {escape(f.lexical_weight_reason or '')}]"
     line += f" · over-fetch {f.overfetch} · "
     line += "dense arm on" if result.vector_available else f"[yellow]lexical only[/yellow]: {result.vector_unavailable_reason}"
     console.print(line, highlight=False)
@@ -391,6 +408,8 @@ def _print_result(result: SearchResult, debug: bool) -> None:
             f"rerank {result.rerank} over the fused top {result.k_overfetch} · {state}{note}",
             highlight=False,
         )
+    for note in result.notes:
+        console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
     if debug:
         console.print("timings (ms): " + ", ".join(f"{k} {v}" for k, v in result.timings_ms.items()))
 
@@ -400,8 +419,14 @@ def search(
     query: Annotated[str, typer.Argument(help="The query.")],
     k: Annotated[int, typer.Option("-k", help="How many hits.")] = 8,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
-    lexical_weight: Annotated[float | None, typer.Option(help="0..1; 0.5 weighs both arms equally.")] = None,
+    lexical_weight: Annotated[
+        str | None, typer.Option(help="0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware).")
+    ] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
+    offset: Annotated[int, typer.Option(help="Skip this many fused positions (paging).")] = 0,
+    qa_first: Annotated[
+        bool, typer.Option("--qa-first", help="Answer with a matching approved FAQ card when there is one.")
+    ] = False,
     scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
     meta: Annotated[list[str] | None, typer.Option(help="Metadata filter KEY=VALUE (repeatable).")] = None,
     rerank: Annotated[
@@ -443,18 +468,129 @@ def search(
                 collection=name,
                 k=k,
                 fusion=fusion,
-                lexical_weight=lexical_weight,
+                lexical_weight=_weight(lexical_weight),
                 overfetch=overfetch,
                 scopes=scope,
                 metadata=metadata or None,
                 rerank=rerank,
                 k_overfetch=k_overfetch,
+                offset=offset,
+                qa_first=qa_first,
             ),
         )
     if as_json:
         _print_json(result)
     else:
         _print_result(result, debug)
+
+
+def _weight(value: str | None) -> float | str | None:
+    """``--lexical-weight``: 'auto' stays a string, anything else must be a number."""
+    if value is None or value.strip().lower() == "auto":
+        return None if value is None else "auto"
+    try:
+        return float(value)
+    except ValueError:
+        err.print(f"[red]error:[/red] --lexical-weight {value!r} is not a number in 0..1 or 'auto'", highlight=False)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def explain(
+    query: Annotated[str, typer.Argument(help="The query.")],
+    doc: Annotated[str | None, typer.Option("--doc", help="The document id (metadata docId or source id).")] = None,
+    path: Annotated[str | None, typer.Option("--path", help="The source path (relative to its root).")] = None,
+    chunk: Annotated[str | None, typer.Option("--chunk", help="The chunk id.")] = None,
+    k: Annotated[int, typer.Option("-k", help="How many hits the search returns.")] = 8,
+    fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
+    lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
+    overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
+    offset: Annotated[int, typer.Option(help="The page start the search used.")] = 0,
+    scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
+    rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder")] = None,
+    k_overfetch: Annotated[int | None, typer.Option("--k-overfetch", help="Fused candidates reranked.")] = None,
+    llm: Annotated[str | None, typer.Option("--llm", help="ollama | openai | none, for --rerank llm.")] = None,
+    cross_encoder: Annotated[
+        str | None, typer.Option("--cross-encoder", help="Model directory or package, for --rerank cross-encoder.")
+    ] = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Why did a document (not) come back? Every stage for it, and a one-line diagnosis."""
+    name = _collection(collection)
+    with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder) as engine:
+        result = _run(
+            debug,
+            lambda: engine.explain(
+                query,
+                doc=doc,
+                path=path,
+                chunk=chunk,
+                collection=name,
+                k=k,
+                fusion=fusion,
+                lexical_weight=_weight(lexical_weight),
+                overfetch=overfetch,
+                offset=offset,
+                scopes=scope,
+                rerank=rerank,
+                k_overfetch=k_overfetch,
+            ),
+        )
+    if as_json:
+        _print_json(result)
+        return
+    _print_explain(result)
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _print_explain(result: Any) -> None:
+    target = result.target
+    console.print(f"[bold]“{result.query}”[/bold] — {target['kind']} {target['value']}", highlight=False)
+    ing = result.ingestion
+    console.print(f"[bold]ingestion[/bold]  {ing.message}", highlight=False)
+    lex = result.lexical
+    console.print(
+        f"[bold]lexical[/bold]    rank {lex.rank if lex.rank is not None else 'absent'} of {lex.candidates} "
+        f"matching (over-fetch {lex.overfetch}) · BM25 {_num(lex.score)}",
+        highlight=False,
+    )
+    for term in lex.terms:
+        mark = "[green]✓[/green]" if term.reason is None else "[red]✗[/red]"
+        console.print(f"    {mark} {escape(term.raw)}" + (f" — {escape(term.reason)}" if term.reason else ""), highlight=False)
+    dense = result.dense
+    if dense.ran:
+        console.print(
+            f"[bold]dense[/bold]      rank {dense.rank if dense.rank is not None else 'absent'} of "
+            f"{dense.candidates} · cosine {_num(dense.score)}",
+            highlight=False,
+        )
+    else:
+        console.print(f"[bold]dense[/bold]      off: {dense.reason}", highlight=False)
+    fus = result.fusion
+    state = "returned" if fus.returned else f"not returned ({fus.dropped_by})"
+    console.print(
+        f"[bold]fusion[/bold]     rank {fus.rank if fus.rank is not None else 'absent'} · score "
+        f"{_num(fus.score)} ({_num(fus.score_normalised)} of the best) · k {fus.k} offset {fus.offset} · {state}",
+        highlight=False,
+    )
+    if result.rerank is not None:
+        rr = result.rerank
+        console.print(
+            f"[bold]rerank[/bold]     {rr.method}: {rr.rank_before} → {rr.rank_after}"
+            + ("" if rr.reranked else f" (fused order kept: {rr.reason})"),
+            highlight=False,
+        )
+    console.print(
+        f"[bold]diagnosis[/bold]  \\[{result.diagnosis.code.value}] {escape(result.diagnosis.message)}",
+        highlight=False,
+    )
 
 
 @app.command()
@@ -499,6 +635,10 @@ _register_api(app)
 from plait.evaluation.commands import register as _register_eval  # noqa: E402
 
 _register_eval(app)
+
+from plait.refinery.commands import register as _register_refinery  # noqa: E402
+
+_register_refinery(app)
 
 if __name__ == "__main__":
     main()

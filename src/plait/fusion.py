@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from plait.types import FusionMethod, FusionSettings
 
-__all__ = ["FUSERS", "Fused", "arm_weights", "rrf", "weighted"]
+__all__ = ["FUSERS", "Fused", "arm_weights", "fetch_depth", "max_fused_score", "rrf", "tiered", "weighted"]
 
 Ranked = Sequence[tuple[str, float]]
 
@@ -144,3 +144,64 @@ FUSERS: dict[FusionMethod, Callable[[FusionSettings, Ranked, Ranked], list[Fused
     FusionMethod.RRF: _rrf_from,
     FusionMethod.WEIGHTED: _weighted_from,
 }
+
+
+def max_fused_score(settings: FusionSettings, *, lexical: bool = True, dense: bool = True) -> float | None:
+    """The highest fused score ``settings`` allow over the arms that ran; None if 0.
+
+    RRF: ``w_lex / (k + 1) + w_dense / (k + 1)`` (rank 1 in every arm that ran).
+    Weighted: ``vector_weight + lexical_score_weight`` (cosine 1, the best BM25 score).
+
+    >>> round(max_fused_score(FusionSettings()), 6)  # 1/61 + 1/61
+    0.032787
+    """
+    if settings.method == FusionMethod.RRF:
+        w_lex, w_dense = arm_weights(settings.lexical_weight)
+        top = (w_lex if lexical else 0.0) + (w_dense if dense else 0.0)
+        best = top / (settings.rrf_k + 1)
+    else:
+        best = (settings.lexical_score_weight if lexical else 0.0) + (
+            settings.vector_weight if dense else 0.0
+        )
+    return best if best > 0 else None
+
+
+def fetch_depth(overfetch: int, need: int) -> int:
+    """The arm depth :func:`tiered` needs for ``need`` positions: ``overfetch`` doubled
+    until it reaches ``need``."""
+    depth = overfetch
+    while depth < need:
+        depth *= 2
+    return depth
+
+
+def tiered(
+    fuser: Callable[[FusionSettings, Ranked, Ranked], list[Fused]],
+    settings: FusionSettings,
+    lexical: Ranked,
+    dense: Ranked,
+    *,
+    need: int,
+) -> list[Fused]:
+    """A fused order that pages consistently past the over-fetch depth.
+
+    Tier 0 is the fusion of both arms cut at ``settings.overfetch`` — exactly what a
+    search without an offset returns. When ``need`` positions are wanted and tier 0
+    has fewer, tier 1 fuses the arms cut at twice the depth and appends the chunks not
+    ranked yet, in its order; and so on, doubling. Earlier positions never move when a
+    deeper page is asked for, so for one query and index state page 2 never repeats or
+    skips a hit of page 1 (re-fusing at a single deeper cut would: a chunk at rank 55
+    of one arm lifts chunks past others). ``lexical`` and ``dense`` must each hold at
+    least :func:`fetch_depth` ``(overfetch, need)`` candidates when the arm has them.
+    """
+    order: list[Fused] = []
+    seen: set[str] = set()
+    depth = settings.overfetch
+    while True:
+        for item in fuser(settings, lexical[:depth], dense[:depth]):
+            if item.chunk_id not in seen:
+                seen.add(item.chunk_id)
+                order.append(item)
+        if len(order) >= need or (depth >= len(lexical) and depth >= len(dense)):
+            return order
+        depth *= 2

@@ -21,29 +21,47 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from plait.analysis import STOPWORDS, analyse_query
+from plait.autoweight import resolve_weight
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, ProviderError, ValidationError
-from plait.fusion import FUSERS, Fused
+from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, tiered
 from plait.rerank.base import Reranker, complete_order
 from plait.stores.base import Filters, Store
-from plait.types import Chunk, FusionMethod, FusionSettings, Hit, Match, Model, Ranks, SearchResult
+from plait.types import (
+    Chunk,
+    FusionMethod,
+    FusionSettings,
+    Hit,
+    LexicalWeightMode,
+    Match,
+    Model,
+    Ranks,
+    SearchResult,
+)
 
 __all__ = [
     "DEFAULT_K_OVERFETCH",
     "MAX_K",
+    "MAX_OFFSET",
     "MAX_QUERY_CHARS",
+    "SEARCH_HIDDEN_KEY",
     "RerankerResolver",
     "SearchRequest",
     "SearchService",
+    "without_hidden",
 ]
 
 MAX_QUERY_CHARS = 4096
 MAX_K = 200
+#: The deepest page start a request may ask for.
+MAX_OFFSET = 1000
+#: Collection setting: ``{scope: [chunk ids]}`` left out of searches that name no scope.
+SEARCH_HIDDEN_KEY = "searchHidden"
 #: Fused candidates handed to a reranker when the request names none.
 DEFAULT_K_OVERFETCH = 20
 
@@ -58,7 +76,7 @@ class SearchRequest(Model):
     query: str
     k: int = Field(default=8, ge=1, le=MAX_K)
     fusion: FusionMethod | None = None
-    lexical_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    lexical_weight: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] | None = None
     rrf_k: int | None = Field(default=None, ge=1, le=10_000)
     overfetch: int | None = Field(default=None, ge=1, le=10_000)
     threshold: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -66,6 +84,9 @@ class SearchRequest(Model):
     metadata: dict[str, str | int | float | bool] | None = None
     rerank: Literal["llm", "cross-encoder"] | None = None
     k_overfetch: int = Field(default=DEFAULT_K_OVERFETCH, ge=1, le=MAX_K)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    qa_first: bool = False
+    """Prefer a matching FAQ card (see :mod:`plait.refinery`); served by the Plait facade."""
 
     @field_validator("query")
     @classmethod
@@ -100,6 +121,15 @@ def _validated(request: SearchRequest | Mapping[str, Any]) -> SearchRequest:
         raise ValidationError(str(exc)) from None
 
 
+def without_hidden(
+    ranked: list[tuple[str, float]], hidden: frozenset[str], limit: int
+) -> list[tuple[str, float]]:
+    """``ranked`` minus the hidden chunk ids, cut to ``limit``."""
+    if not hidden:
+        return ranked
+    return [item for item in ranked if item[0] not in hidden][:limit]
+
+
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
@@ -116,17 +146,21 @@ class SearchService:
         """The collection's saved fusion defaults, overridden by the request."""
         saved = self.store.get_settings(collection).get("fusion", {})
         base = FusionSettings.model_validate(saved) if saved else FusionSettings()
-        overrides = {
+        overrides: dict[str, Any] = {
             name: value
             for name, value in (
                 ("method", request.fusion),
-                ("lexical_weight", request.lexical_weight),
                 ("rrf_k", request.rrf_k),
                 ("overfetch", request.overfetch),
                 ("threshold", request.threshold),
             )
             if value is not None
         }
+        if request.lexical_weight == "auto":
+            overrides["lexical_weight_mode"] = LexicalWeightMode.AUTO
+        elif request.lexical_weight is not None:
+            overrides["lexical_weight"] = request.lexical_weight
+            overrides["lexical_weight_mode"] = LexicalWeightMode.FIXED
         return base.model_copy(update=overrides)
 
     def search(
@@ -146,7 +180,7 @@ class SearchService:
             from plait.errors import NotFoundError
 
             raise NotFoundError(f"collection {collection!r} does not exist")
-        settings = self.settings_for(collection, req)
+        settings = resolve_weight(self.settings_for(collection, req), req.query)
         reranker = self._reranker(req.rerank) if req.rerank is not None else None
         filters = Filters(scopes=tuple(req.scopes) if req.scopes else None, metadata=req.metadata or {})
 
@@ -171,28 +205,44 @@ class SearchService:
                 reason = f"query embedding failed: {exc}"
             timings["embed"] = _ms(t)
 
+        need = req.offset + req.k
+        depth = fetch_depth(settings.overfetch, need)
+        notes: list[str] = []
+        if depth > settings.overfetch:
+            notes.append(
+                f"offset {req.offset} + k {req.k} goes past over-fetch {settings.overfetch}: "
+                f"each arm fetched {depth}; positions past the over-fetch fusion come from "
+                "deeper fusions appended after it, so earlier pages keep their order"
+            )
+        hidden = self.hidden_ids(collection, req)
         t = time.perf_counter()
         lexical = self.store.lexical_search(
-            collection, exact, analysed.stems, limit=settings.overfetch, filters=filters
+            collection, exact, analysed.stems, limit=depth + len(hidden), filters=filters
         )
+        lexical = without_hidden(lexical, hidden, depth)
         timings["lexical"] = _ms(t)
         dense: list[tuple[str, float]] = []
         if vector is not None:
             t = time.perf_counter()
-            dense = self.store.vector_search(collection, vector, limit=settings.overfetch, filters=filters)
+            dense = self.store.vector_search(
+                collection, vector, limit=depth + len(hidden), filters=filters
+            )
+            dense = without_hidden(dense, hidden, depth)
             timings["dense"] = _ms(t)
 
         t = time.perf_counter()
-        fused = FUSERS[settings.method](settings, lexical, dense)
+        fused = tiered(FUSERS[settings.method], settings, lexical, dense, need=need)
         timings["fuse"] = _ms(t)
+        best = max_fused_score(settings, lexical=True, dense=vector is not None)
 
         rerank_echo: dict[str, Any] = {}
         if reranker is None:
             t = time.perf_counter()
-            hits = self._hits(collection, list(enumerate(fused[: req.k], start=1)))
+            page = list(enumerate(fused, start=1))[req.offset : need]
+            hits = self._hits(collection, page, best=best)
             timings["hydrate"] = _ms(t)
         else:
-            hits, rerank_echo = self._reranked(collection, req, reranker, fused, timings)
+            hits, rerank_echo = self._reranked(collection, req, reranker, fused, timings, best=best)
         timings["total"] = _ms(started)
         return SearchResult(
             query=req.query,
@@ -203,8 +253,21 @@ class SearchService:
             fusion=settings,
             k=req.k,
             timings_ms=timings,
+            offset=req.offset,
+            notes=notes,
             **rerank_echo,
         )
+
+    def hidden_ids(self, collection: str, req: SearchRequest) -> frozenset[str]:
+        """Chunk ids of scopes searched only when named (FAQ cards: ``searchHidden``).
+
+        The collection setting ``searchHidden`` maps a scope to its chunk ids; a
+        request that names no scopes never sees them, as if they were not indexed.
+        """
+        if req.scopes:
+            return frozenset()
+        saved = self.store.get_settings(collection).get(SEARCH_HIDDEN_KEY) or {}
+        return frozenset(cid for ids in saved.values() for cid in ids)
 
     def _reranker(self, method: str) -> Reranker:
         if self.rerankers is None:
@@ -220,8 +283,13 @@ class SearchService:
         reranker: Reranker,
         fused: Sequence[Fused],
         timings: dict[str, float],
+        *,
+        best: float | None = None,
     ) -> tuple[list[Hit], dict[str, Any]]:
-        """Rerank the fused top ``max(k, k_overfetch)``, then cut to ``k``."""
+        """Rerank the fused top ``max(k, k_overfetch)``, then cut ``[offset, offset + k)``.
+
+        Positions past the reranked pool keep their fused order, so pages of one size
+        do not overlap."""
         t = time.perf_counter()
         pool = list(enumerate(fused[: max(req.k, req.k_overfetch)], start=1))
         chunks = self.store.get_chunks(collection, [item.chunk_id for _, item in pool])
@@ -234,8 +302,12 @@ class SearchService:
         order, _, _ = complete_order(candidates, outcome.order)  # a permutation, whatever came back
         by_id = {item.chunk_id: (position, item) for position, item in pool}
         ranks = {cid: n for n, cid in enumerate(order, start=1)} if outcome.reranked else {}
-        selected = [by_id[cid] for cid in order[: req.k]]
-        hits = self._hits(collection, selected, rerank_ranks=ranks, chunks=chunks)
+        size = max(req.k, req.k_overfetch)
+        rest = list(enumerate(fused, start=1))[size : req.offset + req.k]
+        selected = ([by_id[cid] for cid in order] + rest)[req.offset : req.offset + req.k]
+        if rest:
+            chunks = {**chunks, **self.store.get_chunks(collection, [i.chunk_id for _, i in rest])}
+        hits = self._hits(collection, selected, rerank_ranks=ranks, chunks=chunks, best=best)
         echo = {
             "rerank": req.rerank,
             "k_overfetch": req.k_overfetch,
@@ -251,6 +323,7 @@ class SearchService:
         *,
         rerank_ranks: Mapping[str, int] | None = None,
         chunks: Mapping[str, Chunk] | None = None,
+        best: float | None = None,
     ) -> list[Hit]:
         """Hits for ``(fused position, candidate)`` pairs, in the order given."""
         if chunks is None:
@@ -284,6 +357,7 @@ class SearchService:
                     ),
                     origin=chunk.origin,
                     metadata=chunk.metadata,
+                    score_normalised=None if best is None else round(min(1.0, item.score / best), 6),
                 )
             )
         return hits

@@ -29,8 +29,10 @@ from plait.stores import Store, open_store
 from plait.types import CollectionInfo, EmbeddingReport, IndexReport, SearchResult
 
 if TYPE_CHECKING:
+    from plait.ask import AskRequest, AskResult
     from plait.coverage import CoverageReport
     from plait.explain import ExplainResult
+    from plait.refinery import Refinery
 
 __all__ = ["Plait"]
 
@@ -70,6 +72,7 @@ class Plait:
         self._cross_encoder_choice = cross_encoder
         self._rerankers: dict[str, Reranker] = {}
         self._search = SearchService(store, rerankers=self.reranker)
+        self._refinery: Refinery | None = None
 
     # embedders ------------------------------------------------------------------
     def _by_name(self, name: str) -> Embedder | None:
@@ -290,13 +293,16 @@ class Plait:
         rerank: str | None = None,
         k_overfetch: int | None = None,
         offset: int = 0,
+        qa_first: bool = False,
     ) -> SearchResult:
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
 
         ``lexical_weight`` is 0..1 or ``"auto"`` (identifier-aware, see
         :mod:`plait.autoweight`). ``rerank`` (``"llm"`` or ``"cross-encoder"``) reorders
         the fused top ``max(k, k_overfetch)`` (default 20) before the cut. ``offset``
-        pages: the hits are fused positions ``offset + 1 … offset + k``.
+        pages: the hits are fused positions ``offset + 1 … offset + k``. ``qa_first``
+        answers with a matching FAQ card when there is one (``answered_by``/``card``,
+        see :mod:`plait.refinery.cards`), else with the hybrid search.
         """
         request = {
             "query": query,
@@ -313,6 +319,8 @@ class Plait:
         }
         if k_overfetch is not None:
             request["kOverfetch"] = k_overfetch
+        if qa_first:
+            request["qaFirst"] = True
         return self.search_request(collection, request)
 
     def search_request(
@@ -321,6 +329,8 @@ class Plait:
         """Search with a request model (or its camelCase JSON form)."""
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
+        if _wants_qa_first(request):
+            return self.refinery.search(collection, request)
         embedder, name = self.embedder_for(collection)
         check_model(self.store, collection, embedder)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
@@ -363,6 +373,50 @@ class Plait:
             roots=self.recorded_roots(collection),
         )
 
+    # ask and the refinery -------------------------------------------------------
+    @property
+    def refinery(self) -> Refinery:
+        """The Knowledge Refinery (FAQ-card runs and review), opened on first use."""
+        if self._refinery is None:
+            from plait.refinery import Refinery
+
+            self._refinery = Refinery(self)
+        return self._refinery
+
+    def ask(
+        self,
+        question: str,
+        *,
+        collection: str = "default",
+        k: int | None = None,
+        qa_first: bool = False,
+        include_drafts: bool | None = None,
+        rerank: str | None = None,
+        scopes: Sequence[str] | None = None,
+        min_cosine: float | None = None,
+        min_term_coverage: float | None = None,
+    ) -> AskResult:
+        """An answer grounded in the collection, with ``[n]`` citations (see :mod:`plait.ask`)."""
+        request = {
+            "question": question,
+            "k": k,
+            "qaFirst": qa_first,
+            "includeDrafts": include_drafts,
+            "rerank": rerank,
+            "scopes": list(scopes) if scopes else None,
+            "minCosine": min_cosine,
+            "minTermCoverage": min_term_coverage,
+        }
+        return self.ask_request(collection, request)
+
+    def ask_request(self, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
+        """Ask with a request model (or its camelCase JSON form)."""
+        from plait.ask import answer_question
+
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        return answer_question(self, collection, request)
+
     # collections ----------------------------------------------------------------
     def collections(self) -> list[CollectionInfo]:
         return self.store.list_collections()
@@ -371,6 +425,8 @@ class Plait:
         return self.store.delete_collection(name)
 
     def close(self) -> None:
+        if self._refinery is not None:
+            self._refinery.close()
         closer = getattr(self._llm, "close", None)
         if callable(closer):
             closer()
@@ -392,6 +448,12 @@ def _camel_options(options: Mapping[str, Any]) -> dict[str, Any]:
         head, *rest = key.split("_")
         out[head + "".join(part.title() for part in rest)] = list(value) if key == "scopes" else value
     return out
+
+
+def _wants_qa_first(request: SearchRequest | Mapping[str, Any]) -> bool:
+    if isinstance(request, SearchRequest):
+        return request.qa_first
+    return bool(request.get("qaFirst") or request.get("qa_first"))
 
 
 def _merge(a: IndexReport, b: IndexReport) -> IndexReport:

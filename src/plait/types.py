@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 __all__ = [
+    "CardHit",
+    "CardSource",
     "Chunk",
     "CollectionInfo",
     "EmbeddingReport",
@@ -22,6 +24,7 @@ __all__ = [
     "FusionSettings",
     "Hit",
     "IndexReport",
+    "LexicalWeightMode",
     "Match",
     "Model",
     "Origin",
@@ -104,6 +107,13 @@ class FusionMethod(StrEnum):
     WEIGHTED = "weighted"
 
 
+class LexicalWeightMode(StrEnum):
+    """``fixed``: ``lexical_weight`` as given; ``auto``: chosen per query (identifier-aware)."""
+
+    FIXED = "fixed"
+    AUTO = "auto"
+
+
 class FusionSettings(Model):
     """The knobs of fusion; the response echoes the ones actually used.
 
@@ -113,6 +123,11 @@ class FusionSettings(Model):
     default 0.5 is the textbook unweighted RRF. ``weighted`` uses ``vector_weight``
     and ``lexical_score_weight`` (the ADR's 0.6 / 0.4) and drops hits under
     ``threshold`` (0.2).
+
+    ``lexical_weight_mode`` ``auto`` (see :mod:`plait.autoweight`) picks
+    ``auto_identifier_weight`` for queries with identifier-like tokens and
+    ``auto_default_weight`` otherwise; the response then echoes the weight used in
+    ``lexical_weight`` and why in ``lexical_weight_reason``.
     """
 
     method: FusionMethod = FusionMethod.RRF
@@ -122,6 +137,10 @@ class FusionSettings(Model):
     vector_weight: float = Field(default=0.6, ge=0.0, le=1.0)
     lexical_score_weight: float = Field(default=0.4, ge=0.0, le=1.0)
     threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+    lexical_weight_mode: LexicalWeightMode = LexicalWeightMode.FIXED
+    auto_identifier_weight: float = Field(default=0.7, ge=0.0, le=1.0)
+    auto_default_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    lexical_weight_reason: str | None = None
 
 
 class Ranks(Model):
@@ -139,6 +158,12 @@ class Hit(Model):
     ``vector_score`` and ``lexical_score`` are None — never 0 — when that arm did not
     return the chunk. ``vector_score`` is the cosine similarity; ``lexical_score`` the
     BM25 score (summed over the exact and stemmed fields).
+
+    ``score_normalised`` is ``score`` divided by the highest fused score the settings
+    allow over the arms that ran: for RRF ``w_lex / (k + 1) + w_dense / (k + 1)``
+    (rank 1 in both arms), for the weighted sum ``vector_weight + lexical_score_weight``
+    (cosine 1 and the best BM25 score). 1.0 means "as good as these settings can
+    score"; it is comparable between hits of one result, not between collections.
     """
 
     chunk_id: str
@@ -151,6 +176,35 @@ class Hit(Model):
     ranks: Ranks
     origin: Origin
     metadata: dict[str, Any] = Field(default_factory=dict)
+    score_normalised: float | None = None
+
+
+class CardSource(Model):
+    """A chunk a FAQ card cites; ``origin`` and ``content`` are None when it is gone."""
+
+    chunk_id: str
+    origin: Origin | None = None
+    content: str | None = None
+
+
+class CardHit(Model):
+    """A reviewed (or draft) FAQ card that matched a query (``qa_first``).
+
+    ``overlap`` is the Jaccard similarity of the query's and the card question's
+    content-word stems; ``vector_score`` the cosine of the two (None without vectors);
+    ``score`` the larger of the two. ``mode`` says how the card was made (``llm``,
+    ``extractive`` or ``manual``) and ``status`` its review state.
+    """
+
+    card_id: str
+    question: str
+    answer: str
+    status: str
+    mode: str
+    score: float
+    overlap: float
+    vector_score: float | None = None
+    sources: list[CardSource] = Field(default_factory=list)
 
 
 class SearchResult(Model):
@@ -160,7 +214,12 @@ class SearchResult(Model):
     how many fused candidates it was given. ``reranked`` is None when no rerank was
     asked, true when the hits are in the reranker's order, false when the fused order
     was kept; ``rerank_reason`` says why not, or what was repaired in the model's
-    ordering.
+    ordering. ``offset`` is the number of fused positions skipped (paging: the hits
+    are positions ``offset + 1 … offset + k``); ``notes`` says what the service
+    adjusted on its own (e.g. fusing deeper than the over-fetch to reach an offset).
+    ``answered_by`` is set when ``qa_first`` was asked: ``card`` (then ``card`` holds
+    the matching FAQ card with its sources and ``hits`` is empty) or ``search`` (no
+    card matched; ``hits`` are the hybrid search's).
     """
 
     query: str
@@ -175,6 +234,10 @@ class SearchResult(Model):
     k_overfetch: int | None = None
     reranked: bool | None = None
     rerank_reason: str | None = None
+    offset: int = 0
+    notes: list[str] = Field(default_factory=list)
+    answered_by: Literal["card", "search"] | None = None
+    card: CardHit | None = None
 
 
 class EmbeddingReport(Model):

@@ -62,7 +62,7 @@ def test_tools_over_stdio(store: str) -> None:
             ("search", {"query": "x", "k": 0}),
         ],
     )
-    assert tools == ["collections", "coverage", "reindex", "search"]
+    assert tools == ["collections", "coverage", "explain", "reindex", "search"]
 
     assert not search.is_error
     result = search.structured_content
@@ -87,4 +87,19 @@ def test_tools_over_stdio(store: str) -> None:
 
 def test_no_reindex_leaves_the_tool_out(store: str) -> None:
     tools, _ = _run(_params(store, "--no-reindex"), [])
-    assert tools == ["collections", "coverage", "search"]
+    assert tools == ["collections", "coverage", "explain", "search"]
+
+
+def test_explain_tool_over_stdio(store: str) -> None:
+    _, (found, missing) = _run(
+        _params(store),
+        [
+            ("explain", {"query": "ERR-4012", "doc": "kb-101", "k": 3}),
+            ("explain", {"query": "ERR-4012", "doc": "kb-999"}),
+        ],
+    )
+    assert not found.is_error
+    result = found.structured_content
+    assert result["target"] == {"kind": "doc", "value": "kb-101"}
+    assert result["lexical"]["rank"] == 1 and result["fusion"]["returned"] is True
+    assert missing.structured_content["diagnosis"]["code"] == "not-indexed"

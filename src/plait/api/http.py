@@ -39,6 +39,7 @@ from plait.errors import (
     StoreUnavailableError,
     ValidationError,
 )
+from plait.explain import ExplainResult
 from plait.search import SearchRequest
 from plait.types import CollectionInfo, IndexReport, SearchResult
 
@@ -299,6 +300,31 @@ def create_app(
         allow(key, collection, Role.READER, "search")
         return engine.search_request(collection, body)
 
+    class ExplainRequest(SearchRequest):
+        """A search request plus the document to explain: exactly one of doc, path, chunk."""
+
+        doc: str | None = None
+        path: str | None = None
+        chunk: str | None = None
+
+    @app.post(
+        "/v1/collections/{collection}/explain",
+        response_model=ExplainResult,
+        tags=["search"],
+        responses={
+            401: {"description": "no or unknown API key"},
+            404: {"description": "no such collection (or not covered by the key)"},
+            422: {"description": "invalid request (name exactly one of doc, path, chunk)"},
+        },
+    )
+    def explain(collection: str, body: ExplainRequest, key: ApiKey | None = Caller) -> ExplainResult:
+        """Why a document did (not) come back: every stage for it, and a one-line diagnosis."""
+        allow(key, collection, Role.READER, "explain")
+        options = body.model_dump(exclude={"query", "doc", "path", "chunk"}, exclude_none=True)
+        return engine.explain(
+            body.query, doc=body.doc, path=body.path, chunk=body.chunk, collection=collection, **options
+        )
+
     @app.post(
         "/v1/collections/{collection}/reindex",
         response_model=IndexReport,
@@ -328,6 +354,10 @@ def create_app(
         """Per scope: sources present against sources with chunks, vectors, model, last index."""
         allow(key, collection, Role.READER, "coverage")
         return engine.coverage(collection=collection)
+
+    from plait.api.http_refinery import add_refinery_routes
+
+    add_refinery_routes(app, engine, allow, Caller)
 
     web = _web_dir()
     if web.is_dir():

@@ -1,4 +1,4 @@
-"""MCP tools for agents, over stdio: ``collections``, ``search``, ``coverage``, ``reindex``.
+"""MCP tools for agents, over stdio: ``collections``, ``search``, ``explain``, ``coverage``, ``reindex``.
 
 A thin adapter over :class:`plait.service.Plait` built on the official MCP Python SDK
 (2.x, ``MCPServer``). Each tool returns the same camelCase model the HTTP API and the
@@ -64,16 +64,41 @@ def create_mcp_server(
         collection: str | None = None,
         k: int = 8,
         fusion: str | None = None,
-        lexical_weight: float | None = None,
+        lexical_weight: float | str | None = None,
         scopes: list[str] | None = None,
     ) -> dict[str, Any]:
         """Hybrid search. `fusion` is 'rrf' (default) or 'weighted'; `lexical_weight` 0..1
-        (0.5 weighs both arms equally, 1 is lexical only); `scopes` limits to e.g. ['adr'].
+        (0.5 weighs both arms equally, 1 is lexical only) or 'auto' (leans lexical when the
+        query holds identifiers); `scopes` limits to e.g. ['adr'].
         Returns hits with content, score, match badge, ranks per arm and origin."""
         name = collection or default_collection
         result = call(
             lambda: engine.search(
                 query, collection=name, k=k, fusion=fusion, lexical_weight=lexical_weight, scopes=scopes
+            )
+        )
+        return to_json(result)
+
+    @server.tool()
+    def explain(
+        query: str,
+        doc: str | None = None,
+        path: str | None = None,
+        chunk: str | None = None,
+        collection: str | None = None,
+        k: int = 8,
+        lexical_weight: float | str | None = None,
+        scopes: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Why did a document (not) come back for `query`? Name it by exactly one of `doc`
+        (document id), `path` (source path) or `chunk` (chunk id). Returns every stage for
+        it — ingestion, lexical terms that matched or not and why, exact rank in each arm,
+        fused rank and what cut it — and a one-line `diagnosis` naming the stage to fix."""
+        name = collection or default_collection
+        result = call(
+            lambda: engine.explain(
+                query, doc=doc, path=path, chunk=chunk, collection=name, k=k,
+                lexical_weight=lexical_weight, scopes=scopes,
             )
         )
         return to_json(result)

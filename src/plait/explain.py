@@ -1,0 +1,510 @@
+"""Explain one document's journey through a search: "why did X (not) come back?"
+
+For the document named by ``doc`` (metadata ``docId`` or source id), ``path`` (source
+path) or ``chunk`` (chunk id), every stage in order:
+
+1. **ingestion** — does the index hold chunks for it, how many, with vectors? If not,
+   the recorded roots are read again to say whether the source was skipped (binary,
+   too large, not UTF-8, outside the root, no glob matches, hidden folder) or never
+   seen; nothing new is stored for that.
+2. **lexical** — the query's terms against each chunk's indexed fields (the heading
+   path and content, :func:`plait.ingest.index_text`): which matched, and for each
+   that did not, why (a stopword, an identifier split apart, a word only inside a
+   whole identifier, a stem that changed it, not there); the BM25 score and the
+   *exact* rank among every matching chunk, even past the over-fetch depth.
+3. **dense** — cosine and exact rank among every chunk with a vector.
+4. **fusion** — fused score and position (the same tiered fusion search runs), and
+   whether the over-fetch depth, the top-k cut or the weighted threshold dropped it.
+5. **rerank** (when asked) — its position before and after.
+
+and a one-line :class:`Diagnosis` naming the stage to look at. The article's four
+cases (seeds/004): dense 44 / lexical 1 / final 3 → ``fusion-worked``; dense 2 /
+lexical absent → ``lexical-miss``; good in both arms, pushed out by rerank →
+``rerank-demoted``; absent from both → ``not-indexed`` / ``skipped`` /
+``absent-both`` (ingestion).
+
+The arms are run exactly as :class:`plait.search.SearchService` runs them (same
+analysis, same filters, same fusion settings, including ``lexicalWeight: "auto"``),
+but without a limit, so ranks past the over-fetch are exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from plait.analysis import (
+    STOPWORDS,
+    _stem_pair,
+    analyse,
+    analyse_query,
+    detect_language,
+    explain_query,
+)
+from plait.autoweight import resolve_weight
+from plait.embeddings.base import Embedder
+from plait.errors import ConfigError, ProviderError, SourceError, ValidationError
+from plait.explain_models import (
+    ArmStage,
+    ChunkJourney,
+    Diagnosis,
+    DiagnosisCode,
+    ExplainResult,
+    FusionStage,
+    IngestionStage,
+    LexicalStage,
+    RerankStage,
+    TermMatch,
+    diagnose,
+)
+from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, tiered
+from plait.ingest import index_text
+from plait.rerank.base import complete_order
+from plait.search import SearchRequest, SearchService, _validated
+from plait.sources.roots import open_root, root_key
+from plait.stores.base import Filters, Store
+from plait.types import Chunk, FileOrigin, FusionSettings
+
+__all__ = [
+    "ArmStage",
+    "ChunkJourney",
+    "Diagnosis",
+    "DiagnosisCode",
+    "ExplainResult",
+    "FusionStage",
+    "IngestionStage",
+    "LexicalStage",
+    "RerankStage",
+    "TermMatch",
+    "explain",
+]
+
+_SEPARATORS = re.compile(r"[-_.]")
+_GET_BATCH = 500
+
+
+# ---------------------------------------------------------------------------- target
+
+
+def _all_chunks(store: Store, collection: str) -> list[Chunk]:
+    ids = store.chunk_ids(collection)
+    out: list[Chunk] = []
+    for start in range(0, len(ids), _GET_BATCH):
+        batch = ids[start : start + _GET_BATCH]
+        found = store.get_chunks(collection, batch)
+        out.extend(found[cid] for cid in batch if cid in found)
+    return out
+
+
+def _source_path(chunk: Chunk) -> str | None:
+    return chunk.origin.source_path if isinstance(chunk.origin, FileOrigin) else None
+
+
+def _relative(path: str, roots: Sequence[Mapping[str, Any]]) -> str:
+    """A path relative to a recorded folder/git root when it is absolute inside one."""
+    candidate = Path(path).expanduser()
+    if not candidate.is_absolute():
+        return Path(path).as_posix()
+    resolved = candidate.resolve()
+    for root in roots:
+        base = Path(str(root.get("path")))
+        if root.get("kind") in ("folder", "git") and resolved.is_relative_to(base):
+            return resolved.relative_to(base).as_posix()
+    return resolved.as_posix()
+
+
+def _target_chunks(
+    store: Store,
+    collection: str,
+    *,
+    doc: str | None,
+    path: str | None,
+    chunk: str | None,
+    roots: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, str], list[Chunk]]:
+    given = [(name, value) for name, value in (("doc", doc), ("path", path), ("chunk", chunk)) if value]
+    if len(given) != 1:
+        raise ValidationError(
+            f"name exactly one document to explain: doc, path or chunk (got {len(given)})"
+        )
+    kind, value = given[0]
+    if kind == "chunk":
+        found = store.get_chunks(collection, [value])
+        return {"kind": kind, "value": value}, [found[value]] if value in found else []
+    if kind == "doc":
+        ids = store.chunk_ids(collection, value)
+        if ids:
+            found = store.get_chunks(collection, ids)
+            return {"kind": kind, "value": value}, [found[c] for c in ids if c in found]
+        chunks = [c for c in _all_chunks(store, collection) if str(c.metadata.get("docId")) == value]
+        return {"kind": kind, "value": value}, chunks
+    relative = _relative(value, roots)
+    ids = store.chunk_ids(collection, relative)
+    if ids:
+        found = store.get_chunks(collection, ids)
+        return {"kind": kind, "value": relative}, [found[c] for c in ids if c in found]
+    chunks = [c for c in _all_chunks(store, collection) if _source_path(c) == relative]
+    return {"kind": kind, "value": relative}, chunks
+
+
+# ---------------------------------------------------------------------------- ingestion
+
+
+def _why_not_yielded(root: Mapping[str, Any], relative: str) -> str | None:
+    """For a folder/git root: why the root would not even look at ``relative``."""
+    base = Path(str(root.get("path")))
+    target = base / relative
+    if any(part.startswith(".") for part in Path(relative).parts[:-1]):
+        return "it is in a hidden folder, which indexing ignores"
+    if root.get("kind") == "folder" and not (target.exists() or target.is_symlink()):
+        return None
+    import fnmatch
+
+    from plait.sources.folder import DEFAULT_GLOBS
+
+    globs = tuple(root.get("globs") or DEFAULT_GLOBS)
+    if not any(fnmatch.fnmatch(Path(relative).name, g) for g in globs):
+        return f"its name matches none of the root's globs ({' '.join(globs)})"
+    return None
+
+
+def _ingestion_miss(
+    roots: Sequence[Mapping[str, Any]], target: Mapping[str, str]
+) -> tuple[bool, str, str | None]:
+    """(skipped, what happened, root key) for a document with no chunks."""
+    wanted = target["value"]
+    for root in roots:
+        key = root_key(root)
+        try:
+            scan = open_root(root).scan()
+            yielded = {doc.source_id for doc in scan}
+        except (SourceError, ConfigError, OSError) as exc:  # an unreadable root is reported
+            return False, f"recorded root {key} cannot be read now: {exc}", key
+        if wanted in yielded:
+            return (
+                False,
+                (
+                    f"root {key} yields {wanted!r} now but the index holds no chunks for it: "
+                    "it was added or changed after the last index — reindex"
+                ),
+                key,
+            )
+        for item in scan.skipped:
+            if item.path == wanted or item.path.startswith(f"{wanted}:"):
+                return True, f"{item.path} was skipped when indexing {key}: {item.reason}", key
+        if root.get("kind") in ("folder", "git") and target["kind"] == "path":
+            reason = _why_not_yielded(root, wanted)
+            if reason is not None:
+                return True, f"{wanted} is not indexed from {key}: {reason}", key
+    known = ", ".join(root_key(r) for r in roots) or "none"
+    return (
+        False,
+        (
+            f"no recorded root yields {target['kind']} {wanted!r}: it was never indexed "
+            f"(recorded roots: {known})"
+        ),
+        None,
+    )
+
+
+# ---------------------------------------------------------------------------- terms
+
+
+def _heading(chunk: Chunk) -> list[str]:
+    return list(chunk.origin.heading_path) if isinstance(chunk.origin, FileOrigin) else []
+
+
+def _term_matches(query: str, sent_exact: set[str], chunk: Chunk) -> list[TermMatch]:
+    """Each query token against the chunk's indexed fields, with a reason when it missed."""
+    text = index_text(chunk.content, _heading(chunk))
+    fields = analyse(text)
+    exact_set, stems_set = set(fields.exact), set(fields.stems)
+    language = detect_language(text)
+    out: list[TermMatch] = []
+    for token in explain_query(query):
+        matched_exact = token.exact is not None and token.exact in sent_exact and token.exact in exact_set
+        matched_stems = [s for s in token.stems if s in stems_set]
+        reason = None
+        if not matched_exact and not matched_stems:
+            reason = _miss_reason(token.raw, token.exact, token.stems, token.stopword, exact_set, language)
+        out.append(
+            TermMatch(
+                raw=token.raw,
+                exact=token.exact,
+                stems=list(token.stems),
+                identifier=token.identifier,
+                stopword=token.stopword,
+                matched_exact=matched_exact,
+                matched_stems=matched_stems,
+                reason=reason,
+            )
+        )
+    return out
+
+
+def _miss_reason(
+    raw: str,
+    exact: str | None,
+    stems: Sequence[str],
+    stopword: bool,
+    chunk_exact: set[str],
+    language: str,
+) -> str:
+    if exact is None:
+        return f"{raw!r} is longer than 64 characters: dropped from both fields"
+    if stopword:
+        where = "the chunk has it, but " if exact in chunk_exact else ""
+        return f"{where}{raw!r} is a stopword: not searched (BM25 would not count it)"
+    parts = [p for p in _SEPARATORS.split(exact) if p]
+    if len(parts) > 1 and all(p in chunk_exact for p in parts):
+        return (
+            f"identifier {exact!r} is split apart in the chunk: it holds "
+            f"{', '.join(repr(p) for p in parts)} but never {exact!r} whole"
+        )
+    holders = sorted(t for t in chunk_exact if t != exact and exact in _SEPARATORS.split(t))
+    if holders:
+        return (
+            f"the chunk has {exact!r} only inside the identifier {holders[0]!r}, "
+            "which is indexed whole"
+        )
+    prefix = exact[:4]
+    if len(exact) >= 4 and exact.isalpha():
+        similar = sorted(t for t in chunk_exact if t.isalpha() and t.startswith(prefix) and t != exact)
+        if similar:
+            word = similar[0]
+            en, pt = _stem_pair(word)
+            stem = pt if language == "portuguese" else en
+            return (
+                f"a stem changed it: the query's {raw!r} stems to {', '.join(stems)}, "
+                f"the chunk's {word!r} to {stem!r} ({language})"
+            )
+    return f"{raw!r} does not occur in the chunk (heading path and content)"
+
+
+# ---------------------------------------------------------------------------- the journey
+
+
+def _passes(chunk: Chunk, filters: Filters) -> bool:
+    if filters.scopes and chunk.scope not in filters.scopes:
+        return False
+    return all(chunk.metadata.get(key) == value for key, value in filters.metadata.items())
+
+
+def _positions(ranked: Sequence[tuple[str, float]]) -> dict[str, tuple[int, float]]:
+    return {cid: (n, score) for n, (cid, score) in enumerate(ranked, start=1)}
+
+
+def explain(
+    service: SearchService,
+    collection: str,
+    request: SearchRequest | Mapping[str, Any],
+    *,
+    doc: str | None = None,
+    path: str | None = None,
+    chunk: str | None = None,
+    embedder: Embedder | None,
+    embedder_note: str | None = None,
+    roots: Sequence[Mapping[str, Any]] = (),
+) -> ExplainResult:
+    """The journey of one document for ``request`` (see the module docstring)."""
+    store = service.store
+    req = _validated(request)
+    settings = resolve_weight(service.settings_for(collection, req), req.query)
+    target, chunks = _target_chunks(store, collection, doc=doc, path=path, chunk=chunk, roots=roots)
+    filters = Filters(scopes=tuple(req.scopes) if req.scopes else None, metadata=req.metadata or {})
+    info = store.get_collection(collection)
+
+    # ingestion -----------------------------------------------------------------
+    states: dict[str, bool] = {}
+    for source_id in dict.fromkeys(c.source_id for c in chunks):
+        states.update({cid: s.has_vector for cid, s in store.chunk_states(collection, source_id).items()})
+    with_vector = sum(1 for c in chunks if states.get(c.id))
+    if chunks:
+        sources = sorted({c.source_id for c in chunks})
+        ingestion = IngestionStage(
+            indexed=True,
+            source_ids=sources,
+            chunks=len(chunks),
+            chunks_with_vector=with_vector,
+            message=f"{len(chunks)} chunks indexed, {with_vector} with a vector",
+        )
+    else:
+        skipped, message, key = _ingestion_miss(roots, target)
+        ingestion = IngestionStage(indexed=False, skipped=skipped, skip_reason=message if skipped else None,
+                                   root=key, message=message)
+
+    # lexical arm, unlimited ---------------------------------------------------------
+    analysed = analyse_query(req.query)
+    exact = [t for t in analysed.exact if t not in STOPWORDS] or analysed.exact
+    lexical = store.lexical_search(collection, exact, analysed.stems, limit=None, filters=filters)
+    lex_pos = _positions(lexical)
+
+    # dense arm, unlimited -------------------------------------------------------------
+    vector = None
+    reason = embedder_note
+    if embedder is None:
+        reason = reason or "no embedder selected"
+    elif info is None or info.chunks - info.chunks_without_vector == 0:
+        reason = "the collection has no vectors yet"
+    else:
+        try:
+            vector = embedder.embed_query(req.query)
+        except ProviderError as exc:
+            reason = f"query embedding failed: {exc}"
+    dense = store.vector_search(collection, vector, limit=None, filters=filters) if vector is not None else []
+    dense_pos = _positions(dense)
+
+    # fusion, exactly as search does it ------------------------------------------------------
+    need = req.offset + req.k
+    depth = fetch_depth(settings.overfetch, need)
+    fused = tiered(FUSERS[settings.method], settings, lexical[:depth], dense[:depth], need=need)
+    fused_pos: dict[str, tuple[int, Fused]] = {f.chunk_id: (n, f) for n, f in enumerate(fused, start=1)}
+    best_score = max_fused_score(settings, lexical=True, dense=vector is not None)
+
+    # rerank ------------------------------------------------------------------------------
+    final_ids = [f.chunk_id for f in fused]
+    rerank_stage: RerankStage | None = None
+    rerank_ranks: dict[str, int] = {}
+    if req.rerank is not None:
+        reranker = service._reranker(req.rerank)
+        size = max(req.k, req.k_overfetch)
+        pool_ids = final_ids[:size]
+        contents = store.get_chunks(collection, pool_ids)
+        candidates = [(cid, contents[cid].content) for cid in pool_ids if cid in contents]
+        outcome = reranker.rerank(req.query, candidates)
+        order, _, _ = complete_order(candidates, outcome.order)
+        if outcome.reranked:
+            rerank_ranks = {cid: n for n, cid in enumerate(order, start=1)}
+        final_ids = [*order, *final_ids[size:]]
+        rerank_stage = RerankStage(
+            method=req.rerank, reranked=outcome.reranked, reason=outcome.reason,
+            k_overfetch=req.k_overfetch, in_pool=False,
+        )
+    returned_ids = set(final_ids[req.offset : need])
+
+    # per chunk ---------------------------------------------------------------------------
+    sent_exact = set(exact)
+    journeys: list[ChunkJourney] = []
+    for c in chunks:
+        lex = lex_pos.get(c.id)
+        den = dense_pos.get(c.id)
+        fz = fused_pos.get(c.id)
+        journeys.append(
+            ChunkJourney(
+                chunk_id=c.id,
+                source_id=c.source_id,
+                scope=c.scope,
+                ordinal=c.ordinal,
+                heading_path=_heading(c),
+                has_vector=bool(states.get(c.id)),
+                passes_filters=_passes(c, filters),
+                lexical_rank=lex[0] if lex else None,
+                lexical_score=lex[1] if lex else None,
+                dense_rank=den[0] if den else None,
+                cosine=den[1] if den else None,
+                fused_rank=fz[0] if fz else None,
+                fused_score=fz[1].score if fz else None,
+                rerank_rank=rerank_ranks.get(c.id),
+                returned=c.id in returned_ids,
+                terms=_term_matches(req.query, sent_exact, c),
+            )
+        )
+
+    def best(key: str) -> ChunkJourney | None:
+        ranked = [j for j in journeys if getattr(j, key) is not None]
+        return min(ranked, key=lambda j: getattr(j, key)) if ranked else None
+
+    best_lex, best_dense, best_fused = best("lexical_rank"), best("dense_rank"), best("fused_rank")
+    focus = best_fused or best_lex or best_dense or (journeys[0] if journeys else None)
+    lexical_stage = LexicalStage(
+        ran=True,
+        candidates=len(lexical),
+        overfetch=settings.overfetch,
+        chunk_id=best_lex.chunk_id if best_lex else None,
+        rank=best_lex.lexical_rank if best_lex else None,
+        score=best_lex.lexical_score if best_lex else None,
+        within_overfetch=bool(best_lex and best_lex.lexical_rank <= settings.overfetch),  # type: ignore[operator]
+        exact_terms=exact,
+        stem_terms=list(analysed.stems),
+        terms=shown.terms if (shown := best_lex or focus) is not None else [],
+    )
+    dense_stage = ArmStage(
+        ran=vector is not None,
+        reason=None if vector is not None else reason,
+        candidates=len(dense),
+        overfetch=settings.overfetch,
+        chunk_id=best_dense.chunk_id if best_dense else None,
+        rank=best_dense.dense_rank if best_dense else None,
+        score=best_dense.cosine if best_dense else None,
+        within_overfetch=bool(best_dense and best_dense.dense_rank <= settings.overfetch),  # type: ignore[operator]
+    )
+    returned = any(j.returned for j in journeys)
+    fusion_stage = _fusion_stage(settings, req, journeys, best_fused, returned, best_score)
+    if rerank_stage is not None:
+        pool = set(final_ids[: max(req.k, req.k_overfetch)])
+        in_pool = [j for j in journeys if j.chunk_id in pool]
+        chosen = min(in_pool, key=lambda j: j.fused_rank or 0) if in_pool else None
+        rerank_stage = rerank_stage.model_copy(
+            update={
+                "in_pool": chosen is not None,
+                "rank_before": chosen.fused_rank if chosen else None,
+                "rank_after": (
+                    (rerank_ranks.get(chosen.chunk_id) or final_ids.index(chosen.chunk_id) + 1) if chosen else None
+                ),
+            }
+        )
+    diagnosis = diagnose(
+        req, settings, ingestion, journeys, lexical_stage, dense_stage, fusion_stage, rerank_stage
+    )
+    return ExplainResult(
+        query=req.query,
+        collection=collection,
+        target=target,
+        ingestion=ingestion,
+        lexical=lexical_stage,
+        dense=dense_stage,
+        fusion=fusion_stage,
+        rerank=rerank_stage,
+        chunks=journeys,
+        diagnosis=diagnosis,
+    )
+
+
+def _fusion_stage(
+    settings: FusionSettings,
+    req: SearchRequest,
+    journeys: Sequence[ChunkJourney],
+    best_fused: ChunkJourney | None,
+    returned: bool,
+    best_score: float | None,
+) -> FusionStage:
+    dropped: str | None = None
+    if not returned and journeys:
+        if not any(j.passes_filters for j in journeys):
+            dropped = "filters"
+        elif best_fused is not None:
+            dropped = "top-k"
+        elif any(
+            (j.lexical_rank or 10**9) <= settings.overfetch or (j.dense_rank or 10**9) <= settings.overfetch
+            for j in journeys
+        ):
+            dropped = "threshold"
+        else:
+            dropped = "overfetch"
+    score = best_fused.fused_score if best_fused else None
+    return FusionStage(
+        settings=settings,
+        chunk_id=best_fused.chunk_id if best_fused else None,
+        rank=best_fused.fused_rank if best_fused else None,
+        score=score,
+        score_normalised=(
+            round(min(1.0, score / best_score), 6) if score is not None and best_score else None
+        ),
+        k=req.k,
+        offset=req.offset,
+        returned=returned,
+        dropped_by=dropped,  # type: ignore[arg-type]
+    )
+

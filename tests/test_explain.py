@@ -1,0 +1,238 @@
+"""``Plait.explain``: each diagnosis case built on purpose, with exact per-arm ranks.
+
+Dense ranks are placed with FakeEmbedder overrides (the query and each document get
+chosen vectors), so every rank and score below is computed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from plait.cli import app
+from plait.embeddings.fake import FakeEmbedder
+from plait.errors import ValidationError
+from plait.llm import OllamaLLM
+from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, documents
+from plait.testing.wire import WireServer
+from plait.types import to_json
+
+DIM = 8
+
+
+def unit(*pairs: tuple[int, float]) -> list[float]:
+    v = np.zeros(DIM)
+    for i, x in pairs:
+        v[i] = x
+    return list(v / np.linalg.norm(v))
+
+
+def angle(degrees: float) -> list[float]:
+    """A unit vector at ``degrees`` from the query axis e0 (cosine = cos(degrees))."""
+    r = math.radians(degrees)
+    return unit((0, math.cos(r)), (1, math.sin(r)))
+
+
+def engine_with(tmp_path: Path, docs: dict[str, str], overrides: dict[str, list[float]], **kw: object) -> Plait:
+    fake = FakeEmbedder(dimension=DIM, overrides=overrides)
+    engine = Plait(str(tmp_path / "plait.db"), embedder=fake, **kw)  # type: ignore[arg-type]
+    engine.index_documents(documents(docs))
+    return engine
+
+
+# -- the article's case 1: dense 44-ish, lexical 1, returned → fusion worked ---------------
+
+
+def test_fusion_worked_lexical_rescues_an_identifier(tmp_path: Path) -> None:
+    query = "ERR-4012"
+    fillers = {f"f-{i:02d}": f"checkout filler note number {chr(97 + i)}" for i in range(10)}
+    docs = {"target": "ERR-4012 rejects the cart", **fillers}
+    overrides = {query: angle(0), "ERR-4012 rejects the cart": angle(90)}
+    overrides |= {text: angle(10 + i) for i, text in enumerate(fillers.values())}  # cos 0.98 … 0.77
+    with engine_with(tmp_path, docs, overrides) as engine:
+        result = engine.explain(query, doc="target", k=3)
+        hits = engine.search(query, k=3).hits
+    assert (result.lexical.rank, result.dense.rank, result.fusion.rank) == (1, 11, 1)
+    assert result.fusion.score == pytest.approx(1 / 61 + 1 / 71)
+    assert result.fusion.score_normalised == pytest.approx((1 / 61 + 1 / 71) / (2 / 61), abs=1e-6)
+    assert result.dense.score == pytest.approx(0.0, abs=1e-6)
+    assert result.diagnosis.code == "fusion-worked" and result.diagnosis.stage == "fusion"
+    assert "lexical 1, dense 11, fused 1" in result.diagnosis.message
+    # explain agrees with search
+    assert hits[0].metadata["docId"] == "target" and hits[0].ranks.fused == 1 and hits[0].ranks.dense == 11
+    (term,) = result.lexical.terms
+    assert term.raw == "ERR-4012" and term.exact == "err-4012" and term.matched_exact and term.reason is None
+
+
+# -- case 2: dense 1, lexical absent → tokenisation / the indexed field ---------------------
+
+
+def test_lexical_miss_names_the_split_identifier(tmp_path: Path) -> None:
+    query = "ERR-4012 cart"
+    docs = {"target": "ERR 4012 rejects the basket", "other": "inventory is stale for a cart"}
+    overrides = {query: angle(0), docs["target"]: angle(5), docs["other"]: angle(60)}
+    with engine_with(tmp_path, docs, overrides) as engine:
+        result = engine.explain(query, doc="target", k=2)
+    assert (result.lexical.rank, result.dense.rank) == (None, 1)
+    assert result.lexical.candidates == 1  # only "other" matches ("cart")
+    # other: lexical 1 + dense 2 = 1/61 + 1/62; target: dense 1 only = 1/61
+    assert result.fusion.returned is True and result.fusion.rank == 2
+    assert result.fusion.score == pytest.approx(1 / 61)
+    assert result.diagnosis.code == "lexical-miss" and result.diagnosis.stage == "lexical"
+    err, cart = result.lexical.terms
+    assert err.reason == "identifier 'err-4012' is split apart in the chunk: it holds 'err', '4012' but never 'err-4012' whole"
+    assert cart.reason == "'cart' does not occur in the chunk (heading path and content)"
+    assert "split apart" in result.diagnosis.message
+
+
+def test_term_reasons_stem_and_whole_identifier(tmp_path: Path) -> None:
+    docs = {"target": "The runner uses resolve_tenant_db and SKU-88213-B daily."}
+    with engine_with(tmp_path, docs, {}) as engine:
+        result = engine.explain("running 88213 the", doc="target", k=1)
+    running, number, the = result.chunks[0].terms
+    assert running.matched_stems == [] and running.reason is not None
+    assert running.reason.startswith("a stem changed it: the query's 'running' stems to run")
+    assert "'runner' to 'runner'" in running.reason
+    assert number.reason == "the chunk has '88213' only inside the identifier 'sku-88213-b', which is indexed whole"
+    assert the.stopword and the.reason == "the chunk has it, but 'the' is a stopword: not searched (BM25 would not count it)"
+
+
+# -- case 3: good in both arms, pushed out by rerank ------------------------------------------
+
+
+def _reverse(messages: list[dict]) -> str:
+    labels = [int(n) for n in re.findall(r"^\[(\d+)\] ", messages[-1]["content"], re.MULTILINE)]
+    return json.dumps(labels[::-1])
+
+
+def test_rerank_demoted(tmp_path: Path) -> None:
+    with WireServer(chat=_reverse) as srv:
+        fake = FakeEmbedder(dimension=64)
+        with Plait(str(tmp_path / "p.db"), embedder=fake, llm=OllamaLLM(base_url=srv.url)) as engine:
+            engine.index_documents(documents(ARTICLE_DOCS))
+            plain = engine.explain("ERR-4012 checkout session token", doc="kb-101", k=2)
+            result = engine.explain("ERR-4012 checkout session token", doc="kb-101", k=2, rerank="llm", k_overfetch=5)
+    assert plain.fusion.rank == 1 and plain.fusion.returned and plain.diagnosis.code in ("found", "fusion-worked")
+    assert result.rerank is not None and result.rerank.reranked
+    assert (result.rerank.rank_before, result.rerank.rank_after) == (1, 5)  # the LLM reversed 5 candidates
+    assert result.fusion.returned is False
+    assert result.diagnosis.code == "rerank-demoted" and result.diagnosis.stage == "rerank"
+
+
+# -- case 4: absent from both arms → ingestion ----------------------------------------------
+
+
+def test_never_indexed(engine: Plait) -> None:
+    engine.index_documents(documents(ARTICLE_DOCS))
+    result = engine.explain("ERR-4012", doc="kb-999")
+    assert result.ingestion.indexed is False and result.ingestion.skipped is False
+    assert result.chunks == [] and result.lexical.rank is None and result.dense.rank is None
+    assert result.diagnosis.code == "not-indexed" and result.diagnosis.stage == "ingestion"
+    assert "never indexed" in result.diagnosis.message
+
+
+def test_skipped_at_ingestion_with_the_reason(tmp_path: Path, engine: Plait) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "ok.md").write_text("# OK\n\nERR-4012 is documented here.\n", encoding="utf-8")
+    (folder / "blob.md").write_bytes(b"ERR-4012\x00\x01binary")
+    (folder / "notes.pdf").write_bytes(b"%PDF ERR-4012")
+    report = engine.index(folder)
+    assert [s.path for s in report.skipped] == ["blob.md"]
+    blob = engine.explain("ERR-4012", path="blob.md")
+    assert blob.ingestion.skipped is True
+    assert blob.diagnosis.code == "skipped" and blob.diagnosis.stage == "ingestion"
+    assert "blob.md was skipped when indexing folder:" in blob.diagnosis.message
+    assert blob.diagnosis.message.endswith("binary file (NUL byte in the first 8 KiB)")
+    pdf = engine.explain("ERR-4012", path=str(folder / "notes.pdf"))  # an absolute path works too
+    assert pdf.target == {"kind": "path", "value": "notes.pdf"}
+    assert pdf.diagnosis.code == "skipped"
+    assert "its name matches none of the root's globs (*.md *.markdown *.txt *.rst)" in pdf.diagnosis.message
+    ok = engine.explain("ERR-4012", path="ok.md")
+    assert ok.ingestion.indexed and ok.fusion.returned and ok.lexical.rank == 1
+
+
+def test_absent_from_both_arms_indexed_without_vectors(tmp_path: Path) -> None:
+    with Plait(str(tmp_path / "p.db"), embedder="none") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+        result = engine.explain("bank rejected purchase", doc="kb-102")
+    assert result.ingestion.indexed and result.ingestion.chunks_with_vector == 0
+    assert result.dense.ran is False and result.lexical.rank is None
+    assert result.diagnosis.code == "absent-both" and result.diagnosis.stage == "ingestion"
+
+
+# -- beyond the over-fetch: exact ranks past the depth ------------------------------------------
+
+
+def test_beyond_overfetch_reports_exact_ranks(tmp_path: Path) -> None:
+    # Same length (6 tokens), "refund" repeated 6-i times: BM25 order = doc order.
+    docs = {f"d{i}": " ".join(["refund"] * (6 - i) + ["pad"] * i) for i in range(6)}
+    overrides = {"refund": angle(0)}
+    # cosine order (smallest angle first): d5, d4, d3, d0, d1, d2
+    for i, deg in zip(range(6), (40, 50, 60, 30, 20, 10)):
+        overrides[docs[f"d{i}"]] = angle(deg)
+    with engine_with(tmp_path, docs, overrides) as engine:
+        result = engine.explain("refund", doc="d1", k=1, overfetch=3)
+        deep = engine.explain("refund", doc="d2", k=1, overfetch=2)
+    assert (result.lexical.rank, result.dense.rank) == (2, 5)
+    assert result.lexical.within_overfetch and not result.dense.within_overfetch
+    assert result.fusion.rank is not None and result.fusion.returned is False
+    assert result.diagnosis.code == "dense-miss" and result.diagnosis.stage == "dense"
+    assert (deep.lexical.rank, deep.dense.rank) == (3, 6)  # exact, though over-fetch is 2
+    assert deep.lexical.candidates == 6 and deep.dense.candidates == 6
+    assert deep.fusion.rank is None and deep.fusion.dropped_by == "overfetch"
+    assert deep.diagnosis.code == "beyond-overfetch" and deep.diagnosis.stage == "fusion"
+
+
+def test_filters_and_bad_targets(engine: Plait) -> None:
+    engine.index_documents(documents(ARTICLE_DOCS))
+    result = engine.explain("ERR-4012", doc="kb-101", scopes=["adr"])
+    assert result.diagnosis.code == "filtered" and result.fusion.dropped_by == "filters"
+    with pytest.raises(ValidationError, match="exactly one"):
+        engine.explain("ERR-4012", doc="kb-101", chunk="x")
+    with pytest.raises(ValidationError, match="exactly one"):
+        engine.explain("ERR-4012")
+    chunk_id = engine.search("ERR-4012", k=1).hits[0].chunk_id
+    by_chunk = engine.explain("ERR-4012", chunk=chunk_id)
+    assert by_chunk.target == {"kind": "chunk", "value": chunk_id} and by_chunk.fusion.rank == 1
+
+
+def test_cli_explain_json_is_the_api_model(tmp_path: Path) -> None:
+    store = str(tmp_path / "plait.db")
+    with Plait(store, embedder="fake") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+        expected = to_json(engine.explain("ERR-4012", doc="kb-101", k=3))
+    runner = CliRunner()
+    out = runner.invoke(app, ["explain", "ERR-4012", "--doc", "kb-101", "-k", "3", "--store", store, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == expected
+    text = runner.invoke(app, ["explain", "ERR-4012", "--doc", "kb-101", "--store", store])
+    assert text.exit_code == 0 and "diagnosis" in text.stdout and "ERR-4012" in text.stdout
+    bad = runner.invoke(app, ["explain", "ERR-4012", "--store", store])
+    assert bad.exit_code == 1 and "exactly one" in bad.output
+
+
+def test_http_explain_route(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from plait.api.http import create_app
+    from plait.testing.asgi_server import UvicornThread
+
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=64)) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+        expected = to_json(engine.explain("ERR-4012", doc="kb-101", k=3, lexical_weight="auto"))
+        with UvicornThread(create_app(engine, auth=False)) as server:
+            url = f"{server.url}/v1/collections/default/explain"
+            ok = httpx.post(url, json={"query": "ERR-4012", "doc": "kb-101", "k": 3, "lexicalWeight": "auto"})
+            bad = httpx.post(url, json={"query": "ERR-4012"})
+    assert ok.status_code == 200 and ok.json() == expected
+    assert ok.json()["fusion"]["settings"]["lexicalWeight"] == 0.7
+    assert bad.status_code == 422 and "exactly one" in bad.json()["error"]
