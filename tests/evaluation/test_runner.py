@@ -1,0 +1,89 @@
+"""The runner's strategies are the engine's: rrf equals Plait.search, rerank reorders the head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from plait.embeddings.fake import FakeEmbedder
+from plait.errors import ConfigError
+from plait.evaluation.prepare import prepared
+from plait.evaluation.runner import doc_ranking, evaluate
+from plait.rerank.base import Candidate, RerankOutcome
+from plait.service import Plait
+
+
+class Reverse:
+    """A real (if silly) reranker: the candidates in reverse fused order."""
+
+    name = "reverse"
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def rerank(self, query: str, candidates: Sequence[Candidate]) -> RerankOutcome:
+        self.seen.append(len(candidates))
+        return RerankOutcome(order=[cid for cid, _ in reversed(candidates)], reranked=True)
+
+
+def test_rrf_is_what_search_returns(tiny_beir: Path, tmp_path: Path) -> None:
+    embedder = FakeEmbedder()
+    with prepared(tiny_beir, embedder=embedder, use_cache=False) as ready:
+        outcome = evaluate(
+            ready.dataset, store=ready.store, collection=ready.collection, embedder=ready.embedder,
+            strategies=["rrf", "weighted"],
+        )
+        engine = Plait(ready.store, embedder=embedder)
+        for qid, text in ready.dataset.queries.items():
+            if qid not in ready.dataset.qrels:
+                continue
+            for method in ("rrf", "weighted"):
+                result = engine.search(text, collection=ready.collection, k=100, overfetch=100, fusion=method)
+                docs = list(dict.fromkeys(hit.metadata["docId"] for hit in result.hits))
+                assert outcome.rankings[method][qid] == docs
+    assert set(outcome.rankings["rrf"]) == {"q1", "q2", "q3", "q4"}  # the train query is not run
+
+
+def test_rerank_reorders_the_fused_head(tiny_beir: Path) -> None:
+    reverse = Reverse()
+    with prepared(tiny_beir, embedder=FakeEmbedder(), use_cache=False) as ready:
+        outcome = evaluate(
+            ready.dataset, store=ready.store, collection=ready.collection, embedder=ready.embedder,
+            strategies=["rrf", "rrf+rerank"], reranker=lambda: reverse, k_overfetch=3,
+        )
+    for qid, fused in outcome.rankings["rrf"].items():
+        assert len(fused) == 5
+        assert outcome.rankings["rrf+rerank"][qid] == [*reversed(fused[:3]), *fused[3:]]
+    assert reverse.seen == [3, 3, 3, 3]
+    assert outcome.report.strategy("rrf+rerank").available is True
+
+
+def test_a_reranker_that_cannot_be_built_is_reported_not_faked(tiny_beir: Path) -> None:
+    def broken() -> Reverse:
+        raise ConfigError("rerank='cross-encoder' needs a model")
+
+    with prepared(tiny_beir, embedder=FakeEmbedder(), use_cache=False) as ready:
+        report = evaluate(
+            ready.dataset, store=ready.store, collection=ready.collection, embedder=ready.embedder,
+            strategies=["rrf+rerank"], reranker=broken,
+        ).report
+    result = report.strategy("rrf+rerank")
+    assert result.available is False and result.reason == "rerank='cross-encoder' needs a model"
+    assert result.slices == []
+
+
+def test_documents_rank_by_their_best_chunk() -> None:
+    doc_of = {"a1": "A", "a2": "A", "b1": "B", "c1": "C"}
+    assert doc_ranking(["a2", "b1", "a1", "gone", "c1"], doc_of, 10) == ["A", "B", "C"]
+    assert doc_ranking(["a2", "b1", "a1", "c1"], doc_of, 2) == ["A", "B"]
+
+
+def test_bad_arguments_name_the_allowed_values(tiny_beir: Path) -> None:
+    with prepared(tiny_beir, embedder="none") as ready:
+        with pytest.raises(ConfigError, match="allowed: bm25, vector, rrf, weighted, rrf\\+rerank"):
+            evaluate(ready.dataset, store=ready.store, collection=ready.collection, embedder=None,
+                     strategies=["bm42"])
+        with pytest.raises(ConfigError, match="depth must be between 1 and 1000, got 0"):
+            evaluate(ready.dataset, store=ready.store, collection=ready.collection, embedder=None, depth=0)
