@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The quickstart's main job: install plait into .venv, index examples/ into the embedded
-# store (./.plait/plait.db, no server), and run searches that show a lexical rescue, a
-# semantic match and a hit found by both arms.
+# store (./.plait/plait.db, no server), run searches that show a lexical rescue, a
+# semantic match and a hit found by both arms, then serve the result at
+# http://127.0.0.1:8000 (PLAIT_DEMO_SERVE=0 skips serving).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[server]'
 export PLAIT_STORE="${PLAIT_STORE:-./.plait/plait.db}"
 plait() { .venv/bin/plait "$@"; }
 
@@ -35,3 +36,8 @@ plait search "customer saw a pending charge after checkout failed" -k 3
 echo
 echo "== coverage: sources present against indexed, chunks without a vector, last indexed"
 plait coverage
+if [ "${PLAIT_DEMO_SERVE:-1}" != "0" ]; then
+  echo
+  echo "== serving the indexed example at http://127.0.0.1:8000 (search & debug page; API docs at /docs). Ctrl-C stops it."
+  exec .venv/bin/plait serve --host 127.0.0.1 --port "${PLAIT_DEMO_PORT:-8000}" --no-auth
+fi
