@@ -57,7 +57,9 @@ def test_unknown_name_lists_the_allowed_ones() -> None:
         assert name in str(info.value)
 
 
-def test_each_name_builds_its_class_without_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_name_builds_its_class_without_loading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def refuse(*args: object) -> None:
         raise AssertionError("a model was loaded by the factory")
 
@@ -95,7 +97,9 @@ def test_ollama_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     assert (explicit.model, explicit.timeout) == ("all-minilm", 1.0)
 
 
-def test_openai_needs_a_key_only_for_openai_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_needs_a_key_only_for_openai_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         make_embedder("openai")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-generic")
@@ -128,7 +132,9 @@ def test_openai_from_environment_end_to_end(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-3"])
-def test_bad_timeout_in_environment(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+def test_bad_timeout_in_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     monkeypatch.setenv("PLAIT_EMBED_TIMEOUT", value)
     with pytest.raises(ConfigError, match="PLAIT_EMBED_TIMEOUT"):
         make_embedder("ollama")

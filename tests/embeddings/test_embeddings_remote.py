@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import time
+from typing import Any
 
 import httpx
 import numpy as np
@@ -110,7 +111,9 @@ def test_empty_document_list_makes_no_request() -> None:
 def test_openai_base64_embeddings_are_decoded() -> None:
     embedder = OpenAIEmbedder(base_url="http://127.0.0.1:9")
     vector = np.array([3.0, 4.0], dtype="<f4")
-    answer = {"data": [{"index": 0, "embedding": base64.b64encode(vector.tobytes()).decode()}]}
+    answer = {
+        "data": [{"index": 0, "embedding": base64.b64encode(vector.tobytes()).decode()}]
+    }
     np.testing.assert_allclose(embedder._parse(answer, 1), [[3.0, 4.0]])
 
 
@@ -175,7 +178,9 @@ def test_timeout_is_unavailable_within_the_configured_timeout() -> None:
 
 def test_timeout_retries_are_bounded() -> None:
     with WireServer(dimension=DIM, delay=5.0) as srv:
-        embedder = OpenAIEmbedder(base_url=srv.url, timeout=0.3, retries=1, backoff=0.05)
+        embedder = OpenAIEmbedder(
+            base_url=srv.url, timeout=0.3, retries=1, backoff=0.05
+        )
         start = time.monotonic()
         with pytest.raises(ProviderUnavailableError, match="2 attempts"):
             embedder.embed_query("slow")
@@ -213,7 +218,9 @@ def test_wrong_dimension_after_the_first_answer(cls: type) -> None:
         embedder = cls(base_url=srv.url)
         embedder.embed_documents(["a"])
         srv.wrong_dimension = True
-        with pytest.raises(ProviderResponseError, match=f"{DIM + 1}-d vectors, expected {DIM}-d"):
+        with pytest.raises(
+            ProviderResponseError, match=f"{DIM + 1}-d vectors, expected {DIM}-d"
+        ):
             embedder.embed_documents(["b"])
 
 
@@ -225,13 +232,20 @@ def test_wrong_dimension_against_requested_dimensions() -> None:
 
 
 def test_wrong_count_and_ragged_answers() -> None:
-    with WireServer(dimension=DIM, embed=lambda texts: [[1.0, 0.0]]) as srv:
+    def short(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0]]
+
+    def ragged(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0], [1.0, 0.0, 0.0]]
+
+    with WireServer(dimension=DIM, embed=short) as srv:
+        embedder = OllamaEmbedder(base_url=srv.url)
         with pytest.raises(ProviderResponseError, match="1 embeddings for 2 texts"):
-            OllamaEmbedder(base_url=srv.url).embed_documents(["a", "b"])
-    ragged = lambda texts: [[1.0, 0.0], [1.0, 0.0, 0.0]]  # noqa: E731
+            embedder.embed_documents(["a", "b"])
     with WireServer(dimension=DIM, embed=ragged) as srv:
+        openai = OpenAIEmbedder(base_url=srv.url)
         with pytest.raises(ProviderResponseError, match="different dimensions"):
-            OpenAIEmbedder(base_url=srv.url).embed_documents(["a", "b"])
+            openai.embed_documents(["a", "b"])
 
 
 def test_wrong_shape_answers() -> None:
@@ -264,27 +278,46 @@ def test_settings_are_validated() -> None:
 
 
 def test_wire_server_chat_formats() -> None:
-    reply = lambda messages: f"{len(messages)} messages"  # noqa: E731
+    def reply(messages: list[dict[str, Any]]) -> str:
+        return f"{len(messages)} messages"
+
     with WireServer(chat=reply, model="m") as srv:
-        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
+        messages = [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hi"},
+        ]
         ollama = httpx.post(
-            srv.url + "/api/chat", json={"model": "llama", "messages": messages, "stream": False}
+            srv.url + "/api/chat",
+            json={"model": "llama", "messages": messages, "stream": False},
         ).json()
         assert ollama["model"] == "llama" and ollama["done"] is True
         assert ollama["message"] == {"role": "assistant", "content": "2 messages"}
 
-        stream = httpx.post(srv.url + "/api/chat", json={"model": "llama", "messages": messages})
-        chunks = [httpx.Response(200, content=line).json() for line in stream.text.splitlines()]
+        stream = httpx.post(
+            srv.url + "/api/chat", json={"model": "llama", "messages": messages}
+        )
+        chunks = [
+            httpx.Response(200, content=line).json()
+            for line in stream.text.splitlines()
+        ]
         assert "".join(c["message"]["content"] for c in chunks) == "2 messages"
         assert chunks[-1]["done"] is True and not chunks[0]["done"]
 
         openai = httpx.post(
-            srv.url + "/v1/chat/completions", json={"model": "gpt", "messages": messages}
+            srv.url + "/v1/chat/completions",
+            json={"model": "gpt", "messages": messages},
         ).json()
         assert openai["object"] == "chat.completion"
-        assert openai["choices"][0]["message"] == {"role": "assistant", "content": "2 messages"}
+        assert openai["choices"][0]["message"] == {
+            "role": "assistant",
+            "content": "2 messages",
+        }
         assert openai["choices"][0]["finish_reason"] == "stop"
-        assert set(openai["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+        assert set(openai["usage"]) == {
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+        }
 
         sse = httpx.post(
             srv.url + "/v1/chat/completions",
@@ -302,7 +335,9 @@ def test_wire_server_default_chat_echoes_and_unknown_route_is_404() -> None:
         ).json()
         assert answer["choices"][0]["message"]["content"] == "echo: ping"
         assert httpx.post(srv.url + "/nope", json={}).status_code == 404
-        assert httpx.post(srv.url + "/v1/embeddings", json={"input": 3}).status_code == 400
+        assert (
+            httpx.post(srv.url + "/v1/embeddings", json={"input": 3}).status_code == 400
+        )
         assert httpx.get(srv.url + "/health").json() == {"status": "ok"}
 
 

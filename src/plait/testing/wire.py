@@ -40,13 +40,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 from plait.embeddings.fake import FakeEmbedder
 
-__all__ = ["EmbedFn", "ChatFn", "RecordedRequest", "WireServer", "closed_port"]
+__all__ = ["ChatFn", "EmbedFn", "RecordedRequest", "WireServer", "closed_port"]
 
 #: texts -> one vector per text (any float sequence; ragged answers are allowed on purpose).
 EmbedFn = Callable[[list[str]], Sequence[Sequence[float]]]
@@ -90,12 +90,14 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection; streams end on close
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
     # -- plumbing --------------------------------------------------------------
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str = "application/json"
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -111,7 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         if self.path.startswith("/v1/"):
             kind = "server_error" if status >= 500 else "invalid_request_error"
-            self._json(status, {"error": {"message": message, "type": kind, "code": None}})
+            self._json(
+                status, {"error": {"message": message, "type": kind, "code": None}}
+            )
         else:
             self._json(status, {"error": message})
 
@@ -125,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- dispatch --------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         wire = self.server.wire
         wire._record("GET", self.path, None, dict(self.headers))
         if self.path in ("/", "/health"):
@@ -133,11 +137,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/api/tags":
             self._json(200, {"models": [{"name": wire.model, "model": wire.model}]})
         elif self.path == "/v1/models":
-            self._json(200, {"object": "list", "data": [{"id": wire.model, "object": "model"}]})
+            self._json(
+                200, {"object": "list", "data": [{"id": wire.model, "object": "model"}]}
+            )
         else:
             self._error(404, f"no route for GET {self.path}")
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+    def do_POST(self) -> None:
         wire = self.server.wire
         raw, body = self._read_body()
         number = wire._record("POST", self.path, body, dict(self.headers))
@@ -169,6 +175,8 @@ class _Handler(BaseHTTPRequestHandler):
             route(body)
         except (TypeError, ValueError, KeyError) as exc:
             self._error(400, f"bad request: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a scripted function failed: answer, never hang
+            self._error(500, f"server error: {type(exc).__name__}: {exc}")
 
     # -- embeddings ------------------------------------------------------------
 
@@ -198,7 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _openai_embed(self, body: dict[str, Any]) -> None:
         texts = self._inputs(body)
         dimensions = body.get("dimensions")
-        if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 1):
+        if dimensions is not None and (
+            not isinstance(dimensions, int) or dimensions < 1
+        ):
             raise ValueError("'dimensions' must be a positive integer")
         vectors = self.server.wire._vectors(texts, dimensions)
         as_base64 = body.get("encoding_format") == "base64"
@@ -206,7 +216,9 @@ class _Handler(BaseHTTPRequestHandler):
         for index, vector in enumerate(vectors):
             embedding: Any = vector
             if as_base64:
-                embedding = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+                embedding = base64.b64encode(
+                    np.asarray(vector, dtype="<f4").tobytes()
+                ).decode()
             data.append({"object": "embedding", "index": index, "embedding": embedding})
         if self.server.wire.shuffle:
             data.reverse()
@@ -226,7 +238,9 @@ class _Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         messages = body.get("messages")
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        if not isinstance(messages, list) or not all(
+            isinstance(m, dict) for m in messages
+        ):
             raise ValueError("'messages' must be a list of objects")
         return messages
 
@@ -257,8 +271,12 @@ class _Handler(BaseHTTPRequestHandler):
                 "done": False,
             }
             lines.append(json.dumps(chunk))
-        lines.append(json.dumps({**final, "message": {"role": "assistant", "content": ""}}))
-        self._send(200, ("\n".join(lines) + "\n").encode("utf-8"), "application/x-ndjson")
+        lines.append(
+            json.dumps({**final, "message": {"role": "assistant", "content": ""}})
+        )
+        self._send(
+            200, ("\n".join(lines) + "\n").encode("utf-8"), "application/x-ndjson"
+        )
 
     def _openai_chat(self, body: dict[str, Any]) -> None:
         wire = self.server.wire
@@ -281,7 +299,9 @@ class _Handler(BaseHTTPRequestHandler):
                         "object": "chat.completion.chunk",
                         "created": created,
                         "model": model,
-                        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                        "choices": [
+                            {"index": 0, "delta": delta, "finish_reason": None}
+                        ],
                     }
                 )
             events.append(
@@ -293,7 +313,10 @@ class _Handler(BaseHTTPRequestHandler):
                     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
                 }
             )
-            text = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+            text = (
+                "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+                + "data: [DONE]\n\n"
+            )
             self._send(200, text.encode("utf-8"), "text/event-stream")
             return
         self._json(
@@ -367,7 +390,7 @@ class WireServer:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self) -> WireServer:
+    def start(self) -> Self:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
         if self._server is not None:
             return self
@@ -376,7 +399,9 @@ class WireServer:
         server.wire = self
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
             name=f"wire-server-{self.port}",
         )
         self._thread.start()
@@ -393,8 +418,9 @@ class WireServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> WireServer:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(
         self,
@@ -418,7 +444,9 @@ class WireServer:
 
     # -- records -------------------------------------------------------------------
 
-    def _record(self, method: str, path: str, body: Any, headers: dict[str, str]) -> int:
+    def _record(
+        self, method: str, path: str, body: Any, headers: dict[str, str]
+    ) -> int:
         """Store one request; return its 1-based number among all requests."""
         with self._lock:
             self.requests.append(RecordedRequest(method, path, body, headers))
@@ -440,7 +468,9 @@ class WireServer:
         with self._lock:
             fake = self._fakes.get(dim)
             if fake is None:
-                fake = self._fakes[dim] = FakeEmbedder(dimension=dim, model=f"hash-{dim}")
+                fake = self._fakes[dim] = FakeEmbedder(
+                    dimension=dim, model=f"hash-{dim}"
+                )
             return fake
 
     def _vectors(self, texts: list[str], dimensions: int | None) -> list[list[float]]:
