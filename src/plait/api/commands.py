@@ -70,6 +70,9 @@ def serve(
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
+    max_in_flight: Annotated[
+        int, typer.Option("--max-in-flight", help="Concurrent requests before the rest get a quick 503.")
+    ] = 64,
     debug: DebugOpt = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs) and the search & debug page at /."""
@@ -90,7 +93,13 @@ def serve(
     with _engine(store, embedder) as engine:
         key_store = None if no_auth else _run(debug, lambda: _key_store(keys, store))
         fastapi_app = _run(
-            debug, lambda: create_app(engine, auth=not no_auth, keys=key_store, default_collection=name)
+            debug, lambda: create_app(
+                engine,
+                auth=not no_auth,
+                keys=key_store,
+                default_collection=name,
+                max_in_flight=max_in_flight,
+            )
         )
         import uvicorn
 
@@ -186,22 +195,52 @@ def mcp(
     no_reindex: Annotated[
         bool, typer.Option("--no-reindex", help="Leave the reindex tool out (read-only agents).")
     ] = False,
+    transport: Annotated[
+        str, typer.Option("--transport", help="stdio | streamable-http")
+    ] = "stdio",
+    host: Annotated[
+        str, typer.Option(help="Address to bind with streamable-http (loopback only: no auth).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind with streamable-http.")] = 8001,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Serve MCP tools (collections, search, coverage, reindex) over stdio for agents."""
+    """Serve MCP tools (collections, search, explain, ask, faq_list, coverage, reindex) for
+    agents, over stdio or streamable HTTP (endpoint http://HOST:PORT/mcp)."""
     from plait.api.mcp import create_mcp_server
-    from plait.cli import _collection, _engine, _run
+    from plait.cli import _collection, _engine, _run, err
 
+    if transport not in _MCP_TRANSPORTS:
+        allowed = ", ".join(_MCP_TRANSPORTS)
+        err.print(f"[red]error:[/red] --transport {transport!r} is not one of: {allowed}", highlight=False)
+        raise typer.Exit(1)
+    if transport == "streamable-http":
+        if not is_loopback(host):
+            err.print(
+                f"[red]error:[/red] the MCP HTTP transport has no API keys, so it only binds to "
+                f"loopback (127.0.0.1, ::1, localhost), not {host!r}",
+                highlight=False,
+            )
+            raise typer.Exit(1)
+        if not 0 < port < 65536:
+            err.print(f"[red]error:[/red] --port {port} is not in 1..65535", highlight=False)
+            raise typer.Exit(1)
     name = _collection(collection)
     with _engine(store, embedder) as engine:
         server = _run(
             debug,
             lambda: create_mcp_server(engine, default_collection=name, allow_reindex=not no_reindex),
         )
-        server.run("stdio")
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            err.print(f"plait MCP on http://{host}:{port}/mcp (streamable HTTP)", highlight=False)
+            server.run("streamable-http", host=host, port=port)
+
+
+_MCP_TRANSPORTS = ("stdio", "streamable-http")
 
 
 def register(app: typer.Typer) -> None:

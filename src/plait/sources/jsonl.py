@@ -47,6 +47,11 @@ class JsonlSource:
                 except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                     scan.skipped.append(SkippedSource(path=where, reason=f"malformed line: {exc}"))
                     continue
+                except RecursionError:
+                    scan.skipped.append(
+                        SkippedSource(path=where, reason="malformed line: JSON nested too deeply")
+                    )
+                    continue
                 if not isinstance(record, dict):
                     scan.skipped.append(SkippedSource(path=where, reason="line is not a JSON object"))
                     continue

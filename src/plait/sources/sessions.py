@@ -118,6 +118,8 @@ class SessionSource:
             return bad(f"malformed line: not valid UTF-8 (byte {exc.start})")
         except json.JSONDecodeError as exc:
             return bad(f"malformed line: {exc}")
+        except RecursionError:
+            return bad("malformed line: JSON nested too deeply")
         if not isinstance(event, dict):
             return bad("malformed line: not a JSON object")
         missing = [k for k in ("id", "sessionId", "type") if not isinstance(event.get(k), str) or not event[k]]
