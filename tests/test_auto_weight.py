@@ -66,7 +66,7 @@ def test_request_accepts_a_number_or_auto_only() -> None:
 
 def test_search_auto_echoes_the_weight_used_and_fuses_with_it(engine: Plait) -> None:
     engine.index_documents(documents(ARTICLE_DOCS))
-    result = engine.search("ERR-4012 session", k=5, lexical_weight="auto")
+    result = engine.search("ERR-4012 session", k=5, lexical_weight="auto", fusion="rrf")
     data = to_json(result)["fusion"]
     assert data["lexicalWeight"] == 0.7 and data["lexicalWeightMode"] == "auto"
     assert data["lexicalWeightReason"] == "identifier-like tokens (ERR-4012): auto identifier weight 0.7"

@@ -36,7 +36,9 @@ def test_search_json_is_the_api_model(store: str) -> None:
     assert top["match"] == "both"
     lexical_first = next(h for h in data["hits"] if h["ranks"]["lexical"] == 1)
     assert any("ERR-4012" in part for part in lexical_first["origin"]["headingPath"])
-    assert data["fusion"]["method"] == "rrf" and data["fusion"]["rrfK"] == 60
+    # the default fusion is adaptive: the echo names the dense weight it used and why
+    assert data["fusion"]["method"] == "adaptive" and 0.0 <= data["fusion"]["denseWeightUsed"] <= 1.0
+    assert data["fusion"]["fusionReason"]
 
 
 def test_scopes_from_paths(store: str) -> None:

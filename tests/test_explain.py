@@ -57,8 +57,8 @@ def test_fusion_worked_lexical_rescues_an_identifier(tmp_path: Path) -> None:
     overrides = {query: angle(0), "ERR-4012 rejects the cart": angle(90)}
     overrides |= {text: angle(10 + i) for i, text in enumerate(fillers.values())}  # cos 0.98 … 0.77
     with engine_with(tmp_path, docs, overrides) as engine:
-        result = engine.explain(query, doc="target", k=3)
-        hits = engine.search(query, k=3).hits
+        result = engine.explain(query, doc="target", k=3, fusion="rrf")
+        hits = engine.search(query, k=3, fusion="rrf").hits
     assert (result.lexical.rank, result.dense.rank, result.fusion.rank) == (1, 11, 1)
     assert result.fusion.score == pytest.approx(1 / 61 + 1 / 71)
     assert result.fusion.score_normalised == pytest.approx((1 / 61 + 1 / 71) / (2 / 61), abs=1e-6)
@@ -79,7 +79,7 @@ def test_lexical_miss_names_the_split_identifier(tmp_path: Path) -> None:
     docs = {"target": "ERR 4012 rejects the basket", "other": "inventory is stale for a cart"}
     overrides = {query: angle(0), docs["target"]: angle(5), docs["other"]: angle(60)}
     with engine_with(tmp_path, docs, overrides) as engine:
-        result = engine.explain(query, doc="target", k=2)
+        result = engine.explain(query, doc="target", k=2, fusion="rrf")
     assert (result.lexical.rank, result.dense.rank) == (None, 1)
     assert result.lexical.candidates == 1  # only "other" matches ("cart")
     # other: lexical 1 + dense 2 = 1/61 + 1/62; target: dense 1 only = 1/61

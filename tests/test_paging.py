@@ -60,7 +60,7 @@ def test_offset_past_the_end_and_bounds(engine: Plait) -> None:
 
 def test_score_normalised(engine: Plait) -> None:
     engine.index_documents(documents(ARTICLE_DOCS))
-    result = engine.search("ERR-4012", k=5)
+    result = engine.search("ERR-4012", k=5, fusion="rrf")
     for hit in result.hits:
         assert hit.score_normalised == pytest.approx(hit.score / (2 / 61), abs=1e-6)
         assert 0.0 < hit.score_normalised <= 1.0
@@ -72,14 +72,18 @@ def test_score_normalised(engine: Plait) -> None:
 def test_score_normalised_lexical_only(tmp_path) -> None:
     with Plait(str(tmp_path / "p.db"), embedder="none") as engine:
         engine.index_documents(documents(ARTICLE_DOCS))
-        (hit,) = engine.search("ERR-4012", k=1).hits
+        (hit,) = engine.search("ERR-4012", k=1, fusion="rrf").hits
     assert hit.ranks.lexical == 1 and hit.score == pytest.approx(1 / 61)
     assert hit.score_normalised == 1.0  # rank 1 in the only arm that ran
 
 
 def test_max_fused_score() -> None:
-    assert max_fused_score(FusionSettings()) == pytest.approx(2 / 61)
-    assert max_fused_score(FusionSettings(lexical_weight=0.7), dense=False) == pytest.approx(1.4 / 61)
-    assert max_fused_score(FusionSettings(rrf_k=10, lexical_weight=1.0)) == pytest.approx(2 / 11)
+    rrf = FusionMethod.RRF
+    assert max_fused_score(FusionSettings(method=rrf)) == pytest.approx(2 / 61)
+    assert max_fused_score(FusionSettings(method=rrf, lexical_weight=0.7), dense=False) == pytest.approx(1.4 / 61)
+    assert max_fused_score(FusionSettings(method=rrf, rrf_k=10, lexical_weight=1.0)) == pytest.approx(2 / 11)
     assert max_fused_score(FusionSettings(method=FusionMethod.WEIGHTED)) == pytest.approx(1.0)
-    assert max_fused_score(FusionSettings(lexical_weight=1.0), lexical=False) is None
+    assert max_fused_score(FusionSettings(method=rrf, lexical_weight=1.0), lexical=False) is None
+    # the default (adaptive, min-max normalised): weights 0.6 lexical / 0.4 dense before resolving
+    assert max_fused_score(FusionSettings()) == pytest.approx(1.0)
+    assert max_fused_score(FusionSettings(), dense=False) == pytest.approx(0.6)

@@ -66,9 +66,9 @@ def test_fusion_rescues_identifier_beyond_the_dense_cut(tmp_path: Path) -> None:
     embedder = FakeEmbedder(dimension=16, overrides=overrides)
     with Plait(str(tmp_path / "p.db"), embedder=embedder) as engine:
         engine.index_documents(documents(docs))
-        dense_only = engine.search(query, k=5, lexical_weight=0.0)
+        dense_only = engine.search(query, k=5, lexical_weight=0.0, fusion="rrf")
         assert "target" not in [doc_of(h) for h in dense_only.hits]
-        result = engine.search(query, k=5)
+        result = engine.search(query, k=5, fusion="rrf")
         hit = next(h for h in result.hits if doc_of(h) == "target")
         assert hit.ranks.lexical == 1
         assert hit.ranks.dense == 21

@@ -59,7 +59,7 @@ from plait.explain_models import (
     TermMatch,
     diagnose,
 )
-from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, tiered
+from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, resolve_fusion, tiered
 from plait.ingest import index_text
 from plait.rerank.base import complete_order
 from plait.search import SearchRequest, SearchService, _validated
@@ -359,6 +359,7 @@ def explain(
     # fusion, exactly as search does it ------------------------------------------------------
     need = req.offset + req.k
     depth = fetch_depth(settings.overfetch, need)
+    settings = resolve_fusion(settings, lexical[:depth], dense[:depth])
     fused = tiered(FUSERS[settings.method], settings, lexical[:depth], dense[:depth], need=need)
     fused_pos: dict[str, tuple[int, Fused]] = {f.chunk_id: (n, f) for n, f in enumerate(fused, start=1)}
     best_score = max_fused_score(settings, lexical=True, dense=vector is not None)

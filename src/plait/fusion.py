@@ -11,6 +11,12 @@ by name from :data:`FUSERS`.
   where ``lexical_norm`` is the BM25 score divided by the best BM25 score of the
   query (so 1.0 for the top lexical hit), with hits under the threshold (0.2) dropped.
 
+* :func:`linear` — ``minmax`` / ``dbsf``: each arm's scores normalised to 0..1 and
+  summed with weights ``1 − dense_weight`` / ``dense_weight``; ``adaptive`` (the
+  default) is ``minmax`` with the dense weight chosen per query by
+  :func:`plait.fusion_adaptive.adaptive_weight`. :func:`resolve_fusion` fixes that
+  weight (and the sentence saying why) once per query, on the over-fetch cut.
+
 Ties are broken by the better single-arm rank, then by chunk id, so the order is
 deterministic for a given index state.
 """
@@ -20,9 +26,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from plait.fusion_adaptive import (
+    adaptive_weight,
+    dbsf_normalise,
+    linear_scores,
+    minmax_normalise,
+)
 from plait.types import FusionMethod, FusionSettings
 
-__all__ = ["FUSERS", "Fused", "arm_weights", "fetch_depth", "max_fused_score", "rrf", "tiered", "weighted"]
+__all__ = [
+    "FUSERS",
+    "Fused",
+    "arm_weights",
+    "fetch_depth",
+    "linear",
+    "max_fused_score",
+    "resolve_fusion",
+    "rrf",
+    "tiered",
+    "weighted",
+]
 
 Ranked = Sequence[tuple[str, float]]
 
@@ -126,6 +149,49 @@ def weighted(
     return _assemble(scores, lex_pos, dense_pos)
 
 
+_NORMALISERS = {"minmax": minmax_normalise, "dbsf": dbsf_normalise}
+
+
+def linear(lexical: Ranked, dense: Ranked, *, dense_weight: float = 0.5, norm: str = "minmax") -> list[Fused]:
+    """Each arm's scores normalised (``minmax`` or ``dbsf``), summed with weights
+    ``1 − dense_weight`` and ``dense_weight`` (see :mod:`plait.fusion_adaptive`).
+
+    >>> [(f.chunk_id, round(f.score, 3)) for f in linear([("a", 4.0), ("b", 2.0)], [("b", 0.9), ("c", 0.5)])]
+    [('a', 0.5), ('b', 0.5), ('c', 0.0)]
+    """
+    normalise = _NORMALISERS[norm]
+    lex_pos, dense_pos = _positions(lexical), _positions(dense)
+    scores = linear_scores(normalise(lexical), normalise(dense), dense_weight=dense_weight)
+    return _assemble(scores, lex_pos, dense_pos)
+
+
+def resolve_fusion(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> FusionSettings:
+    """``settings`` with ``dense_weight_used`` and ``fusion_reason`` filled in for one query.
+
+    Call it with the arms cut at the over-fetch depth (tier 0): the weight is then fixed
+    for every deeper tier, so pages stay consistent. RRF and weighted are unchanged.
+    """
+    if settings.method in (FusionMethod.RRF, FusionMethod.WEIGHTED) or settings.dense_weight_used is not None:
+        return settings
+    cut_l, cut_d = lexical[: settings.overfetch], dense[: settings.overfetch]
+    if settings.method == FusionMethod.ADAPTIVE:
+        decision = adaptive_weight(cut_l, cut_d, base=settings.dense_weight)
+        used, reason = decision.dense_weight, decision.reason
+    elif not cut_d:
+        used, reason = 0.0, "dense arm returned nothing: lexical only"
+    else:
+        used = settings.dense_weight
+        reason = f"{settings.method.value}: fixed dense weight {used:g} (lexical {1 - used:g})"
+    return settings.model_copy(update={"dense_weight_used": used, "fusion_reason": reason})
+
+
+def _linear_from(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> list[Fused]:
+    resolved = resolve_fusion(settings, lexical, dense)
+    norm = "dbsf" if settings.method == FusionMethod.DBSF else "minmax"
+    weight = resolved.dense_weight_used if resolved.dense_weight_used is not None else settings.dense_weight
+    return linear(lexical, dense, dense_weight=weight, norm=norm)
+
+
 def _rrf_from(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> list[Fused]:
     return rrf(lexical, dense, k=settings.rrf_k, lexical_weight=settings.lexical_weight)
 
@@ -143,6 +209,9 @@ def _weighted_from(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> 
 FUSERS: dict[FusionMethod, Callable[[FusionSettings, Ranked, Ranked], list[Fused]]] = {
     FusionMethod.RRF: _rrf_from,
     FusionMethod.WEIGHTED: _weighted_from,
+    FusionMethod.MINMAX: _linear_from,
+    FusionMethod.DBSF: _linear_from,
+    FusionMethod.ADAPTIVE: _linear_from,
 }
 
 
@@ -151,14 +220,21 @@ def max_fused_score(settings: FusionSettings, *, lexical: bool = True, dense: bo
 
     RRF: ``w_lex / (k + 1) + w_dense / (k + 1)`` (rank 1 in every arm that ran).
     Weighted: ``vector_weight + lexical_score_weight`` (cosine 1, the best BM25 score).
+    minmax / dbsf / adaptive: the weights of the arms that ran (normalised scores ≤ 1),
+    with the dense weight actually used (``dense_weight_used``) when resolved.
 
-    >>> round(max_fused_score(FusionSettings()), 6)  # 1/61 + 1/61
+    >>> round(max_fused_score(FusionSettings(method=FusionMethod.RRF)), 6)  # 1/61 + 1/61
     0.032787
+    >>> max_fused_score(FusionSettings(), dense=False)  # adaptive, dense weight 0.4 unresolved
+    0.6
     """
     if settings.method == FusionMethod.RRF:
         w_lex, w_dense = arm_weights(settings.lexical_weight)
         top = (w_lex if lexical else 0.0) + (w_dense if dense else 0.0)
         best = top / (settings.rrf_k + 1)
+    elif settings.method in (FusionMethod.MINMAX, FusionMethod.DBSF, FusionMethod.ADAPTIVE):
+        w = settings.dense_weight_used if settings.dense_weight_used is not None else settings.dense_weight
+        best = ((1.0 - w) if lexical else 0.0) + (w if dense else 0.0)
     else:
         best = (settings.lexical_score_weight if lexical else 0.0) + (
             settings.vector_weight if dense else 0.0

@@ -29,7 +29,7 @@ from plait.analysis import STOPWORDS, analyse_query
 from plait.autoweight import resolve_weight
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, ProviderError, ValidationError
-from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, tiered
+from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, resolve_fusion, tiered
 from plait.rerank.base import Reranker, complete_order
 from plait.stores.base import Filters, Store
 from plait.types import (
@@ -231,6 +231,7 @@ class SearchService:
             timings["dense"] = _ms(t)
 
         t = time.perf_counter()
+        settings = resolve_fusion(settings, lexical, dense)
         fused = tiered(FUSERS[settings.method], settings, lexical, dense, need=need)
         timings["fuse"] = _ms(t)
         best = max_fused_score(settings, lexical=True, dense=vector is not None)

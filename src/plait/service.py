@@ -30,6 +30,7 @@ from plait.types import CollectionInfo, EmbeddingReport, IndexReport, SearchResu
 
 if TYPE_CHECKING:
     from plait.ask import AskRequest, AskResult
+    from plait.calibration import Calibration
     from plait.coverage import CoverageReport
     from plait.explain import ExplainResult
     from plait.refinery import Refinery
@@ -265,6 +266,33 @@ class Plait:
             embedding=EmbeddingReport(available=True),
             complete=True,
         )
+
+    def calibrate(
+        self, *, collection: str = "default", samples: int = 200, save: bool = True
+    ) -> Calibration:
+        """Choose the collection's dense weight on pseudo-queries drawn from its own chunks.
+
+        No relevance labels are read (see :mod:`plait.calibration`). With ``save`` the
+        weight goes into the collection's fusion settings (``denseWeight``, used by the
+        ``minmax``, ``dbsf`` and ``adaptive`` fusions) and the figures under
+        ``calibration``.
+        """
+        from plait.calibration import calibrate
+        from plait.errors import ConfigError
+        from plait.types import to_json
+
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        embedder, _ = self.embedder_for(collection)
+        if embedder is None:
+            raise ConfigError(f"collection {collection!r}: calibration needs an embedder (got 'none')")
+        check_model(self.store, collection, embedder)
+        result = calibrate(self.store, collection, embedder, samples=samples)
+        if save:
+            fusion = dict(self.store.get_settings(collection).get("fusion", {}))
+            fusion["denseWeight"] = result.dense_weight
+            self.store.update_settings(collection, {"fusion": fusion, "calibration": to_json(result)})
+        return result
 
     def coverage(self, *, collection: str = "default") -> CoverageReport:
         """Per scope: sources present against sources with chunks, vectors, model, last index."""

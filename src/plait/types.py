@@ -105,6 +105,9 @@ class FusionMethod(StrEnum):
 
     RRF = "rrf"
     WEIGHTED = "weighted"
+    MINMAX = "minmax"
+    DBSF = "dbsf"
+    ADAPTIVE = "adaptive"
 
 
 class LexicalWeightMode(StrEnum):
@@ -128,9 +131,16 @@ class FusionSettings(Model):
     ``auto_identifier_weight`` for queries with identifier-like tokens and
     ``auto_default_weight`` otherwise; the response then echoes the weight used in
     ``lexical_weight`` and why in ``lexical_weight_reason``.
+
+    ``minmax`` and ``dbsf`` (see :mod:`plait.fusion_adaptive`) normalise each arm's
+    scores to 0..1 (min–max; mean ± 3σ) and add them as ``(1 − dense_weight) ·
+    lexical + dense_weight · dense``. ``adaptive`` is ``minmax`` with the dense weight
+    chosen per query from each arm's confidence around ``dense_weight``. The response
+    echoes the weight actually used in ``dense_weight_used`` and why in
+    ``fusion_reason`` (None for rrf / weighted).
     """
 
-    method: FusionMethod = FusionMethod.RRF
+    method: FusionMethod = FusionMethod.ADAPTIVE
     rrf_k: int = Field(default=60, ge=1, le=10_000)
     lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     overfetch: int = Field(default=50, ge=1, le=10_000)
@@ -141,6 +151,9 @@ class FusionSettings(Model):
     auto_identifier_weight: float = Field(default=0.7, ge=0.0, le=1.0)
     auto_default_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     lexical_weight_reason: str | None = None
+    dense_weight: float = Field(default=0.4, ge=0.0, le=1.0)
+    dense_weight_used: float | None = None
+    fusion_reason: str | None = None
 
 
 class Ranks(Model):

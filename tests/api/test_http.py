@@ -54,10 +54,10 @@ def test_health_needs_no_key(served: Served) -> None:
 
 
 def test_search_returns_the_library_model_in_camel_case(served: Served, admin: httpx.Client) -> None:
-    response = _search(admin, "a", {"query": "ERR-4012", "k": 3, "lexicalWeight": 0.5})
+    response = _search(admin, "a", {"query": "ERR-4012", "k": 3, "lexicalWeight": 0.5, "fusion": "rrf"})
     assert response.status_code == 200
     data = response.json()
-    expected = to_json(served.engine.search("ERR-4012", collection="a", k=3, lexical_weight=0.5))
+    expected = to_json(served.engine.search("ERR-4012", collection="a", k=3, lexical_weight=0.5, fusion="rrf"))
     data.pop("timingsMs"), expected.pop("timingsMs")
     assert data == expected
     top = data["hits"][0]
@@ -97,7 +97,7 @@ LONG = "x" * 5000
         ({"query": LONG}, ["query", "5000", "4096"]),
         ({"query": "a", "k": 0}, ["k", "greater than or equal to 1", "got 0"]),
         ({"query": "a", "k": 201}, ["k", "less than or equal to 200"]),
-        ({"query": "a", "fusion": "max"}, ["fusion", "'rrf' or 'weighted'"]),
+        ({"query": "a", "fusion": "max"}, ["fusion", "'rrf', 'weighted', 'minmax', 'dbsf' or 'adaptive'"]),
         ({"query": "a", "lexicalWeight": 1.5}, ["lexicalWeight", "less than or equal to 1"]),
         ({"query": "a", "bogus": 1}, ["bogus", "Extra inputs"]),
         ({"k": 3}, ["query", "Field required"]),

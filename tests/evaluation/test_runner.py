@@ -82,7 +82,7 @@ def test_documents_rank_by_their_best_chunk() -> None:
 
 def test_bad_arguments_name_the_allowed_values(tiny_beir: Path) -> None:
     with prepared(tiny_beir, embedder="none") as ready:
-        with pytest.raises(ConfigError, match="allowed: bm25, vector, rrf, weighted, rrf\\+rerank"):
+        with pytest.raises(ConfigError, match="allowed: bm25, vector, rrf, weighted, minmax, dbsf, adaptive, rrf\\+rerank"):
             evaluate(ready.dataset, store=ready.store, collection=ready.collection, embedder=None,
                      strategies=["bm42"])
         with pytest.raises(ConfigError, match="depth must be between 1 and 1000, got 0"):

@@ -74,7 +74,9 @@ def test_grid_starts_with_the_defaults_and_has_no_duplicates() -> None:
     grid = candidate_grid()
     assert grid[0] == FusionSettings()
     assert len({g.model_dump_json() for g in grid}) == len(grid)
-    assert {g.method for g in grid} == {FusionMethod.RRF, FusionMethod.WEIGHTED}
+    # the default (adaptive) first, then the RRF and weighted grids
+    assert grid[0].method == FusionMethod.ADAPTIVE
+    assert {g.method for g in grid[1:]} == {FusionMethod.RRF, FusionMethod.WEIGHTED}
     assert {g.overfetch for g in grid} == {20, 50, 100, 200}
 
 

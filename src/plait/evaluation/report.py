@@ -31,6 +31,9 @@ def describe(s: FusionSettings) -> str:
     """Fusion settings in one line, naming only the fields the method uses."""
     if s.method.value == "rrf":
         return f"rrf k={s.rrf_k} lexical_weight={s.lexical_weight} overfetch={s.overfetch}"
+    if s.method.value in ("minmax", "dbsf", "adaptive"):
+        per_query = " (per query)" if s.method.value == "adaptive" else ""
+        return f"{s.method.value} dense_weight={s.dense_weight}{per_query} overfetch={s.overfetch}"
     return (
         f"weighted vector={s.vector_weight} lexical={s.lexical_score_weight} "
         f"threshold={s.threshold} overfetch={s.overfetch}"

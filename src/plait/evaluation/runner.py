@@ -17,6 +17,9 @@ The strategies are built from those two lists:
 ``rrf``         the collection's fusion settings (RRF, k=60, lexical_weight 0.5 by
                 default) — the default hybrid
 ``weighted``    the same settings with ``method=weighted`` (ADR 0080's 0.6/0.4/0.2)
+``minmax``      min-max normalised linear fusion (``dense_weight``, default 0.5)
+``dbsf``        distribution-based (mean ± 3σ) normalised linear fusion
+``adaptive``    ``minmax`` with the dense weight chosen per query (label-free)
 ``rrf+rerank``  ``rrf``, then the fused top ``k_overfetch`` chunks reranked by
                 :mod:`plait.rerank` (unavailable, with the reason, if none is configured)
 ==============  ===================================================================
@@ -68,12 +71,22 @@ __all__ = [
 ]
 
 DEFAULT_DEPTH = 100
-STRATEGIES: tuple[str, ...] = ("bm25", "vector", "rrf", "weighted", "rrf+rerank")
+STRATEGIES: tuple[str, ...] = (
+    "bm25", "vector", "rrf", "weighted", "minmax", "dbsf", "adaptive", "rrf+rerank"
+)
+#: Strategies that are one fusion method of the collection's settings.
+FUSED_STRATEGIES: dict[str, FusionMethod] = {
+    "rrf": FusionMethod.RRF,
+    "weighted": FusionMethod.WEIGHTED,
+    "minmax": FusionMethod.MINMAX,
+    "dbsf": FusionMethod.DBSF,
+    "adaptive": FusionMethod.ADAPTIVE,
+}
 SLICE_RULE = (
     "identifier if any whitespace-separated raw token of the query is an identifier by "
     "plait.analysis.is_identifier (a digit, an internal - _ or ., or camelCase), else natural"
 )
-_DENSE = frozenset({"vector", "rrf", "weighted", "rrf+rerank"})
+_DENSE = frozenset({"vector", "rrf+rerank", *FUSED_STRATEGIES})
 RerankerFactory = Callable[[], Any]
 
 Ranked = list[tuple[str, float]]
@@ -230,7 +243,7 @@ def _strategy_chunks(
     dense = arms.dense or {}
     if name == "vector":
         return {q: [c for c, _ in r] for q, r in dense.items()}, None
-    method = FusionMethod.WEIGHTED if name == "weighted" else FusionMethod.RRF
+    method = FUSED_STRATEGIES[name]
     settings = base.model_copy(update={"method": method, "overfetch": max(base.overfetch, depth)})
     return {q: fused_chunk_ids(settings, arms.lexical[q], dense.get(q, [])) for q in arms.lexical}, settings
 
@@ -334,7 +347,7 @@ def evaluate(
         )
     comparisons = [
         compare(all_scores, hybrid, arm)
-        for hybrid in ("rrf", "weighted", "rrf+rerank")
+        for hybrid in (*FUSED_STRATEGIES, "rrf+rerank")
         for arm in ("bm25", "vector")
         if hybrid in all_scores and arm in all_scores
     ]
