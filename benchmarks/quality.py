@@ -8,7 +8,7 @@ Run from the repository root::
 A *run* is ``DATASET:EMBEDDER`` (``none`` = lexical only). For each run this indexes the
 corpus (read in place from ``--data``, default ``../shared/data``; nothing is copied)
 through the embedding cache (``~/.cache/plait``, or ``--cache``), evaluates bm25,
-vector, rrf, weighted and rrf+rerank per query slice, runs the cross-validated fusion
+vector, rrf, weighted, minmax, dbsf, adaptive (the default) and rrf+rerank per query slice, runs the cross-validated fusion
 tuner when there is a dense arm, and analyses per query where the default hybrid lost
 to a single arm. It writes, per run, ``benchmarks/results/quality-<dataset>-<embedder>``
 ``.json`` (everything) and ``.html`` (table + plot), and for all runs
@@ -48,6 +48,9 @@ from plait.types import FusionSettings, to_json
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_RUNS = ("scifact:none", "scifact:minilm", "faquad-pt:e5", "faquad-pt:minilm")
 #: Published BM25 nDCG@10 on SciFact test (BEIR paper; Pyserini flat index).
+#: The hybrid strategy the targets apply to: the engine's default fusion method.
+DEFAULT_HYBRID = FusionSettings().method.value
+
 SCIFACT_BM25 = {"BEIR paper (Elasticsearch)": 0.665, "Pyserini BM25 flat": 0.6789}
 
 
@@ -59,19 +62,19 @@ def _first_relevant_rank(ranking: list[str], relevant: set[str]) -> int | None:
 
 
 def loss_analysis(outcome: EvalOutcome, qrels: dict[str, dict[str, int]], queries: dict[str, str]) -> dict[str, Any]:
-    """Per query, where the default hybrid (rrf) scored below the better single arm, and why.
+    """Per query, where the default hybrid scored below the better single arm, and why.
 
-    For each such query: the nDCG@10 of each arm and of rrf, and the rank of the first
-    relevant document in each arm and in rrf (None: not in the top ``depth``).
+    For each such query: the nDCG@10 of each arm and of the default hybrid, and the rank of the
+    first relevant document in each arm and in it (None: not in the top ``depth``).
     """
     scores, rankings = outcome.scores, outcome.rankings
-    if not {"bm25", "vector", "rrf"} <= set(scores):
+    if not {"bm25", "vector", DEFAULT_HYBRID} <= set(scores):
         return {}
-    ndcg = {name: scores[name]["ndcg@10"] for name in ("bm25", "vector", "rrf")}
+    ndcg = {name: scores[name]["ndcg@10"] for name in ("bm25", "vector", DEFAULT_HYBRID)}
     rows = []
     for qid in qrels:
         best_arm = "bm25" if ndcg["bm25"][qid] >= ndcg["vector"][qid] else "vector"
-        delta = ndcg["rrf"][qid] - ndcg[best_arm][qid]
+        delta = ndcg[DEFAULT_HYBRID][qid] - ndcg[best_arm][qid]
         if delta >= -1e-9:
             continue
         relevant = {d for d, g in qrels[qid].items() if g > 0}
@@ -94,7 +97,7 @@ def loss_analysis(outcome: EvalOutcome, qrels: dict[str, dict[str, int]], querie
         other = "vector" if row["lostTo"] == "bm25" else "bm25"
         return row["firstRelevantRank"][other]
 
-    summary: dict[str, Any] = {"queries": len(qrels), "rrfBelowBestArm": len(rows)}
+    summary: dict[str, Any] = {"queries": len(qrels), "hybridBelowBestArm": len(rows)}
     for arm in ("bm25", "vector"):
         lost = [r for r in rows if r["lostTo"] == arm]
         other_ranks = [other_rank(r) for r in lost]
@@ -107,9 +110,9 @@ def loss_analysis(outcome: EvalOutcome, qrels: dict[str, dict[str, int]], querie
             "bySlice": {s: sum(1 for r in lost if r["slice"] == s) for s in ("identifier", "natural")},
         }
     gains = [
-        ndcg["rrf"][q] - max(ndcg["bm25"][q], ndcg["vector"][q]) for q in qrels
+        ndcg[DEFAULT_HYBRID][q] - max(ndcg["bm25"][q], ndcg["vector"][q]) for q in qrels
     ]
-    summary["rrfAboveBestArm"] = sum(1 for g in gains if g > 1e-9)
+    summary["hybridAboveBestArm"] = sum(1 for g in gains if g > 1e-9)
     summary["oracleBestArmNdcg"] = round(
         sum(max(ndcg["bm25"][q], ndcg["vector"][q]) for q in qrels) / len(qrels), 4
     )
@@ -176,15 +179,15 @@ def _targets(payloads: list[dict[str, Any]]) -> list[str]:
             verdict = "met" if bm25 >= SCIFACT_BM25["BEIR paper (Elasticsearch)"] else "MISSED"
             refs = ", ".join(f"{k} {v}" for k, v in SCIFACT_BM25.items())
             lines.append(f"- `{run}` BM25 nDCG@10 **{bm25:.4f}** vs published ({refs}): {verdict}.")
-        if report.strategy("rrf").available and report.strategy("vector").available:
-            rrf = report.metric("rrf", "ndcg@10") or 0.0
+        if report.strategy(DEFAULT_HYBRID).available and report.strategy("vector").available:
+            rrf = report.metric(DEFAULT_HYBRID, "ndcg@10") or 0.0
             arms = {a: report.metric(a, "ndcg@10") or 0.0 for a in ("bm25", "vector")}
             best = max(arms, key=lambda a: arms[a])
             margin = rrf - arms[best]
             need = 0.02 if dataset == "scifact" else 0.0
             verdict = "met" if margin >= need - 1e-12 else "MISSED"
             lines.append(
-                f"- `{run}` default hybrid (rrf) nDCG@10 **{rrf:.4f}** vs better arm {best} "
+                f"- `{run}` default hybrid ({DEFAULT_HYBRID}) nDCG@10 **{rrf:.4f}** vs better arm {best} "
                 f"{arms[best]:.4f}: {margin:+.4f} (target ≥ {need:+.2f}): {verdict}."
             )
     return lines
@@ -197,8 +200,9 @@ def _loss_lines(payload: dict[str, Any]) -> list[str]:
         return []
     lines = [
         (
-            f"Per query, `{payload['run']}`: rrf is below the better single arm on {summary['rrfBelowBestArm']} "
-            f"of {summary['queries']} queries and above both on {summary['rrfAboveBestArm']}; choosing the "
+            f"Per query, `{payload['run']}`: the default hybrid ({DEFAULT_HYBRID}) is below the better single "
+            f"arm on {summary['hybridBelowBestArm']} of {summary['queries']} queries and above both on "
+            f"{summary['hybridAboveBestArm']}; choosing the "
             f"better arm per query with hindsight would give nDCG@10 {summary['oracleBestArmNdcg']}."
         ),
     ]
