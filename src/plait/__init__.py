@@ -6,7 +6,9 @@ the top-k cut; every hit carries its citation, match badge and rank in each arm.
 
 from __future__ import annotations
 
+from plait.ask import AskResult, Citation
 from plait.chunking import ChunkSettings
+from plait.coverage import CoverageReport
 from plait.errors import (
     ConfigError,
     ModelMismatchError,
@@ -20,6 +22,7 @@ from plait.errors import (
     StoreUnavailableError,
     ValidationError,
 )
+from plait.explain_models import Diagnosis, ExplainResult
 from plait.service import Plait
 from plait.stores import SQLiteStore, Store, open_store
 from plait.types import (
@@ -41,11 +44,16 @@ from plait.types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AskResult",
     "Chunk",
     "ChunkSettings",
+    "Citation",
     "CollectionInfo",
     "ConfigError",
+    "CoverageReport",
+    "Diagnosis",
     "EmbeddingReport",
+    "ExplainResult",
     "FileOrigin",
     "FusionMethod",
     "FusionSettings",
