@@ -9,7 +9,9 @@ lengths, the vector matrix) are keyed by it, so a process sees another process's
 writes on its next query.
 
 The lexical arm is BM25 computed from the postings (see :class:`BM25Params`); the
-dense arm is exact cosine over the cached matrix.
+dense arm is exact cosine over the cached matrix below ``ann_threshold`` vectors and an
+HNSW graph persisted beside the file at or above it (:mod:`plait.stores.ann`), kept in
+line with the rows on every generation change.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,12 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from plait.errors import NotFoundError, StoreError
+from plait.stores.ann import (
+    AnnIndex,
+    AnnSettings,
+    hnswlib_available,
+    resolve_ann_threshold,
+)
 from plait.stores.base import (
     BM25Params,
     ChunkState,
@@ -138,13 +147,36 @@ class _Snapshot:
         self.postings: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
         self.vectors: tuple[np.ndarray, np.ndarray] | None = None  # (rowids, matrix)
         self.ids: dict[int, str] = {}
+        self.ann_synced = False  # the ANN graph was checked against this generation
+        self.counts: tuple[Any, ...] | None = None  # (chunks, without vector, sources)
 
 
 class SQLiteStore:
-    """A :class:`~plait.stores.base.Store` in one SQLite file (WAL mode)."""
+    """A :class:`~plait.stores.base.Store` in one SQLite file (WAL mode).
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+    ``ann_threshold`` (default ``PLAIT_ANN_THRESHOLD`` or 20 000) is the number of vectors
+    from which the dense arm answers from an HNSW graph instead of exactly; it needs the
+    optional ``hnswlib`` (``plait[ann]``) and stays exact without it. ``last_vector_path``
+    says which path the latest dense query took (``"exact"`` or ``"ann"``).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 30.0,
+        ann_threshold: int | None = None,
+        ann_settings: AnnSettings | None = None,
+    ) -> None:
         self.path = Path(path)
+        explicit = ann_threshold
+        if explicit is None and ann_settings is not None:
+            explicit = ann_settings.threshold
+        self.ann_settings = replace(
+            ann_settings or AnnSettings(), threshold=resolve_ann_threshold(explicit)
+        )
+        self._ann: dict[int, AnnIndex] = {}
+        self.last_vector_path = "exact"
         try:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +207,24 @@ class SQLiteStore:
                 self._db.execute("ROLLBACK")
                 raise
             else:
+                self._db.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every SELECT inside sees the same committed state.
+
+        A search reads the generation, the field lengths and the postings (or vectors)
+        in separate statements; outside a transaction another process's commit could
+        fall between them and pair postings with lengths of another generation.
+        """
+        with self._lock:
+            if self._db.in_transaction:
+                yield self._db
+                return
+            self._db.execute("BEGIN")
+            try:
+                yield self._db
+            finally:
                 self._db.execute("COMMIT")
 
     def _migrate(self) -> None:
@@ -212,11 +262,14 @@ class SQLiteStore:
     # collections -----------------------------------------------------------------
     def _info(self, row: tuple[Any, ...]) -> CollectionInfo:
         cid = row[0]
-        counts = self._query(
-            "SELECT COUNT(*), COALESCE(SUM(vector IS NULL), 0), COUNT(DISTINCT source_id) "
-            "FROM chunks WHERE collection_id = ?",
-            (cid,),
-        )[0]
+        snap = self._snap_for(int(cid), int(row[6]))
+        counts = snap.counts  # a full scan of the chunks: once per generation, not per search
+        if counts is None:
+            counts = snap.counts = self._query(
+                "SELECT COUNT(*), COALESCE(SUM(vector IS NULL), 0), COUNT(DISTINCT source_id) "
+                "FROM chunks WHERE collection_id = ?",
+                (cid,),
+            )[0]
         last = self._query(
             "SELECT MAX(last_indexed_at) FROM scopes WHERE collection_id = ?", (cid,)
         )[0][0]
@@ -267,6 +320,9 @@ class SQLiteStore:
             db.execute("DELETE FROM chunks WHERE collection_id = ?", (cid,))
             db.execute("DELETE FROM collections WHERE id = ?", (cid,))
         self._snapshots.pop(cid, None)
+        self._ann.pop(cid, None)
+        for suffix in (".hnsw", ".hnsw.npz"):
+            Path(f"{self.path}.{cid}{suffix}").unlink(missing_ok=True)
         return True
 
     def set_embedder(
@@ -574,12 +630,15 @@ class SQLiteStore:
         row = self._collection_row(collection)
         if row is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
-        cid, generation = int(row[0]), int(row[6])
+        cid = int(row[0])
+        return cid, self._snap_for(cid, int(row[6]))
+
+    def _snap_for(self, cid: int, generation: int) -> _Snapshot:
         snap = self._snapshots.get(cid)
         if snap is None or snap.generation != generation:
             snap = _Snapshot(generation)
             self._snapshots[cid] = snap
-        return cid, snap
+        return snap
 
     def _lengths(self, cid: int, snap: _Snapshot) -> tuple[np.ndarray, np.ndarray]:
         if snap.rowids is None or snap.lengths is None:
@@ -634,8 +693,8 @@ class SQLiteStore:
         filters: Filters | None = None,
         params: BM25Params | None = None,
     ) -> list[tuple[str, float]]:
-        cid, snap = self._snapshot(collection)
-        with self._lock:
+        with self._read():
+            cid, snap = self._snapshot(collection)
             rowids, lengths = self._lengths(cid, snap)
             if rowids.size == 0:
                 return []
@@ -680,8 +739,8 @@ class SQLiteStore:
         limit: int | None,
         filters: Filters | None = None,
     ) -> list[tuple[str, float]]:
-        cid, snap = self._snapshot(collection)
-        with self._lock:
+        with self._read():
+            cid, snap = self._snapshot(collection)
             rowids, matrix = self._matrix(cid, snap)
             self._lengths(cid, snap)
             ids = snap.ids
@@ -693,8 +752,14 @@ class SQLiteStore:
                 f"query vector has {query.shape[0]} dimensions, collection {collection!r} "
                 f"holds {matrix.shape[1]}-d vectors"
             )
-        scores = matrix @ query
         allowed = self._allowed_rowids(cid, filters)
+        if limit is not None and rowids.size >= self.ann_settings.threshold:
+            found = self._ann_search(cid, snap, rowids, matrix, query, limit, allowed)
+            if found is not None:
+                self.last_vector_path = "ann"
+                return [(ids[r], s) for r, s in found]
+        self.last_vector_path = "exact"
+        scores = matrix @ query
         candidates = np.arange(rowids.size)
         if allowed is not None:
             candidates = candidates[np.isin(rowids, allowed)]
@@ -705,6 +770,43 @@ class SQLiteStore:
         top = np.argpartition(-sub, n - 1)[:n] if n < sub.size else np.arange(sub.size)
         order = top[np.lexsort((rowids[candidates][top], -sub[top]))]
         return [(ids[int(rowids[candidates][i])], float(sub[i])) for i in order]
+
+    def _ann_index(
+        self, cid: int, snap: _Snapshot, rowids: np.ndarray, matrix: np.ndarray
+    ) -> AnnIndex | None:
+        """The collection's HNSW graph, synced with this generation (None: hnswlib missing)."""
+        if not hnswlib_available():
+            return None
+        index = self._ann.get(cid)
+        if index is None or index.dimension != matrix.shape[1]:
+            if str(self.path) == ":memory:":
+                path = Path(f"plait-memory.{id(self)}.{cid}.hnsw")  # never saved
+            else:
+                path = Path(f"{self.path}.{cid}.hnsw")
+            index = AnnIndex(path, int(matrix.shape[1]), self.ann_settings)
+            self._ann[cid] = index
+        if not snap.ann_synced:
+            if index.sync(rowids, matrix, snap.generation) and str(self.path) != ":memory:":
+                index.save()
+            snap.ann_synced = True
+        return index
+
+    def _ann_search(
+        self,
+        cid: int,
+        snap: _Snapshot,
+        rowids: np.ndarray,
+        matrix: np.ndarray,
+        query: np.ndarray,
+        limit: int,
+        allowed: np.ndarray | None,
+    ) -> list[tuple[int, float]] | None:
+        """Top ``limit`` (rowid, score) from the graph, or None to answer exactly instead."""
+        with self._lock:
+            index = self._ann_index(cid, snap, rowids, matrix)
+            if index is None:
+                return None
+            return index.search(query, rowids, matrix, limit=limit, allowed=allowed)
 
     def close(self) -> None:
         with self._lock:
