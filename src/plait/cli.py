@@ -316,6 +316,28 @@ def coverage(
         console.print(f"{report.sources_without_root} sources indexed from code (no recorded root)")
 
 
+@app.command()
+def calibrate(
+    samples: Annotated[int, typer.Option(help="Chunks to draw pseudo-queries from.")] = 200,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure only; do not save the weight.")] = False,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Choose the collection's dense fusion weight on pseudo-queries from its own chunks (no labels)."""
+    name = _collection(collection)
+    with _engine(store, embedder) as engine:
+        result = _run(debug, lambda: engine.calibrate(collection=name, samples=samples, save=not dry_run))
+    if as_json:
+        _print_json(result)
+        return
+    state = "not saved (dry run)" if dry_run else f"saved as {name}'s fusion denseWeight"
+    console.print(f"dense weight {result.dense_weight:g} — {state}", highlight=False)
+    console.print(f"  {escape(result.reason)}", highlight=False)
+
+
 @app.command("delete-collection")
 def delete_collection(
     name: Annotated[str, typer.Argument(help="The collection to delete, with all its chunks.")],
@@ -393,9 +415,12 @@ def _print_result(result: SearchResult, debug: bool) -> None:
         console.print("   [dim]" + " ".join(hit.content.split())[:200] + "[/dim]", highlight=False)
     f = result.fusion
     line = f"fusion {f.method.value}"
-    line += f" (k={f.rrf_k}, lexical_weight={f.lexical_weight})" if f.method.value == "rrf" else (
-        f" (vector {f.vector_weight} / lexical {f.lexical_score_weight}, threshold {f.threshold})"
-    )
+    if f.method.value == "rrf":
+        line += f" (k={f.rrf_k}, lexical_weight={f.lexical_weight})"
+    elif f.method.value == "weighted":
+        line += f" (vector {f.vector_weight} / lexical {f.lexical_score_weight}, threshold {f.threshold})"
+    else:
+        line += f" (dense weight used {f.dense_weight_used}: {escape(f.fusion_reason or '')})"
     if f.lexical_weight_mode.value == "auto":
         line += f" \\[auto: {escape(f.lexical_weight_reason or '')}]"
     line += f" · over-fetch {f.overfetch} · "
@@ -418,7 +443,7 @@ def _print_result(result: SearchResult, debug: bool) -> None:
 def search(
     query: Annotated[str, typer.Argument(help="The query.")],
     k: Annotated[int, typer.Option("-k", help="How many hits.")] = 8,
-    fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
+    fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[
         str | None, typer.Option(help="0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware).")
     ] = None,
@@ -502,7 +527,7 @@ def explain(
     path: Annotated[str | None, typer.Option("--path", help="The source path (relative to its root).")] = None,
     chunk: Annotated[str | None, typer.Option("--chunk", help="The chunk id.")] = None,
     k: Annotated[int, typer.Option("-k", help="How many hits the search returns.")] = 8,
-    fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
+    fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
     offset: Annotated[int, typer.Option(help="The page start the search used.")] = 0,
@@ -580,6 +605,12 @@ def _print_explain(result: Any) -> None:
         f"{_num(fus.score)} ({_num(fus.score_normalised)} of the best) · k {fus.k} offset {fus.offset} · {state}",
         highlight=False,
     )
+    if fus.settings.dense_weight_used is not None:
+        console.print(
+            f"           {fus.settings.method.value}: dense weight {fus.settings.dense_weight_used:g} — "
+            f"{escape(fus.settings.fusion_reason or '')}",
+            highlight=False,
+        )
     if result.rerank is not None:
         rr = result.rerank
         console.print(

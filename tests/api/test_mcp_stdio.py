@@ -18,6 +18,8 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from plait.service import Plait  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
+ROTATE = "How do I rotate an API key?"
 
 
 def _params(store: str, *extra: str) -> StdioServerParameters:
@@ -26,6 +28,12 @@ def _params(store: str, *extra: str) -> StdioServerParameters:
         args=["-c", "from plait.cli import main; main()", "mcp", "--store", store, "--collection", "a", *extra],
         env={"PYTHONPATH": str(SRC)},
     )
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PLAIT_LLM", "PLAIT_LLM_MODEL", "PLAIT_OLLAMA_URL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -37,6 +45,13 @@ def store(tmp_path: Path) -> str:
         folder.mkdir()
         (folder / "one.md").write_text("# One\n\nThe resolveTenantDB helper.\n", encoding="utf-8")
         engine.index(folder, collection="folder")
+        kb = tmp_path / "kb"
+        kb.mkdir()
+        (kb / "faq.md").write_text(FAQ.read_text(encoding="utf-8"), encoding="utf-8")
+        engine.index(kb, collection="kb")
+        engine.refinery.run("kb", mode="extractive")
+        rotate = next(c for c in engine.refinery.cards("kb") if c.question == ROTATE)
+        engine.refinery.approve("kb", rotate.id)
     return path
 
 
@@ -62,7 +77,7 @@ def test_tools_over_stdio(store: str) -> None:
             ("search", {"query": "x", "k": 0}),
         ],
     )
-    assert tools == ["collections", "coverage", "explain", "reindex", "search"]
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "reindex", "search"]
 
     assert not search.is_error
     result = search.structured_content
@@ -77,7 +92,7 @@ def test_tools_over_stdio(store: str) -> None:
     report = reindex.structured_content
     assert report["collection"] == "folder" and report["chunksUnchanged"] == 1 and report["chunksAdded"] == 0
 
-    assert [c["name"] for c in listed.structured_content["result"]] == ["a", "folder"]
+    assert [c["name"] for c in listed.structured_content["result"]] == ["a", "folder", "kb"]
 
     assert missing.is_error
     assert "collection 'nope' does not exist" in missing.content[0].text
@@ -87,7 +102,7 @@ def test_tools_over_stdio(store: str) -> None:
 
 def test_no_reindex_leaves_the_tool_out(store: str) -> None:
     tools, _ = _run(_params(store, "--no-reindex"), [])
-    assert tools == ["collections", "coverage", "explain", "search"]
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "search"]
 
 
 def test_explain_tool_over_stdio(store: str) -> None:
@@ -103,3 +118,56 @@ def test_explain_tool_over_stdio(store: str) -> None:
     assert result["target"] == {"kind": "doc", "value": "kb-101"}
     assert result["lexical"]["rank"] == 1 and result["fusion"]["returned"] is True
     assert missing.structured_content["diagnosis"]["code"] == "not-indexed"
+
+
+def test_search_tool_takes_the_http_options(store: str) -> None:
+    _, (paged, card, bad_weight, bad_rerank) = _run(
+        _params(store),
+        [
+            ("search", {"query": "ERR-4012", "k": 2, "offset": 1, "lexical_weight": "auto", "fusion": "rrf"}),
+            ("search", {"query": "how do I rotate my API keys", "collection": "kb", "qa_first": True}),
+            ("search", {"query": "x", "lexical_weight": 1.5}),
+            ("search", {"query": "x", "rerank": "magic"}),
+        ],
+    )
+    result = paged.structured_content
+    # kb-101 is fused position 1; offset 1 pages to positions 2 and 3 (dense-only hits).
+    assert [h["ranks"]["fused"] for h in result["hits"]] == [2, 3]
+    assert "kb-101" not in [h["metadata"]["docId"] for h in result["hits"]]
+    assert [h["ranks"]["lexical"] for h in result["hits"]] == [None, None]
+
+    served = card.structured_content
+    assert served["answeredBy"] == "card" and served["hits"] == []
+    assert served["card"]["question"] == ROTATE
+
+    assert bad_weight.is_error and "lexicalWeight" in bad_weight.content[0].text
+    assert bad_rerank.is_error and "rerank" in bad_rerank.content[0].text
+
+
+def test_ask_and_faq_list_tools(store: str) -> None:
+    _, (answer, cards, approved, bad_status, missing) = _run(
+        _params(store),
+        [
+            ("ask", {"question": "What does ERR-4012 mean?", "k": 3}),
+            ("faq_list", {"collection": "kb"}),
+            ("faq_list", {"collection": "kb", "status": "approved"}),
+            ("faq_list", {"collection": "kb", "status": "maybe"}),
+            ("ask", {"question": "x", "collection": "nope"}),
+        ],
+    )
+    result = answer.structured_content
+    assert result["mode"] == "extractive" and result["grounded"] is True
+    assert result["answer"] == "ERR-4012: checkout API rejects the cart when the session token expired. [1]"
+    (citation,) = result["citations"]
+    assert citation["n"] == 1
+    assert citation["origin"] == {"kind": "file", "sourcePath": "kb-101.md", "headingPath": [], "title": "kb-101"}
+    assert citation["quote"] == "ERR-4012: checkout API rejects the cart when the session token expired."
+
+    listed = cards.structured_content["result"]
+    assert len(listed) == 16 and {c["status"] for c in listed} == {"draft", "approved"}
+    (only,) = approved.structured_content["result"]
+    assert only["question"] == ROTATE and only["status"] == "approved"
+
+    assert bad_status.is_error
+    assert "unknown card status 'maybe'; allowed: draft, approved, rejected" in bad_status.content[0].text
+    assert missing.is_error and "collection 'nope' does not exist" in missing.content[0].text

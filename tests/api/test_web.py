@@ -80,7 +80,8 @@ def test_search_badges_ranks_and_the_debug_view_by_keyboard(served: Served, page
     # Only kb-101 holds the identifier: every other hit came from the dense arm alone.
     expect(hits.nth(1).locator(".badge")).to_have_text("semantic")
     expect(hits.nth(1).locator(".rank-lexical")).to_have_text("lexical —")
-    expect(page.locator("#status")).to_contain_text("5 hits · RRF (k=60, lexical weight 0.5)")
+    # the default fusion is adaptive: the status names the dense weight it used
+    expect(page.locator("#status")).to_contain_text("5 hits · adaptive (dense weight ")
     expect(page.locator("#timings dt").first).to_be_visible()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-search.png"), full_page=True)
@@ -117,6 +118,7 @@ def test_fusion_controls_and_errors(served: Served, page: Page) -> None:
     page.goto(served.url + "/")
     _enter_key(page, served.tokens["admin_all"], 2)  # the admin key covers 'a' and 'b'
     page.locator("#collection").select_option("a")
+    page.locator("#fusion").select_option("rrf")  # the lexical-weight slider weighs RRF's arms
     page.locator("#lexical-weight").focus()
     page.keyboard.press("End")  # slider to 1.0: lexical only
     expect(page.locator("#lexical-weight-value")).to_have_text("1.00")
@@ -137,3 +139,80 @@ def test_fusion_controls_and_errors(served: Served, page: Page) -> None:
     # The key survives a reload (localStorage): collections load without asking again.
     page.reload()
     expect(page.locator("#collection option")).to_have_count(2)
+
+
+FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
+ROTATE = "How do I rotate an API key?"
+
+
+def test_coverage_panel_and_rerank_control(served: Served, page: Page) -> None:
+    page.goto(served.url + "/")
+    _enter_key(page, served.tokens["reader_a"], 1)
+    # The article's five docs, indexed as documents (no folder root): 5 stored sources,
+    # 5 chunks, every one with a vector; present/indexed on disk are unknown (—).
+    row = page.locator("#coverage-rows tr[data-scope='docs']")
+    expect(row.locator("th")).to_have_text("docs")
+    expect(row.locator(".cov-stored")).to_have_text("5")
+    expect(row.locator(".cov-chunks")).to_have_text("5")
+    expect(row.locator(".cov-without-vector")).to_have_text("0")
+    expect(row.locator(".cov-present")).to_have_text("—")
+    expect(row.locator(".cov-indexed")).to_have_text("—")
+    last = served.engine.coverage(collection="a").scopes[0].last_indexed_at
+    expect(row.locator(".cov-last-indexed")).to_have_text(str(last))
+    expect(page.locator("#coverage-rows tr")).to_have_count(1)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web-coverage.png"), full_page=True)
+
+    # The rerank control sends `rerank`; this server has no LLM, and says so.
+    page.locator("#rerank").select_option("llm")
+    page.locator("#query").fill("ERR-4012")
+    page.locator("#query").press("Enter")
+    expect(page.locator("#status")).to_contain_text("rerank='llm' needs an LLM")
+    page.locator("#rerank").select_option("")
+    page.locator("#query").press("Enter")
+    expect(page.locator("#hits .hit")).to_have_count(5)
+
+
+def _cards(served: Served, tmp_path: Path) -> str:
+    """Draft cards in 'a', made by the refinery from the example FAQ; the rotate card's id."""
+    folder = tmp_path / "faq"
+    folder.mkdir()
+    (folder / "faq.md").write_text(FAQ.read_text(encoding="utf-8"), encoding="utf-8")
+    served.engine.index(folder, collection="a")
+    served.engine.refinery.run("a", mode="extractive")
+    return next(c.id for c in served.engine.refinery.cards("a") if c.question == ROTATE)
+
+
+def test_faq_review_by_a_maintainer_and_a_reader_refused(
+    served: Served, page: Page, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PLAIT_LLM", "PLAIT_LLM_MODEL", "PLAIT_OLLAMA_URL"):
+        monkeypatch.delenv(name, raising=False)
+    card_id = _cards(served, tmp_path)
+    page.goto(served.url + "/")
+    _enter_key(page, served.tokens["reader_a"], 1)
+    card = page.locator(f"#faq-cards li[data-id='{card_id}']")
+    expect(card.locator(".card-status")).to_have_text("draft")
+    expect(page.locator("#faq-message")).to_have_text("16 cards")
+    # A reader sees the cards but the server refuses the review, and the page says why.
+    card.locator(".card-approve").click()
+    expect(page.locator("#faq-message")).to_have_text(
+        "Error 403: card review needs the maintainer role; this key is a reader"
+    )
+    assert served.engine.refinery.get_card("a", card_id).status.value == "draft"
+
+    # A maintainer approves it by keyboard: focus the button, press Enter.
+    page.evaluate("localStorage.clear()")
+    page.reload()
+    _enter_key(page, served.tokens["maintainer_a"], 1)
+    card.locator(".card-approve").focus()
+    page.keyboard.press("Enter")
+    expect(card.locator(".card-status")).to_have_text("approved")
+    expect(card.locator(".card-approve")).to_be_disabled()
+    expect(page.locator("#faq-message")).to_have_text("Card approved: " + ROTATE)
+    assert served.engine.refinery.get_card("a", card_id).status.value == "approved"
+    page.screenshot(path=str(ARTIFACTS / "web-faq.png"), full_page=True)
+
+    page.locator("#faq-status").select_option("approved")
+    expect(page.locator("#faq-cards li")).to_have_count(1)
+    expect(page.locator("#faq-cards .card-question")).to_have_text(ROTATE)

@@ -11,6 +11,8 @@ library's own models in their camelCase JSON form, and errors map from
     StoreUnavailableError, ProviderUnavailableError  503
     any other PlaitError                             500 with its message
     anything else                                    500 "internal error" (no traceback)
+    body over ``max_body_bytes``                     413
+    more than ``max_in_flight`` requests at once     503 with ``Retry-After: 1``
 
 Every error body is ``{"error": "<one-line message>"}``. With auth on, each request
 carries ``Authorization: Bearer <token>`` (or ``X-API-Key``): no or unknown key → 401,
@@ -48,9 +50,11 @@ if TYPE_CHECKING:
 
     from plait.service import Plait
 
-__all__ = ["MAX_BODY_BYTES", "create_app", "error_status"]
+__all__ = ["MAX_BODY_BYTES", "MAX_IN_FLIGHT", "create_app", "error_status"]
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_IN_FLIGHT = 64
+"""Concurrent requests served before the rest get a quick 503 (``create_app(max_in_flight=)``)."""
 _MAX_MESSAGE_CHARS = 300
 
 _STATUS: tuple[tuple[type[PlaitError], int], ...] = (
@@ -165,13 +169,47 @@ class _BodyLimit:
                 raise
 
 
-async def _send_error(send: Any, status: int, message: str) -> None:
+class _InFlightLimit:
+    """ASGI middleware: over ``limit`` requests in flight, answer 503 at once.
+
+    Overload then costs a quick ``503`` with ``Retry-After: 1`` instead of a queue that
+    grows until every client times out; ``/healthz`` is never refused. The counter is
+    only touched on the event loop, so it needs no lock.
+    """
+
+    def __init__(self, app: Any, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.in_flight = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            message = f"server busy: {self.in_flight} requests in flight (limit {self.limit}); retry shortly"
+            await _send_error(send, 503, message, extra=[(b"retry-after", b"1")])
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+
+async def _send_error(
+    send: Any, status: int, message: str, *, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps({"error": message}).encode()
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra or []),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -188,8 +226,12 @@ def create_app(
     keys: KeyStore | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     default_collection: str = "default",
+    max_in_flight: int = MAX_IN_FLIGHT,
 ) -> "FastAPI":
-    """The FastAPI app for ``engine``; ``keys`` is required when ``auth`` is on."""
+    """The FastAPI app for ``engine``; ``keys`` is required when ``auth`` is on.
+
+    Over ``max_in_flight`` concurrent requests the rest get 503 with ``Retry-After``.
+    """
     _require_fastapi()
     from fastapi import Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
@@ -199,6 +241,8 @@ def create_app(
 
     if auth and keys is None:
         raise ConfigError("auth is on but no key store was given: pass keys=KeyStore(path)")
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise ConfigError(f"max_in_flight must be an integer of at least 1, got {max_in_flight!r}")
 
     app = FastAPI(
         title="plait",
@@ -291,6 +335,7 @@ def create_app(
         responses={
             401: {"description": "no or unknown API key"},
             404: {"description": "no such collection (or not covered by the key)"},
+            400: {"description": "a body that cannot be parsed (e.g. JSON nested too deep)"},
             409: {"description": "the collection was indexed with another embedding model"},
             422: {"description": "invalid request"},
         },
@@ -314,6 +359,7 @@ def create_app(
         responses={
             401: {"description": "no or unknown API key"},
             404: {"description": "no such collection (or not covered by the key)"},
+            400: {"description": "a body that cannot be parsed (e.g. JSON nested too deep)"},
             422: {"description": "invalid request (name exactly one of doc, path, chunk)"},
         },
     )
@@ -368,4 +414,5 @@ def create_app(
             return FileResponse(web / "index.html", headers=_PAGE_HEADERS)
 
     app.add_middleware(_BodyLimit, limit=max_body_bytes)
+    app.add_middleware(_InFlightLimit, limit=max_in_flight)
     return app

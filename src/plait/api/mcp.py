@@ -1,4 +1,5 @@
-"""MCP tools for agents, over stdio: ``collections``, ``search``, ``explain``, ``coverage``, ``reindex``.
+"""MCP tools for agents: ``collections``, ``search``, ``explain``, ``ask``, ``faq_list``,
+``coverage``, ``reindex`` — served over stdio or streamable HTTP (see ``plait mcp``).
 
 A thin adapter over :class:`plait.service.Plait` built on the official MCP Python SDK
 (2.x, ``MCPServer``). Each tool returns the same camelCase model the HTTP API and the
@@ -63,21 +64,31 @@ def create_mcp_server(
         query: str,
         collection: str | None = None,
         k: int = 8,
+        offset: int = 0,
         fusion: str | None = None,
         lexical_weight: float | str | None = None,
         scopes: list[str] | None = None,
+        rerank: str | None = None,
+        k_overfetch: int | None = None,
+        qa_first: bool = False,
     ) -> dict[str, Any]:
-        """Hybrid search. `fusion` is 'rrf' (default) or 'weighted'; `lexical_weight` 0..1
+        """Hybrid search. `fusion` is 'adaptive' (default: min-max normalised scores, dense
+        weight chosen per query, echoed in `fusion.denseWeightUsed` / `fusionReason`),
+        'rrf', 'weighted', 'minmax' or 'dbsf'; `lexical_weight` (RRF only) 0..1
         (0.5 weighs both arms equally, 1 is lexical only) or 'auto' (leans lexical when the
-        query holds identifiers); `scopes` limits to e.g. ['adr'].
+        query holds identifiers); `scopes` limits to e.g. ['adr']; `offset` pages (hits are
+        fused positions offset+1 … offset+k); `rerank` is 'llm' or 'cross-encoder' and
+        reorders the fused top max(k, `k_overfetch`) before the cut; `qa_first` answers with
+        a reviewed FAQ card when one matches (`answeredBy`, `card`).
         Returns hits with content, score, match badge, ranks per arm and origin."""
         name = collection or default_collection
-        result = call(
-            lambda: engine.search(
-                query, collection=name, k=k, fusion=fusion, lexical_weight=lexical_weight, scopes=scopes
-            )
-        )
-        return to_json(result)
+        request: dict[str, Any] = {
+            "query": query, "k": k, "offset": offset, "fusion": fusion,
+            "lexicalWeight": lexical_weight, "scopes": scopes, "rerank": rerank,
+            "kOverfetch": k_overfetch, "qaFirst": qa_first,
+        }
+        options = {key: value for key, value in request.items() if value is not None}
+        return to_json(call(lambda: engine.search_request(name, options)))
 
     @server.tool()
     def explain(
@@ -102,6 +113,36 @@ def create_mcp_server(
             )
         )
         return to_json(result)
+
+    @server.tool()
+    def ask(
+        question: str,
+        collection: str | None = None,
+        k: int | None = None,
+        qa_first: bool = False,
+        include_drafts: bool | None = None,
+        rerank: str | None = None,
+        scopes: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """A grounded answer to `question` with `[n]` citations: each citation names the
+        chunk, its origin (path › headings) and the quoted sentence. `mode` says how it was
+        made (llm, extractive, card, not-found); `grounded` is false when nothing relevant
+        was found. `qa_first` prefers a reviewed FAQ card."""
+        name = collection or default_collection
+        result = call(
+            lambda: engine.ask(
+                question, collection=name, k=k, qa_first=qa_first,
+                include_drafts=include_drafts, rerank=rerank, scopes=scopes,
+            )
+        )
+        return to_json(result)
+
+    @server.tool()
+    def faq_list(collection: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        """The collection's FAQ cards (question, answer, sources, status), oldest first;
+        `status` is 'draft', 'approved' or 'rejected' (default: all)."""
+        name = collection or default_collection
+        return [to_json(card) for card in call(lambda: engine.refinery.cards(name, status=status))]
 
     @server.tool()
     def coverage(collection: str | None = None) -> dict[str, Any]:

@@ -90,6 +90,10 @@ function whyKept(hit, result) {
 
 function fusionText(f) {
   if (f.method === "rrf") return "RRF (k=" + f.rrfK + ", lexical weight " + f.lexicalWeight + ")";
+  if (f.method === "minmax" || f.method === "dbsf" || f.method === "adaptive") {
+    const used = f.denseWeightUsed === null || f.denseWeightUsed === undefined ? f.denseWeight : f.denseWeightUsed;
+    return f.method + " (dense weight " + used + (f.fusionReason ? ": " + f.fusionReason : "") + ")";
+  }
   return "weighted (vector " + f.vectorWeight + " / lexical " + f.lexicalScoreWeight + ", threshold " + f.threshold + ")";
 }
 
@@ -193,6 +197,8 @@ function searchBody() {
   if (fusion) body.fusion = fusion;
   const slider = $("lexical-weight");
   if (slider.dataset.touched === "1" && !slider.disabled) body.lexicalWeight = Number(slider.value);
+  const rerank = $("rerank").value;
+  if (rerank) body.rerank = rerank;
   return body;
 }
 
@@ -241,6 +247,95 @@ async function loadCollections(preferred) {
   }
 }
 
+function collectionPath(suffix) {
+  return "/v1/collections/" + encodeURIComponent($("collection").value) + suffix;
+}
+
+function setMessage(id, text, isError) {
+  const node = $(id);
+  node.textContent = text;
+  node.classList.toggle("error", Boolean(isError));
+}
+
+async function loadCoverage() {
+  const rows = $("coverage-rows");
+  if (!$("collection").value) return;
+  try {
+    const report = await api("GET", collectionPath("/coverage"));
+    rows.replaceChildren();
+    for (const scope of report.scopes) {
+      const tr = el("tr", "coverage-row");
+      tr.dataset.scope = scope.scope;
+      tr.append(el("th", null, scope.scope));
+      tr.firstChild.setAttribute("scope", "row");
+      const cells = [
+        ["present", scope.sourcesPresent],
+        ["indexed", scope.sourcesIndexed],
+        ["stored", scope.sourcesStored],
+        ["chunks", scope.chunks],
+        ["without-vector", scope.chunksWithoutVector],
+        ["last-indexed", scope.lastIndexedAt],
+      ];
+      for (const [name, value] of cells) tr.append(el("td", "cov-" + name, value === null || value === undefined ? "—" : value));
+      rows.append(tr);
+    }
+    setMessage("coverage-message", report.scopes.length ? "" : "Nothing indexed in this collection yet.", false);
+  } catch (error) {
+    rows.replaceChildren();
+    setMessage("coverage-message", "Error " + (error.status || "") + ": " + error.message, true);
+  }
+}
+
+function renderCard(card) {
+  const item = el("li", "card card-" + card.status);
+  item.dataset.id = card.id;
+  item.append(el("p", "card-question", card.question));
+  item.append(el("p", "card-answer", card.answer));
+  item.append(el("span", "card-status", card.status));
+  for (const action of ["approve", "reject"]) {
+    const button = el("button", "card-" + action, action === "approve" ? "Approve" : "Reject");
+    button.type = "button";
+    button.dataset.action = action;
+    button.setAttribute("aria-label", (action === "approve" ? "Approve" : "Reject") + " card: " + card.question);
+    button.disabled = card.status === (action === "approve" ? "approved" : "rejected");
+    item.append(button);
+  }
+  return item;
+}
+
+async function loadCards() {
+  const list = $("faq-cards");
+  if (!$("collection").value) return;
+  const status = $("faq-status").value;
+  try {
+    const cards = await api("GET", collectionPath("/faq" + (status ? "?status=" + encodeURIComponent(status) : "")));
+    list.replaceChildren(...cards.map(renderCard));
+    setMessage("faq-message", cards.length + " card" + (cards.length === 1 ? "" : "s"), false);
+  } catch (error) {
+    list.replaceChildren();
+    setMessage("faq-message", "Error " + (error.status || "") + ": " + error.message, true);
+  }
+}
+
+async function reviewCard(button) {
+  const item = button.closest(".card");
+  const action = button.dataset.action;
+  try {
+    const card = await api("POST", collectionPath("/faq/" + encodeURIComponent(item.dataset.id) + "/" + action));
+    const fresh = renderCard(card);
+    item.replaceWith(fresh);
+    fresh.querySelector("button:not([disabled])").focus();
+    setMessage("faq-message", "Card " + (action === "approve" ? "approved" : "rejected") + ": " + card.question, false);
+  } catch (error) {
+    setMessage("faq-message", "Error " + (error.status || "") + ": " + error.message, true);
+  }
+}
+
+function loadPanels() {
+  loadCoverage();
+  loadCards();
+}
+
 async function init() {
   let health = { auth: false, defaultCollection: "default" };
   try {
@@ -255,7 +350,15 @@ async function init() {
     event.preventDefault();
     localStorage.setItem(KEY_STORAGE, $("api-key").value.trim());
     setStatus("Key saved.", false);
-    loadCollections(health.defaultCollection);
+    loadCollections(health.defaultCollection).then(loadPanels);
+  });
+  $("collection").addEventListener("change", loadPanels);
+  $("coverage-refresh").addEventListener("click", loadCoverage);
+  $("faq-refresh").addEventListener("click", loadCards);
+  $("faq-status").addEventListener("change", loadCards);
+  $("faq-cards").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (button) reviewCard(button);
   });
 
   const slider = $("lexical-weight");
@@ -264,10 +367,11 @@ async function init() {
     $("lexical-weight-value").textContent = Number(slider.value).toFixed(2);
   });
   $("fusion").addEventListener("change", () => {
-    const weighted = $("fusion").value === "weighted";
+    const method = $("fusion").value;
+    const weighted = method !== "" && method !== "rrf";  // the slider weighs RRF's arms only
     slider.disabled = weighted;
     $("lexical-weight-value").textContent = weighted
-      ? "n/a (weighted)"
+      ? "n/a (" + method + ")"
       : slider.dataset.touched === "1" ? Number(slider.value).toFixed(2) : "default";
   });
 
@@ -295,6 +399,7 @@ async function init() {
   });
 
   await loadCollections(health.defaultCollection);
+  loadPanels();
   $("query").focus();
 }
 
