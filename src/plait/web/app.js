@@ -395,7 +395,12 @@ async function init() {
     }
   });
   $("debug").addEventListener("close", () => {
-    if (state.opener) state.opener.focus();
+    // The close event arrives after the browser has already moved focus back; only
+    // restore it when focus was lost, or a key pressed meanwhile would be undone.
+    const active = document.activeElement;
+    if (state.opener && (!active || active === document.body || $("debug").contains(active))) {
+      state.opener.focus();
+    }
   });
 
   await loadCollections(health.defaultCollection);
