@@ -19,9 +19,16 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
+from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt
 from plait.config import Settings
 from plait.errors import NotFoundError, PlaitError
 from plait.service import Plait
@@ -40,23 +47,6 @@ app = typer.Typer(
 console = Console()
 err = Console(stderr=True)
 
-StoreOpt = Annotated[
-    str | None, typer.Option(
-        "--store", help="Store: a SQLite file path or postgresql://… URL (env PLAIT_STORE)."
-    )
-]
-CollectionOpt = Annotated[
-    str | None, typer.Option("--collection", "-c", help="Collection name (default 'default').")
-]
-EmbedderOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--embedder",
-        help="e5 | minilm | ollama | openai | none (default: the collection's recorded one).",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and per-stage timings.")]
 
 T = TypeVar("T")
 

@@ -13,28 +13,12 @@ from typing import Annotated
 import typer
 
 from plait.api.keys import KeyStore, default_keys_path
+from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt
 from plait.config import Settings
 from plait.types import to_json
 
 __all__ = ["is_loopback", "register"]
 
-# The same options as plait.cli (which imports this module at its end, so importing it
-# back here at import time would be circular under ``python -m plait.cli``).
-StoreOpt = Annotated[
-    str | None, typer.Option("--store", help="Store: a SQLite file path (env PLAIT_STORE).")
-]
-CollectionOpt = Annotated[
-    str | None, typer.Option("--collection", "-c", help="Collection name (default 'default').")
-]
-EmbedderOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--embedder",
-        help="e5 | minilm | ollama | openai | none (default: the collection's recorded one).",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 KeysOpt = Annotated[
     Path | None,
     typer.Option(

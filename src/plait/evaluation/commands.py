@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt
 from plait.errors import ConfigError, PlaitError
 from plait.evaluation.models import EvalReport, TuneReport
 from plait.evaluation.prepare import prepared
@@ -41,21 +42,11 @@ err = Console(stderr=True)
 
 DatasetArg = Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.")]
 SplitOpt = Annotated[str, typer.Option(help="The qrels split to evaluate.")]
-StoreOpt = Annotated[
-    str | None, typer.Option("--store", help="Keep the index in this store (default: a throwaway one).")
-]
-CollectionOpt = Annotated[
-    str | None, typer.Option("--collection", "-c", help="Collection name (default eval-<dataset>).")
-]
-EmbedderOpt = Annotated[
-    str | None, typer.Option("--embedder", help="e5 | minilm | ollama | openai | none (default e5).")
-]
 CacheOpt = Annotated[
     Path | None, typer.Option("--cache", help="Embedding cache folder (default ~/.cache/plait).")
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the embedding cache.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 
 
 def _run(debug: bool, action: Callable[[], T]) -> T:

@@ -12,27 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
+from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt
 from plait.refinery.models import FaqCard, RefineryRun, RunProgress
 from plait.types import to_json
 
 __all__ = ["register"]
 
-# The same options as plait.cli (imported lazily there: plait.cli imports this module).
-StoreOpt = Annotated[
-    str | None, typer.Option("--store", help="Store: a SQLite file path or URL (env PLAIT_STORE).")
-]
-CollectionOpt = Annotated[
-    str | None, typer.Option("--collection", "-c", help="Collection name (default 'default').")
-]
-EmbedderOpt = Annotated[
-    str | None,
-    typer.Option("--embedder", help="e5 | minilm | ollama | openai | none (default: the collection's)."),
-]
 LlmOpt = Annotated[
     str | None, typer.Option("--llm", help="ollama | openai | none (env PLAIT_LLM; none: no LLM).")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 
 
 # ask -------------------------------------------------------------------------------
