@@ -19,7 +19,7 @@ echo
 echo "== index the support session logs (only chat.message and agent.response; one malformed line is reported)"
 plait index-sessions examples/sessions
 echo
-echo "== lexical rescue: an exact error code the embedding alone confuses with ERR-4021/4013"
+echo "== identifier: ERR-4012 is one lexical token; near-miss codes ERR-4013/4017/4021 never match it"
 plait search "what does ERR-4012 mean" -k 5
 echo
 echo "== semantic match: no word in common with the answer"
