@@ -38,6 +38,6 @@ echo "== coverage: sources present against indexed, chunks without a vector, las
 plait coverage
 if [ "${PLAIT_DEMO_SERVE:-1}" != "0" ]; then
   echo
-  echo "== serving the indexed example at http://127.0.0.1:8000 (search & debug page; API docs at /docs). Ctrl-C stops it."
+  echo "== serving the indexed example at http://127.0.0.1:${PLAIT_DEMO_PORT:-8000} (search & debug page; API docs at /docs). Ctrl-C stops it."
   exec .venv/bin/plait serve --host 127.0.0.1 --port "${PLAIT_DEMO_PORT:-8000}" --no-auth
 fi
