@@ -450,7 +450,14 @@ class Plait:
         return self.store.list_collections()
 
     def delete_collection(self, name: str) -> bool:
-        return self.store.delete_collection(name)
+        """Remove the collection from the store, and its refinery runs and FAQ cards."""
+        from plait.refinery.store import default_refinery_path
+
+        deleted = self.store.delete_collection(name)
+        path = default_refinery_path(getattr(self.store, "path", None))
+        if self._refinery is not None or path.exists():
+            self.refinery.store.delete_collection(name)
+        return deleted
 
     def close(self) -> None:
         if self._refinery is not None:

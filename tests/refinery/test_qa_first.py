@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from plait.embeddings.fake import FakeEmbedder
+from plait.errors import NotFoundError
 from plait.llm import OllamaLLM
 from plait.refinery import CARD_SCOPE, CardStatus, FaqCard, RefinerySettings
 from plait.refinery.extract import content_stems, jaccard
@@ -137,3 +138,16 @@ def test_ask_with_qa_first_answers_from_the_card_without_the_llm(
     fallback: Any = engine.ask("What happens to my webhook secret?", collection="kb", qa_first=True)
     assert fallback.answered_by == "search" and fallback.mode == "llm"
     assert server.paths() == ["/api/chat"]
+
+
+def test_deleting_a_collection_removes_its_runs_and_cards(engine: Plait, tmp_path: Path) -> None:
+    assert engine.refinery.cards("kb") and engine.refinery.list_runs("kb")
+    assert engine.delete_collection("kb") is True
+    assert engine.refinery.store.list_cards("kb") == []
+    assert engine.refinery.store.list_runs("kb") == []
+    with pytest.raises(NotFoundError):
+        engine.refinery.cards("kb")
+    # a new collection of the same name starts with no cards from the old one
+    with Plait(str(tmp_path / "plait.db"), embedder=FakeEmbedder(dimension=64)) as again:
+        assert again.store.get_collection("kb") is None
+        assert again.refinery.store.list_cards("kb") == []

@@ -340,6 +340,13 @@ class RefineryStore:
         with self._cursor() as db:
             return int(db.execute(sql, params).fetchone()[0])
 
+    def delete_collection(self, collection: str) -> tuple[int, int]:
+        """Remove every run and card of a collection; (runs, cards) removed."""
+        with self._cursor() as db:
+            runs = db.execute("DELETE FROM runs WHERE collection = ?", (collection,)).rowcount
+            cards = db.execute("DELETE FROM cards WHERE collection = ?", (collection,)).rowcount
+        return runs, cards
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
