@@ -8,15 +8,12 @@ traceback unless ``--debug``).
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -29,6 +26,8 @@ from rich.progress import (
 from rich.table import Table
 
 from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt
+from plait.cli_options import print_json as _print_json
+from plait.cli_options import run_or_exit as _run
 from plait.config import Settings
 from plait.errors import NotFoundError, PlaitError
 from plait.service import Plait
@@ -71,21 +70,6 @@ def _engine(
         yield engine
     finally:
         engine.close()
-
-
-def _run(debug: bool, action: Callable[[], T]) -> T:
-    try:
-        return action()
-    except PlaitError as exc:
-        if debug:
-            raise
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-
-
-def _print_json(model: BaseModel | list[Any] | dict[str, Any]) -> None:
-    data = to_json(model) if isinstance(model, BaseModel) else model
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
 def _collection(name: str | None) -> str:

@@ -9,9 +9,6 @@ user error (a traceback only with ``--debug``).
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -20,7 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt
-from plait.errors import ConfigError, PlaitError
+from plait.cli_options import print_json as _print_json
+from plait.cli_options import run_or_exit as _run
+from plait.errors import ConfigError
 from plait.evaluation.models import EvalReport, TuneReport
 from plait.evaluation.prepare import prepared
 from plait.evaluation.report import describe, settings_text, write_html
@@ -47,20 +46,6 @@ CacheOpt = Annotated[
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the embedding cache.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
-
-
-def _run(debug: bool, action: Callable[[], T]) -> T:
-    try:
-        return action()
-    except PlaitError as exc:
-        if debug:
-            raise
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-
-
-def _print_json(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
 def _strategies(text: str) -> list[str]:
