@@ -172,6 +172,13 @@ def test_an_unexpected_failure_is_500_without_a_traceback(tmp_path: Path) -> Non
     assert response.text == '{"error":"internal error"}'
 
 
+def test_rerank_on_a_server_with_no_reranker_is_a_clear_422(admin: httpx.Client) -> None:
+    for method, needs in (("llm", "needs an LLM"), ("cross-encoder", "needs a model")):
+        response = _search(admin, "a", {"query": "refund", "rerank": method})
+        assert response.status_code == 422, response.text
+        assert needs in response.json()["error"]
+
+
 def test_error_status_table() -> None:
     assert error_status(ValidationError("x")) == 422
     assert error_status(NotFoundError("x")) == 404
@@ -179,7 +186,7 @@ def test_error_status_table() -> None:
     assert error_status(StoreUnavailableError("x")) == 503
     assert error_status(ProviderUnavailableError("x")) == 503
     assert error_status(ProviderResponseError("x")) == 502
-    assert error_status(ConfigError("x")) == 500
+    assert error_status(ConfigError("x")) == 422
 
 
 def test_reindex_picks_up_a_new_file(tmp_path: Path, served: Served, admin: httpx.Client) -> None:

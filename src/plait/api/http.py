@@ -5,6 +5,8 @@ library's own models in their camelCase JSON form, and errors map from
 :mod:`plait.errors`::
 
     ValidationError (and request validation)        422
+    ConfigError (e.g. rerank asked of a server
+    configured with no cross-encoder or LLM)         422
     NotFoundError                                    404
     ModelMismatchError, SourceError                  409
     ProviderResponseError                            502
@@ -59,6 +61,7 @@ _MAX_MESSAGE_CHARS = 300
 
 _STATUS: tuple[tuple[type[PlaitError], int], ...] = (
     (ValidationError, 422),
+    (ConfigError, 422),
     (NotFoundError, 404),
     (ModelMismatchError, 409),
     (SourceError, 409),
