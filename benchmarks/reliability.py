@@ -4,6 +4,7 @@ Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/reliability.py                 # crash trials + fuzz
     PYTHONPATH=src .venv/bin/python benchmarks/reliability.py --trials 30 --pg-trials 0 --fuzz-examples 0
+    PYTHONPATH=src .venv/bin/python benchmarks/reliability.py --modes reindex-full --trials 40 --pg-trials 20 --fuzz-examples 0
 
 Crash trials (see ``tests/reliability/crash_trials.py``): a SQLite store holding corpus
 version 1 is re-indexed to version 2 by ``python -m plait.cli index|reindex|reindex --full``
@@ -12,13 +13,14 @@ run's wall time]. Each trial checks that every source holds exactly its old or i
 (chunk id, content hash) set, no duplicate, consistent postings, and that a re-run
 completes with exactly the new state.
 
-The same trials (index and reindex) run on PostgreSQL too, on a private ``pgserver``
-(``--pg-trials``; the schema is rebuilt from version 1 before every trial).
+The same trials run on PostgreSQL too, on a private ``pgserver`` (``--pg-trials``; the
+schema is rebuilt from version 1 before every trial). ``--modes`` picks the modes.
 
 The fuzz run executes ``tests/reliability/test_fuzz.py`` with ``PLAIT_FUZZ_EXAMPLES``
 examples per property (hypothesis), and records pass/fail and wall time.
 
-Writes ``benchmarks/results/reliability.json``.
+Merges into ``benchmarks/results/reliability.json``: the sections and modes run replace
+their previous figures (each mode records its own ``date``), the others are kept.
 """
 
 from __future__ import annotations
@@ -64,12 +66,13 @@ def crash_trials(
                 "rerunsCompleted": sum(r.rerun_ok for r in results),
                 "uninterruptedSeconds": round(bench.durations[mode], 3),
                 "violations": violations[:20],
+                "date": _now(),
             }
             print(mode, json.dumps(out["modes"][mode]), flush=True)
     return out
 
 
-def pg_crash_trials(*, trials: int, n_docs: int, seed: int) -> dict[str, Any]:
+def pg_crash_trials(*, trials: int, n_docs: int, seed: int, modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     """The crash trials on a private PostgreSQL (pgserver) in a throwaway schema."""
     import shutil
 
@@ -80,11 +83,36 @@ def pg_crash_trials(*, trials: int, n_docs: int, seed: int) -> dict[str, Any]:
     try:
         return crash_trials(
             trials=trials, n_docs=n_docs, seed=seed, pg=(server.get_uri(), "plait_crash_bench"),
-            modes=("index", "reindex"),
+            modes=modes,
         )  # fmt: skip
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def merge_results(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """``previous`` with the sections of ``fresh`` laid over it; crash sections merge per
+    mode, so a run of one mode keeps the figures of the others (unless the corpus size
+    or seed changed, when the old modes no longer compare and are dropped)."""
+    then = previous.get("date")  # when figures recorded without a date of their own were run
+    merged = {**previous, **fresh, "date": _now()}
+    if isinstance(merged.get("fuzz"), dict) and "fuzz" not in fresh and then:
+        merged["fuzz"] = {"date": then, **merged["fuzz"]}
+    for key in ("crash", "crashPostgres"):
+        old, new = previous.get(key), fresh.get(key)
+        if not old:
+            continue
+        kept = {m: {**v, "date": v.get("date", then)} for m, v in old.get("modes", {}).items()}
+        if not new:
+            merged[key] = {**old, "modes": kept}
+            continue
+        same = all(old.get(f) == new.get(f) for f in ("store", "docs", "seed"))
+        merged[key] = {**new, "modes": {**(kept if same else {}), **new["modes"]}}
+    return merged
 
 
 def fuzz_run(examples: int) -> dict[str, Any]:
@@ -115,19 +143,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--pg-trials", type=int, default=15, help="kills per mode on PostgreSQL; 0 skips")
     parser.add_argument("--pg-docs", type=int, default=40)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="crash modes to run (default all)")
     parser.add_argument("--fuzz-examples", type=int, default=10_000, help="0 skips the fuzz run")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/reliability.json")
     args = parser.parse_args()
-    result: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    modes = tuple(args.modes)
+    result: dict[str, Any] = {}
     if args.trials:
-        result["crash"] = crash_trials(trials=args.trials, n_docs=args.docs, seed=args.seed)
+        result["crash"] = crash_trials(trials=args.trials, n_docs=args.docs, seed=args.seed, modes=modes)
     if args.pg_trials:
-        result["crashPostgres"] = pg_crash_trials(trials=args.pg_trials, n_docs=args.pg_docs, seed=args.seed)
+        result["crashPostgres"] = pg_crash_trials(
+            trials=args.pg_trials, n_docs=args.pg_docs, seed=args.seed, modes=modes
+        )
     if args.fuzz_examples:
         result["fuzz"] = fuzz_run(args.fuzz_examples)
         print("fuzz", json.dumps(result["fuzz"]), flush=True)
+    previous = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps(merge_results(previous, result), indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
 
 

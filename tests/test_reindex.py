@@ -8,13 +8,14 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from git_helpers import commit_all, git, make_repo, write
 from typer.testing import CliRunner
 
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
-from plait.errors import NotFoundError
+from plait.errors import NotFoundError, ProviderUnavailableError
 from plait.service import Plait
 
 FILES = {
@@ -143,16 +144,90 @@ def test_scope_narrows_the_run(engine: Plait, repo: Path) -> None:
     assert _counts(engine.reindex(scope="docs")) == (0, 1, 2, 0)
 
 
-def test_full_rebuilds_a_scope_embedding_again(engine: Plait, fake: FakeEmbedder, repo: Path) -> None:
+def test_full_re_embeds_a_scope_in_place(engine: Plait, fake: FakeEmbedder, repo: Path) -> None:
     engine.index(repo)
-    docs_ids = engine.store.chunk_ids("default", "docs/refunds.md")
+    ids = engine.store.chunk_ids("default")
     before = fake.texts_embedded
     report = engine.reindex(scope="adr", full=True)
-    assert (report.chunks_added, report.chunks_deleted, report.chunks_unchanged) == (2, 2, 0)
-    assert (report.embedding.embedded, report.embedding.reused) == (2, 0)
+    # the two ADR chunks are embedded again and rewritten in place: nothing deleted first
+    assert _counts(report) == (0, 0, 2, 0) and report.sources_deleted == 0
+    assert (report.embedding.embedded, report.embedding.reused, report.embedding.calls) == (2, 0, 1)
     assert fake.texts_embedded == before + 2
-    assert engine.store.chunk_ids("default", "docs/refunds.md") == docs_ids
-    assert len(engine.store.chunk_ids("default")) == TOTAL
+    assert engine.store.chunk_ids("default") == ids
+
+
+class RevisedEmbedder(FakeEmbedder):
+    """The fake model after a provider-side revision: same name, every vector negated
+    once ``revised`` is set; ``down`` makes every call fail like a closed port."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.revised = False
+        self.down = False
+
+    def _embed_batch(self, texts, kind):  # type: ignore[no-untyped-def]
+        if self.down:
+            raise ProviderUnavailableError("connection refused (test)")
+        matrix = super()._embed_batch(texts, kind)
+        return -matrix if self.revised else matrix
+
+
+def _vectors(engine: Plait) -> dict[str, np.ndarray]:
+    """Every stored chunk's vector, by chunk id (through the content hash)."""
+    chunks = engine.store.get_chunks("default", engine.store.chunk_ids("default"))
+    by_hash = engine.store.vectors_by_hash("default", [c.content_hash for c in chunks.values()])
+    return {cid: by_hash[c.content_hash] for cid, c in chunks.items() if c.content_hash in by_hash}
+
+
+def test_full_re_embeds_every_chunk_keeps_ids_and_drops_vanished_sources(tmp_path: Path, repo: Path) -> None:
+    revised = RevisedEmbedder()
+    with Plait(str(tmp_path / "full.db"), embedder=revised) as engine:
+        engine.index(repo)
+        old = _vectors(engine)
+        assert len(old) == TOTAL
+        ids = {s: engine.store.chunk_ids("default", s) for s in FILES}
+        git(repo, "rm", "-q", "docs/adr/0002-events.md")
+        commit_all(repo, "drop events")
+        write(repo, {"docs/refunds.md": FILES["docs/refunds.md"].replace("7 days", "30 days")})
+        revised.revised = True
+        calls, texts = revised.calls, revised.texts_embedded
+        report = engine.reindex(full=True)
+        # README, keys and refunds' second section unchanged (3), refunds' first edited (1),
+        # events gone (1 chunk, 1 source); all 4 remaining texts embedded in one call
+        assert _counts(report) == (0, 1, 3, 1) and report.sources_deleted == 1
+        assert (report.embedding.embedded, report.embedding.reused, report.embedding.calls) == (4, 0, 1)
+        assert (revised.calls, revised.texts_embedded) == (calls + 1, texts + 4)
+        assert report.complete is True
+        assert engine.store.chunk_ids("default", "docs/adr/0002-events.md") == []
+        for source in ("README.md", "docs/adr/0001-keys.md", "docs/refunds.md"):
+            assert engine.store.chunk_ids("default", source) == ids[source]  # same ids
+        new = _vectors(engine)
+        assert sorted(new) == sorted(ids["README.md"] + ids["docs/adr/0001-keys.md"] + ids["docs/refunds.md"])
+        unchanged = [*ids["README.md"], *ids["docs/adr/0001-keys.md"], ids["docs/refunds.md"][1]]
+        for cid in unchanged:  # overwritten in place with the revised model's vector
+            np.testing.assert_allclose(new[cid], -old[cid], atol=1e-6)
+        # an incremental reindex afterwards embeds nothing and keeps the new vectors
+        again = engine.reindex()
+        assert _counts(again) == (0, 0, 4, 0) and again.embedding.calls == 0
+        assert revised.calls == calls + 1
+        for cid in unchanged:
+            np.testing.assert_allclose(_vectors(engine)[cid], -old[cid], atol=1e-6)
+
+
+def test_full_with_the_provider_down_keeps_every_source_and_is_not_complete(tmp_path: Path, repo: Path) -> None:
+    revised = RevisedEmbedder()
+    with Plait(str(tmp_path / "down.db"), embedder=revised) as engine:
+        engine.index(repo)
+        old = _vectors(engine)
+        revised.revised, revised.down = True, True
+        report = engine.reindex(full=True)
+        assert _counts(report) == (0, 0, TOTAL, 0) and report.sources_deleted == 0
+        assert (report.embedding.available, report.embedding.embedded, report.complete) == (False, 0, False)
+        assert "connection refused (test)" in (report.embedding.reason or "")
+        kept = _vectors(engine)  # nothing was emptied: every chunk still has its old vector
+        assert sorted(kept) == sorted(old)
+        for cid, vector in kept.items():
+            np.testing.assert_allclose(vector, old[cid], atol=1e-6)
 
 
 def test_source_selects_one_root_and_roots_never_duplicate(
@@ -182,6 +257,7 @@ def test_cli_reindex_flags(tmp_path: Path, repo: Path) -> None:
     result = runner.invoke(app, ["reindex", "--store", store, "--scope", "adr", "--full", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert (data["chunksAdded"], data["chunksDeleted"], data["embedding"]["calls"]) == (2, 2, 1)
+    assert (data["chunksAdded"], data["chunksDeleted"], data["chunksUnchanged"]) == (0, 0, 2)
+    assert (data["embedding"]["calls"], data["embedding"]["embedded"]) == (1, 2)
     result = runner.invoke(app, ["reindex", "--store", store, "--source", str(tmp_path), "--json"])
     assert result.exit_code == 1 and "is not a recorded source" in " ".join(result.stderr.split())

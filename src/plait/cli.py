@@ -214,14 +214,14 @@ def reindex(
         Path | None, typer.Option(help="Only the recorded source at this path.")
     ] = None,
     full: Annotated[
-        bool, typer.Option("--full", help="Delete the selected sources' chunks and rebuild, embedding again.")
+        bool, typer.Option("--full", help="Embed every chunk of the selected sources again, replacing each source atomically.")
     ] = False,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Re-read recorded sources: unchanged chunks keep their vectors, vanished sources lose theirs.
 
-    Missing vectors are backfilled. --full rebuilds the selected scope / source from scratch.
+    Missing vectors are backfilled. --full re-embeds every chunk of the selected scope / source.
     """
     name = _collection(collection)
     with _engine(store, embedder) as engine:

@@ -170,7 +170,8 @@ class Indexer:
         self.chunk_settings = chunk_settings or ChunkSettings()
         self.batch_size = batch_size
         self.reuse_vectors = reuse_vectors
-        """False embeds every new chunk, even when another chunk has the same content."""
+        """False embeds every chunk again, unchanged ones included (their stored vectors
+        are overwritten in the same write), and reuses no vector of equal content."""
 
     # embedding -----------------------------------------------------------------
     def _embed(self, collection: str, texts: list[str], run: _Run) -> np.ndarray | None:
@@ -201,11 +202,15 @@ class Indexer:
     def _vectors_for(
         self, collection: str, batch: list[tuple[SourceDocument, list[Chunk]]], run: _Run
     ) -> dict[str, np.ndarray]:
-        """Vectors for the chunks of a batch of documents that need new ones."""
+        """Vectors for the chunks of a batch of documents that need new ones (all of
+        them when ``reuse_vectors`` is False)."""
         if self.embedder is None:
             return {}
         needing: list[Chunk] = []
         for doc, chunks in batch:
+            if not self.reuse_vectors:
+                needing.extend(chunks)
+                continue
             states = self.store.chunk_states(collection, doc.source_id)
             for chunk in chunks:
                 state = states.get(chunk.id)

@@ -26,7 +26,7 @@ from plait.sources.base import Scan, SourceDocument
 from plait.sources.roots import describe_root, open_root, root_key
 from plait.sources.sessions import DEFAULT_SESSION_SCOPE
 from plait.stores import Store, open_store
-from plait.types import CollectionInfo, EmbeddingReport, IndexReport, SearchResult
+from plait.types import CollectionInfo, IndexReport, SearchResult
 
 if TYPE_CHECKING:
     from plait.ask import AskRequest, AskResult
@@ -232,17 +232,20 @@ class Plait:
 
         Unchanged chunks keep their vectors (no embedding call); sources a root no longer
         yields lose their chunks. ``scope`` and ``source`` (a recorded root's path) narrow
-        the run. ``full`` first deletes the selected roots' sources (of ``scope`` when
-        given) and embeds everything again, reusing no stored vector.
+        the run. ``full`` embeds every chunk of the selected roots' sources (of ``scope``
+        when given) again, unchanged ones included, reusing no stored vector; each source
+        is still replaced in one store write, old chunks and vectors or new, so a run
+        killed at any point leaves no source empty or half-written, and running it again
+        completes. Its report counts chunks as an incremental run does (``chunksUnchanged``
+        for same id and content, whose vectors were overwritten) and ``embedding.embedded``
+        says how many texts were embedded; it is not ``complete`` when the embedder failed
+        before everything was embedded again.
         """
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         roots = self.recorded_roots(collection, source=source)
         indexer, _ = self._indexer(collection, reuse_vectors=not full)
-        cleared: IndexReport | None = None
-        if full:
-            cleared = self._clear(collection, [root_key(r) for r in roots], scope)
-        report = cleared
+        report: IndexReport | None = None
         for root in roots:
             scan = open_root(root).scan()
             part = indexer.index(
@@ -250,22 +253,10 @@ class Plait:
             )
             report = part if report is None else _merge(report, part)
         backfill = indexer.backfill_report(collection)
-        return backfill if report is None else _merge(report, backfill)
-
-    def _clear(self, collection: str, keys: Sequence[str], scope: str | None) -> IndexReport:
-        """Delete every source of these roots (in ``scope``); a report of what went."""
-        deleted = sources = 0
-        for key in keys:
-            for info in self.store.list_sources(collection, scope, root=key):
-                deleted += self.store.delete_source(collection, info.source_id)
-                sources += 1
-        return IndexReport(
-            collection=collection,
-            chunks_deleted=deleted,
-            sources_deleted=sources,
-            embedding=EmbeddingReport(available=True),
-            complete=True,
-        )
+        report = backfill if report is None else _merge(report, backfill)
+        if full and indexer.embedder is not None and not report.embedding.available:
+            report = report.model_copy(update={"complete": False})  # old vectors remain
+        return report
 
     def calibrate(
         self, *, collection: str = "default", samples: int = 200, save: bool = True

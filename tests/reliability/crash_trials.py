@@ -3,12 +3,12 @@ benchmarks/reliability.py.
 
 A trial starts from a store holding corpus version 1 (``old``), rewrites the corpus
 to version 2 (``new``: some files deleted, some restructured, some edited in place,
-some unchanged, some added), runs ``python -m plait.cli index|reindex`` as a
-subprocess, SIGKILLs it after a seeded random delay, then opens the store and checks,
-per source, that its (chunk id, content hash) set is exactly the old one or exactly
-the new one (computed with :func:`plait.ingest.build_chunks`), that no chunk appears
-twice, and that the lexical postings agree with the chunk rows. Finally a re-run
-must complete and leave exactly the new state.
+some unchanged, some added), runs ``python -m plait.cli index|reindex|reindex --full``
+as a subprocess, SIGKILLs it after a seeded random delay, then opens the store and
+checks, per source, that its (chunk id, content hash) set is exactly the old one or
+exactly the new one (computed with :func:`plait.ingest.build_chunks`), that no chunk
+appears twice, that every chunk has its vector, and that the lexical postings agree
+with the chunk rows. Finally a re-run must complete and leave exactly the new state.
 """
 
 from __future__ import annotations
@@ -107,6 +107,11 @@ def observed_state(db_path: Path, collection: str = "default") -> tuple[dict[str
         ).fetchone()[0]
         if bare:
             faults.append(f"{bare} chunks have no postings")
+        vectorless = db.execute(
+            "SELECT COUNT(*) FROM chunks WHERE collection_id = ? AND vector IS NULL", (cid,)
+        ).fetchone()[0]
+        if vectorless:
+            faults.append(f"{vectorless} chunks have no vector")
         bad_df = db.execute(
             "SELECT COUNT(*) FROM terms t WHERE t.collection_id = ? AND t.df != "
             "(SELECT COUNT(*) FROM postings p WHERE p.term_id = t.id)",
@@ -127,7 +132,8 @@ def observed_state(db_path: Path, collection: str = "default") -> tuple[dict[str
 
 
 def observed_state_pg(dsn: str, schema: str, collection: str = "default") -> tuple[dict[str, list[tuple[str, str]]], list[str]]:
-    """:func:`observed_state` for a PostgreSQL store in ``schema`` (chunks and sources only)."""
+    """:func:`observed_state` for a PostgreSQL store in ``schema``: chunks, vectors and
+    sources (not the lexical statistics)."""
     import psycopg
     from psycopg import sql
 
@@ -150,6 +156,11 @@ def observed_state_pg(dsn: str, schema: str, collection: str = "default") -> tup
         ).fetchone()
         if unlisted and unlisted[0]:
             faults.append(f"{unlisted[0]} sources hold chunks but are not recorded")
+        vectorless = conn.execute(
+            "SELECT COUNT(*) FROM plait_chunks WHERE collection_id = %s AND vector IS NULL", (cid,)
+        ).fetchone()
+        if vectorless and vectorless[0]:
+            faults.append(f"{vectorless[0]} chunks have no vector")
     return rows, faults
 
 

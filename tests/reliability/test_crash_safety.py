@@ -1,7 +1,8 @@
-"""kill -9 during ``plait index`` / ``plait reindex``: every source keeps its old or its
-new chunks, never half, never duplicates; the lexical index agrees; a re-run completes.
+"""kill -9 during ``plait index`` / ``plait reindex`` / ``plait reindex --full``: every
+source keeps its old or its new chunks, never half, never duplicates, never emptied;
+every chunk keeps a vector; the lexical index agrees; a re-run completes.
 
-20 seeded trials on a small corpus here; ``benchmarks/reliability.py`` runs more.
+28 seeded trials on a small corpus here; ``benchmarks/reliability.py`` runs more.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sqlite3
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -57,7 +59,20 @@ def test_checker_catches_a_half_written_source(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize(("mode", "trials"), [("index", 10), ("reindex", 10)])
+def test_checker_catches_a_chunk_without_its_vector(tmp_path: Path) -> None:
+    """A kill must never leave a chunk that had a vector without one."""
+    root = tmp_path / "c"
+    write_corpus(root, version=1, n_docs=4)
+    with Plait(str(tmp_path / "s.db"), embedder="fake") as engine:
+        engine.index(root)
+    db = sqlite3.connect(tmp_path / "s.db")
+    db.execute("UPDATE chunks SET vector = NULL WHERE source_id = 'doc0002.md'")
+    db.commit()
+    db.close()
+    assert observed_state(tmp_path / "s.db")[1] == ["3 chunks have no vector"]
+
+
+@pytest.mark.parametrize(("mode", "trials"), [("index", 10), ("reindex", 10), ("reindex-full", 8)])
 def test_sigkill_leaves_old_or_new_per_source(bench: CrashBench, mode: str, trials: int) -> None:
     rng = random.Random(f"crash-{mode}")
     results = [bench.trial(mode, rng) for _ in range(trials)]
@@ -87,8 +102,8 @@ def pg_dsn() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.slow  # ~25 s: a server start and 8 kills; benchmarks/reliability.py runs more
-@pytest.mark.parametrize("mode", ["index", "reindex"])
+@pytest.mark.slow  # ~35 s: a server start and 12 kills; benchmarks/reliability.py runs more
+@pytest.mark.parametrize("mode", ["index", "reindex", "reindex-full"])
 def test_sigkill_on_postgres_leaves_old_or_new_per_source(pg_dsn: str, tmp_path: Path, mode: str) -> None:
     schema = f"plait_crash_{uuid.uuid4().hex[:10]}"
     bench = CrashBench(tmp_path, n_docs=20, pg=(pg_dsn, schema))

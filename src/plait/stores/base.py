@@ -160,8 +160,9 @@ class Store(Protocol):
         """Make the source hold exactly ``chunks``, atomically: old or new, never half.
 
         A chunk whose id and content hash are unchanged keeps its stored vector when
-        the new one is None. ``root`` is stored with the source (replacing the previous
-        value) and reported by :meth:`list_sources`.
+        the new one is None, and has it overwritten when a vector is given (a full
+        reindex re-embeds in place). ``root`` is stored with the source (replacing the
+        previous value) and reported by :meth:`list_sources`.
         """
         ...
 

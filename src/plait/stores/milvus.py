@@ -177,11 +177,11 @@ class MilvusStore(MilvusBase):
                 if old is not None and old["content_hash"] == item.chunk.content_hash:
                     unchanged += 1
                     keep.add(item.chunk.id)
-                    if old["has_vector"]:
-                        vector = old["vector"]
+                    if vector is None and old["has_vector"]:
+                        vector = old["vector"]  # no new vector given: keep the stored one
                     row = self._row(rec, item, scope, version, vector)
                     same = all(old[f] == row[f] for f in ("scope", "ordinal", "origin", "metadata"))
-                    if same and old["has_vector"] == row["has_vector"]:
+                    if same and old["has_vector"] == row["has_vector"] and _same_vector(old, row):
                         final.append(old)
                         continue
                     dead.append(old)
@@ -415,3 +415,12 @@ class MilvusStore(MilvusBase):
     def close(self) -> None:
         with self._lock:
             self._call("close", self._client.close)
+
+
+def _same_vector(old: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether a rewritten row would store the vector the old version already holds."""
+    if not old["has_vector"] or not row["has_vector"]:
+        return old["has_vector"] == row["has_vector"]
+    return bool(
+        np.array_equal(np.asarray(old["vector"], np.float32), np.asarray(row["vector"], np.float32))
+    )

@@ -407,7 +407,7 @@ class PostgresStore:
                     unchanged += 1
                     conn.execute(
                         "UPDATE plait_chunks SET scope = %s, ordinal = %s, origin = %s, "
-                        "metadata = %s, vector = coalesce(vector, %s) WHERE collection_id = %s AND id = %s",
+                        "metadata = %s, vector = coalesce(%s, vector) WHERE collection_id = %s AND id = %s",
                         (scope, chunk.ordinal, origin, metadata, vector, cid, old[0]),
                     )
                     continue

@@ -484,7 +484,7 @@ class SQLiteStore:
                         json.dumps(chunk.metadata, sort_keys=True, ensure_ascii=False),
                     ]
                     sql = "UPDATE chunks SET scope = ?, ordinal = ?, origin = ?, metadata = ?"
-                    if item.vector is not None and old[2] is None:
+                    if item.vector is not None:  # a given vector replaces the stored one
                         sql += ", vector = ?"
                         params.append(np.asarray(item.vector, np.float32).tobytes())
                     db.execute(sql + " WHERE rowid = ?", (*params, old[0]))

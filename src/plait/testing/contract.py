@@ -130,6 +130,36 @@ class StoreContract:
         assert states["a"].has_vector is True
         assert store.chunks_without_vector("c") == []
 
+    def test_unchanged_chunk_vector_is_overwritten_when_given(self, store: Store) -> None:
+        """A full reindex re-embeds in place: same id and content, a new vector replaces
+        the stored one in both the row and the dense arm; no vector keeps it.
+
+        Stored [1, 0]; rewritten with [0, 1]: a query [0, 1] scores cos = 1, a query
+        [1, 0] scores 0. Rewritten again without a vector: still [0, 1].
+        """
+        store.ensure_collection("c")
+        other = make_chunk("b", "beta", source_id="d", vector=_unit(1, 1), ordinal=1)
+        store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d", vector=[1, 0]), other])
+        # searched once before the rewrite, so an ANN graph (if any) holds the old vector
+        assert [i for i, _ in store.vector_search("c", np.array([0.0, 1.0], np.float32), limit=1)] == ["b"]
+        counts = store.replace_source(
+            "c", "d", "docs", [make_chunk("a", "alpha", source_id="d", vector=[0, 1]), other]
+        )
+        assert (counts.added, counts.updated, counts.unchanged, counts.deleted) == (0, 0, 2, 0)
+        assert store.chunk_ids("c", "d") == ["a", "b"]
+        np.testing.assert_allclose(store.vectors_by_hash("c", ["h-alpha"])["h-alpha"], [0, 1], atol=1e-6)
+        ranked = dict(store.vector_search("c", np.array([0.0, 1.0], np.float32), limit=None))
+        assert ranked["a"] == pytest.approx(1.0, abs=1e-5)
+        assert ranked["b"] == pytest.approx(math.sqrt(0.5), abs=1e-5)
+        assert [i for i, _ in store.vector_search("c", np.array([0.0, 1.0], np.float32), limit=1)] == ["a"]
+        assert dict(store.vector_search("c", np.array([1.0, 0.0], np.float32), limit=None))["a"] == pytest.approx(0.0, abs=1e-5)
+        store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d"), other])
+        np.testing.assert_allclose(store.vectors_by_hash("c", ["h-alpha"])["h-alpha"], [0, 1], atol=1e-6)
+        assert [i for i, _ in store.vector_search("c", np.array([0.0, 1.0], np.float32), limit=1)] == ["a"]
+        assert store.chunks_without_vector("c") == []
+        info = store.get_collection("c")
+        assert info is not None and (info.chunks, info.sources) == (2, 1)
+
     def test_vectors_by_hash_and_backfill(self, store: Store) -> None:
         store.ensure_collection("c")
         store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d", vector=[0.6, 0.8]), make_chunk("b", "beta", source_id="d")])
