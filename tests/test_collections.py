@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
+from plait.api.keys import KeyStore
 from plait.service import Plait
 
 runner = CliRunner()
@@ -64,11 +65,23 @@ def test_deleting_a_collection_removes_all_of_it(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
     listed = json.loads(runner.invoke(app, ["collections", "--store", store, "--json"]).stdout)
     assert [(c["name"], c["chunks"], c["sources"]) for c in listed] == [("alpha", 2, 2), ("beta", 3, 3)]
+    keys = KeyStore(tmp_path / "keys.db")  # the key file `plait keys` uses for this store
+    beta_key, beta_token = keys.create(role="reader", collection="beta")
+    alpha_key, _ = keys.create(role="reader", collection="alpha")
+    all_key, _ = keys.create(role="admin", collection="*")
     result = runner.invoke(app, ["delete-collection", "beta", "--store", store], input="n\n")
-    assert result.exit_code == 1  # declined: nothing deleted
+    assert result.exit_code == 1  # declined: nothing deleted, no key revoked
+    assert keys.authenticate(beta_token) is not None
     result = runner.invoke(app, ["delete-collection", "beta", "--yes", "--store", store, "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"name": "beta", "deleted": True, "chunks": 3, "sources": 3}
+    assert json.loads(result.stdout) == {
+        "name": "beta", "deleted": True, "chunks": 3, "sources": 3, "revokedKeys": [beta_key.id]
+    }
+    # a later collection named beta does not inherit the old grant; other keys stay
+    assert keys.authenticate(beta_token) is None
+    active = {k.id for k in keys.list_keys(include_revoked=False)}
+    assert active == {alpha_key.id, all_key.id}
+    keys.close()
     listed = json.loads(runner.invoke(app, ["collections", "--store", store, "--json"]).stdout)
     assert [c["name"] for c in listed] == ["alpha"]
     with Plait(store) as engine:

@@ -332,16 +332,38 @@ def delete_collection(
             if not yes and not typer.confirm(f"delete collection {name!r} ({info.chunks} chunks)?"):
                 raise typer.Abort()
             engine.delete_collection(name)
-            return {"name": name, "deleted": True, "chunks": info.chunks, "sources": info.sources}
+            return {
+                "name": name,
+                "deleted": True,
+                "chunks": info.chunks,
+                "sources": info.sources,
+                "revokedKeys": _revoke_keys_of(store, name),
+            }
 
         result = _run(debug, action)
     if as_json:
         _print_json(result)
     else:
+        revoked = result["revokedKeys"]
+        keys_note = f", {len(revoked)} API key(s) revoked" if revoked else ""
         console.print(
-            f"deleted collection {name} ({result['chunks']} chunks, {result['sources']} sources)",
+            f"deleted collection {name} ({result['chunks']} chunks, {result['sources']} sources{keys_note})",
             highlight=False,
         )
+
+
+def _revoke_keys_of(store: str | None, collection: str) -> list[int]:
+    """Revoke the API keys scoped to a deleted collection (if the store has a key file)."""
+    from plait.api.keys import KeyStore, default_keys_path
+
+    path = default_keys_path(Settings.resolve(store=store).store)
+    if not path.exists():
+        return []
+    keys = KeyStore(path)
+    try:
+        return [key.id for key in keys.revoke_collection(collection)]
+    finally:
+        keys.close()
 
 
 def _origin_text(hit: Any) -> str:

@@ -10,6 +10,7 @@ no embedder use the recorded one, and naming another model is refused.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,7 @@ class Plait:
         self._rerankers: dict[str, Reranker] = {}
         self._search = SearchService(store, rerankers=self.reranker)
         self._refinery: Refinery | None = None
+        self._refinery_lock = threading.Lock()
 
     # embedders ------------------------------------------------------------------
     def _by_name(self, name: str) -> Embedder | None:
@@ -396,11 +398,12 @@ class Plait:
     @property
     def refinery(self) -> Refinery:
         """The Knowledge Refinery (FAQ-card runs and review), opened on first use."""
-        if self._refinery is None:
-            from plait.refinery import Refinery
+        with self._refinery_lock:  # two first requests at once must not open it twice
+            if self._refinery is None:
+                from plait.refinery import Refinery
 
-            self._refinery = Refinery(self)
-        return self._refinery
+                self._refinery = Refinery(self)
+            return self._refinery
 
     def ask(
         self,

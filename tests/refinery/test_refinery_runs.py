@@ -272,3 +272,23 @@ def test_scopes_limit_the_scan_and_rejected_questions_are_not_drafted_again(faq_
     again = faq_engine.refinery.run("kb")
     assert (again.progress.cards_made, again.progress.cards_merged) == (0, 1)
     assert [c.status for c in faq_engine.refinery.cards("kb")] == [CardStatus.REJECTED]
+
+
+def test_the_refinery_opens_once_when_first_asked_from_many_threads(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    start = threading.Barrier(8)
+    seen: list[Refinery] = []
+
+    def first_use() -> None:
+        start.wait()
+        seen.append(engine.refinery)
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert len(seen) == 8 and len({id(r) for r in seen}) == 1
+    finally:
+        engine.close()

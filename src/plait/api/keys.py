@@ -162,6 +162,27 @@ class KeyStore:
                 return key
         raise NotFoundError(f"API key {key_id} does not exist")
 
+    def revoke_collection(self, collection: str) -> list[ApiKey]:
+        """Revoke every active key scoped to exactly ``collection``; the keys revoked.
+
+        Keys for ``*`` (all collections) are kept. Called when a collection is deleted,
+        so that a later collection of the same name does not inherit old grants.
+        """
+        with self._lock:
+            ids = [
+                row[0]
+                for row in self._db.execute(
+                    "SELECT id FROM api_keys WHERE collection = ? AND revoked_at IS NULL",
+                    (collection,),
+                ).fetchall()
+            ]
+            self._db.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE collection = ? AND revoked_at IS NULL",
+                (_now(), collection),
+            )
+        wanted = set(ids)
+        return [key for key in self.list_keys() if key.id in wanted]
+
     def authenticate(self, token: str | None) -> ApiKey | None:
         """The active key a token belongs to, or None.
 
