@@ -53,6 +53,7 @@ __all__ = [
     "RerankerResolver",
     "SearchRequest",
     "SearchService",
+    "lexical_terms",
     "without_hidden",
 ]
 
@@ -130,6 +131,18 @@ def without_hidden(
     return [item for item in ranked if item[0] not in hidden][:limit]
 
 
+def lexical_terms(query: str) -> tuple[list[str], list[str]]:
+    """The (exact, stems) terms the lexical arm is asked for ``query``.
+
+    A match on "the" or "what" alone is not a lexical hit: stopwords are dropped from
+    the exact field unless the query is nothing but stopwords (the stems field has
+    none already).
+    """
+    analysed = analyse_query(query)
+    exact = [term for term in analysed.exact if term not in STOPWORDS] or analysed.exact
+    return exact, analysed.stems
+
+
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
@@ -142,9 +155,20 @@ class SearchService:
         self.store = store
         self.rerankers = rerankers
 
-    def settings_for(self, collection: str, request: SearchRequest) -> FusionSettings:
-        """The collection's saved fusion defaults, overridden by the request."""
-        saved = self.store.get_settings(collection).get("fusion", {})
+    def settings_for(
+        self,
+        collection: str,
+        request: SearchRequest,
+        *,
+        saved_settings: Mapping[str, Any] | None = None,
+    ) -> FusionSettings:
+        """The collection's saved fusion defaults, overridden by the request.
+
+        ``saved_settings`` is the collection's settings when the caller already read them.
+        """
+        if saved_settings is None:
+            saved_settings = self.store.get_settings(collection)
+        saved = saved_settings.get("fusion", {})
         base = FusionSettings.model_validate(saved) if saved else FusionSettings()
         overrides: dict[str, Any] = {
             name: value
@@ -180,15 +204,15 @@ class SearchService:
             from plait.errors import NotFoundError
 
             raise NotFoundError(f"collection {collection!r} does not exist")
-        settings = resolve_weight(self.settings_for(collection, req), req.query)
+        saved_settings = self.store.get_settings(collection)  # read once per search
+        settings = resolve_weight(
+            self.settings_for(collection, req, saved_settings=saved_settings), req.query
+        )
         reranker = self._reranker(req.rerank) if req.rerank is not None else None
         filters = Filters(scopes=tuple(req.scopes) if req.scopes else None, metadata=req.metadata or {})
 
         t = time.perf_counter()
-        analysed = analyse_query(req.query)
-        # A match on "the" or "what" alone is not a lexical hit: stopwords are dropped
-        # from the exact field unless the query is nothing but stopwords.
-        exact = [term for term in analysed.exact if term not in STOPWORDS] or analysed.exact
+        exact, stems = lexical_terms(req.query)
         timings["analyse"] = _ms(t)
 
         vector = None
@@ -214,10 +238,10 @@ class SearchService:
                 f"each arm fetched {depth}; positions past the over-fetch fusion come from "
                 "deeper fusions appended after it, so earlier pages keep their order"
             )
-        hidden = self.hidden_ids(collection, req)
+        hidden = self.hidden_ids(collection, req, saved_settings=saved_settings)
         t = time.perf_counter()
         lexical = self.store.lexical_search(
-            collection, exact, analysed.stems, limit=depth + len(hidden), filters=filters
+            collection, exact, stems, limit=depth + len(hidden), filters=filters
         )
         lexical = without_hidden(lexical, hidden, depth)
         timings["lexical"] = _ms(t)
@@ -259,7 +283,13 @@ class SearchService:
             **rerank_echo,
         )
 
-    def hidden_ids(self, collection: str, req: SearchRequest) -> frozenset[str]:
+    def hidden_ids(
+        self,
+        collection: str,
+        req: SearchRequest,
+        *,
+        saved_settings: Mapping[str, Any] | None = None,
+    ) -> frozenset[str]:
         """Chunk ids of scopes searched only when named (FAQ cards: ``searchHidden``).
 
         The collection setting ``searchHidden`` maps a scope to its chunk ids; a
@@ -267,7 +297,9 @@ class SearchService:
         """
         if req.scopes:
             return frozenset()
-        saved = self.store.get_settings(collection).get(SEARCH_HIDDEN_KEY) or {}
+        if saved_settings is None:
+            saved_settings = self.store.get_settings(collection)
+        saved = saved_settings.get(SEARCH_HIDDEN_KEY) or {}
         return frozenset(cid for ids in saved.values() for cid in ids)
 
     def _reranker(self, method: str) -> Reranker:

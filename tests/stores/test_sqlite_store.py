@@ -61,7 +61,7 @@ def test_schema_version_recorded(tmp_path: Path) -> None:
     SQLiteStore(path).close()
     SQLiteStore(path).close()
     rows = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchall()
-    assert rows == [(1,), (2,)]
+    assert rows == [(1,), (2,), (3,)]
 
 
 def test_migration_2_upgrades_a_version_1_file(tmp_path: Path) -> None:

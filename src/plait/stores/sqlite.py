@@ -4,9 +4,10 @@ Chunks, metadata, vectors (float32 blobs) and the lexical index (a postings tabl
 with per-term document frequencies and per-chunk field lengths) live in the same
 file, and every write of a source's chunks touches both arms in one transaction —
 they cannot drift. Each collection carries a ``generation`` counter bumped by every
-write in that same transaction; the in-process caches (term postings, document
-lengths, the vector matrix) are keyed by it, so a process sees another process's
-writes on its next query.
+write in that same transaction; the in-process caches (BM25 score rows, document
+lengths, the vector matrix: :mod:`plait.stores.sqlite_snapshot`) are keyed by it, so a
+process sees another process's writes on its next query. The schema's migrations are
+in :mod:`plait.stores.sqlite_schema`.
 
 The lexical arm is BM25 computed from the postings (see :class:`BM25Params`); the
 dense arm is exact cosine over the cached matrix below ``ann_threshold`` vectors and an
@@ -20,10 +21,11 @@ import json
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,109 +48,27 @@ from plait.stores.base import (
     SourceInfo,
     StoredChunk,
 )
-from plait.stores.lexical import FIELDS, bm25_rank
+from plait.stores.lexical_index import LexicalIndex
+from plait.stores.sqlite_schema import MIGRATIONS
+from plait.stores.sqlite_snapshot import (
+    DenseMatrix,
+    Snapshot,
+    allowed_rowids,
+    load_lexical,
+    load_matrix,
+    load_postings,
+)
 from plait.types import Chunk, CollectionInfo, Origin
 
 __all__ = ["SQLiteStore"]
+
+_DEFAULT_BM25 = BM25Params()
 
 _ORIGIN = TypeAdapter(Origin)
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _execute_all(db: sqlite3.Connection, script: str) -> None:
-    """Run ``;``-separated DDL inside the current transaction (executescript would commit)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            db.execute(statement)
-
-
-def _migration_1(db: sqlite3.Connection) -> None:
-    _execute_all(
-        db,
-        """
-        CREATE TABLE collections (
-            id INTEGER PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            provider TEXT, model TEXT, dimension INTEGER,
-            settings TEXT NOT NULL DEFAULT '{}',
-            created_at TEXT NOT NULL,
-            generation INTEGER NOT NULL DEFAULT 0
-        );
-        CREATE TABLE sources (
-            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
-            source_id TEXT NOT NULL,
-            scope TEXT NOT NULL,
-            indexed_at TEXT NOT NULL,
-            PRIMARY KEY (collection_id, source_id)
-        );
-        CREATE TABLE scopes (
-            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
-            scope TEXT NOT NULL,
-            last_indexed_at TEXT NOT NULL,
-            PRIMARY KEY (collection_id, scope)
-        );
-        CREATE TABLE chunks (
-            rowid INTEGER PRIMARY KEY,
-            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
-            chunk_id TEXT NOT NULL,
-            source_id TEXT NOT NULL,
-            scope TEXT NOT NULL,
-            ordinal INTEGER NOT NULL,
-            content TEXT NOT NULL,
-            content_hash TEXT NOT NULL,
-            origin TEXT NOT NULL,
-            metadata TEXT NOT NULL,
-            vector BLOB,
-            len_exact INTEGER NOT NULL,
-            len_stems INTEGER NOT NULL,
-            UNIQUE (collection_id, chunk_id)
-        );
-        CREATE INDEX chunks_source ON chunks(collection_id, source_id);
-        CREATE INDEX chunks_hash ON chunks(collection_id, content_hash);
-        CREATE TABLE terms (
-            id INTEGER PRIMARY KEY,
-            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
-            field INTEGER NOT NULL,
-            term TEXT NOT NULL,
-            df INTEGER NOT NULL,
-            UNIQUE (collection_id, field, term)
-        );
-        CREATE TABLE postings (
-            term_id INTEGER NOT NULL,
-            chunk_rowid INTEGER NOT NULL,
-            tf INTEGER NOT NULL,
-            PRIMARY KEY (term_id, chunk_rowid)
-        ) WITHOUT ROWID;
-        CREATE INDEX postings_chunk ON postings(chunk_rowid);
-        """
-    )
-
-
-def _migration_2(db: sqlite3.Connection) -> None:
-    """Each source remembers the recorded root that produced it (reindex deletes vanished ones)."""
-    db.execute("ALTER TABLE sources ADD COLUMN root TEXT NOT NULL DEFAULT ''")
-    db.execute("CREATE INDEX sources_root ON sources(collection_id, root)")
-
-
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migration_1, _migration_2)
-
-
-class _Snapshot:
-    """Per-collection, per-generation caches for the two arms."""
-
-    def __init__(self, generation: int) -> None:
-        self.generation = generation
-        self.rowids: np.ndarray | None = None  # sorted chunk rowids
-        self.lengths: np.ndarray | None = None  # (n, 2) field lengths
-        self.avgdl: tuple[float, float] = (0.0, 0.0)
-        self.postings: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
-        self.vectors: tuple[np.ndarray, np.ndarray] | None = None  # (rowids, matrix)
-        self.ids: dict[int, str] = {}
-        self.ann_synced = False  # the ANN graph was checked against this generation
-        self.counts: tuple[Any, ...] | None = None  # (chunks, without vector, sources)
 
 
 class SQLiteStore:
@@ -186,7 +106,7 @@ class SQLiteStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open SQLite store at {path}: {exc}") from exc
         self._lock = threading.RLock()
-        self._snapshots: dict[int, _Snapshot] = {}
+        self._snapshots: dict[int, Snapshot] = {}
         self._db.execute("PRAGMA foreign_keys = ON")
         self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         try:
@@ -461,9 +381,9 @@ class SQLiteStore:
         added = updated = unchanged = 0
         with self._tx() as db:
             existing = {
-                r[0]: (r[1], r[2], r[3])
+                r[0]: (r[1], r[2])
                 for r in db.execute(
-                    "SELECT chunk_id, rowid, content_hash, vector FROM chunks "
+                    "SELECT chunk_id, rowid, content_hash FROM chunks "
                     "WHERE collection_id = ? AND source_id = ?",
                     (cid, source_id),
                 )
@@ -626,62 +546,31 @@ class SQLiteStore:
         return [r[0] for r in rows]
 
     # the two arms ----------------------------------------------------------------
-    def _snapshot(self, collection: str) -> tuple[int, _Snapshot]:
+    def _snapshot(self, collection: str) -> tuple[int, Snapshot]:
         row = self._collection_row(collection)
         if row is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         cid = int(row[0])
         return cid, self._snap_for(cid, int(row[6]))
 
-    def _snap_for(self, cid: int, generation: int) -> _Snapshot:
+    def _snap_for(self, cid: int, generation: int) -> Snapshot:
         snap = self._snapshots.get(cid)
         if snap is None or snap.generation != generation:
-            snap = _Snapshot(generation)
+            snap = Snapshot(generation)
             self._snapshots[cid] = snap
         return snap
 
-    def _lengths(self, cid: int, snap: _Snapshot) -> tuple[np.ndarray, np.ndarray]:
-        if snap.rowids is None or snap.lengths is None:
-            rows = self._query(
-                "SELECT rowid, len_exact, len_stems, chunk_id FROM chunks "
-                "WHERE collection_id = ? ORDER BY rowid",
-                (cid,),
-            )
-            snap.rowids = np.array([r[0] for r in rows], dtype=np.int64)
-            snap.lengths = np.array([(r[1], r[2]) for r in rows], dtype=np.float64).reshape(-1, 2)
-            if rows:
-                snap.avgdl = (float(snap.lengths[:, 0].mean()), float(snap.lengths[:, 1].mean()))
-            snap.ids = {r[0]: r[3] for r in rows}
-        return snap.rowids, snap.lengths
+    def _lexical_index(self, cid: int, snap: Snapshot) -> LexicalIndex:
+        """The generation's lexical index (loaded on first use; inside a read transaction)."""
+        if snap.lexical is None:
+            snap.lexical = load_lexical(self._db, cid)
+        return snap.lexical
 
-    def _postings(self, cid: int, snap: _Snapshot, field: int, term: str) -> tuple[np.ndarray, np.ndarray]:
-        key = (field, term)
-        cached = snap.postings.get(key)
-        if cached is None:
-            rows = self._query(
-                "SELECT p.chunk_rowid, p.tf FROM terms t JOIN postings p ON p.term_id = t.id "
-                "WHERE t.collection_id = ? AND t.field = ? AND t.term = ? ORDER BY p.chunk_rowid",
-                (cid, field, term),
-            )
-            cached = (
-                np.array([r[0] for r in rows], dtype=np.int64),
-                np.array([r[1] for r in rows], dtype=np.float64),
-            )
-            snap.postings[key] = cached
-        return cached
-
-    def _allowed_rowids(self, cid: int, filters: Filters | None) -> np.ndarray | None:
-        if filters is None or filters.empty:
-            return None
-        sql = "SELECT rowid FROM chunks WHERE collection_id = ?"
-        params: list[Any] = [cid]
-        if filters.scopes:
-            sql += f" AND scope IN ({','.join('?' * len(filters.scopes))})"
-            params.extend(filters.scopes)
-        for key, value in filters.metadata.items():
-            sql += " AND json_extract(metadata, '$.' || ?) = ?"
-            params.extend([key, value])
-        return np.array(sorted(r[0] for r in self._query(sql, params)), dtype=np.int64)
+    def _dense(self, cid: int, snap: Snapshot) -> DenseMatrix:
+        """The generation's vector matrix (loaded on first use; inside a read transaction)."""
+        if snap.dense is None:
+            snap.dense = load_matrix(self._db, cid)
+        return snap.dense
 
     def lexical_search(
         self,
@@ -693,43 +582,26 @@ class SQLiteStore:
         filters: Filters | None = None,
         params: BM25Params | None = None,
     ) -> list[tuple[str, float]]:
-        with self._read():
-            cid, snap = self._snapshot(collection)
-            rowids, lengths = self._lengths(cid, snap)
-            if rowids.size == 0:
-                return []
-            field_terms = {0: list(dict.fromkeys(exact)), 1: list(dict.fromkeys(stems))}
-            postings = {
-                f: [self._postings(cid, snap, f, t) for t in terms]
-                for f, terms in field_terms.items()
-            }
-            ids = snap.ids
-        allowed = self._allowed_rowids(cid, filters)
-        ranked = bm25_rank(
-            rowids,
-            lengths,
-            postings,
-            params or BM25Params(),
-            limit=limit,
-            allowed=allowed,
-            avgdl=snap.avgdl,
-        )
-        return [(ids[r], s) for r, s in ranked]
+        """BM25 over the generation's cached score rows (see :mod:`plait.stores.lexical_index`).
 
-    def _matrix(self, cid: int, snap: _Snapshot) -> tuple[np.ndarray, np.ndarray]:
-        if snap.vectors is None:
-            rows = self._query(
-                "SELECT rowid, vector FROM chunks WHERE collection_id = ? AND vector IS NOT NULL "
-                "ORDER BY rowid",
-                (cid,),
-            )
-            rowids = np.array([r[0] for r in rows], dtype=np.int64)
-            if rows:
-                matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-            else:
-                matrix = np.zeros((0, 0), dtype=np.float32)
-            snap.vectors = (rowids, matrix)
-        return snap.vectors
+        When every query term's row is cached and no filter applies, no SQL runs but
+        the one statement that reads the collection's generation.
+        """
+        bm25 = params or _DEFAULT_BM25
+        terms = (exact, stems)
+        if filters is None or filters.empty:
+            with self._lock:
+                _, snap = self._snapshot(collection)  # one statement: atomic on its own
+                index = snap.lexical
+                rows = None if index is None else index.rows(terms, bm25, None)
+            if index is not None and rows is not None:
+                return index.rank(rows, limit=limit)
+        with self._read() as db:
+            cid, snap = self._snapshot(collection)
+            index = self._lexical_index(cid, snap)
+            found = index.rows(terms, bm25, partial(load_postings, db, cid))
+            allowed = allowed_rowids(db, cid, filters)
+        return index.rank(found or [], limit=limit, allowed=allowed)
 
     def vector_search(
         self,
@@ -739,11 +611,22 @@ class SQLiteStore:
         limit: int | None,
         filters: Filters | None = None,
     ) -> list[tuple[str, float]]:
-        with self._read():
-            cid, snap = self._snapshot(collection)
-            rowids, matrix = self._matrix(cid, snap)
-            self._lengths(cid, snap)
-            ids = snap.ids
+        """Exact cosine over the generation's matrix, or the HNSW graph at or above the threshold.
+
+        With the matrix cached and no filter, no SQL runs but the generation read.
+        """
+        dense: DenseMatrix | None = None
+        allowed: np.ndarray | None = None
+        if filters is None or filters.empty:
+            with self._lock:
+                cid, snap = self._snapshot(collection)  # one statement: atomic on its own
+                dense = snap.dense
+        if dense is None:
+            with self._read() as db:
+                cid, snap = self._snapshot(collection)
+                dense = self._dense(cid, snap)
+                allowed = allowed_rowids(db, cid, filters)
+        rowids, matrix = dense.rowids, dense.matrix
         if rowids.size == 0:
             return []
         query = np.asarray(vector, dtype=np.float32)
@@ -752,27 +635,16 @@ class SQLiteStore:
                 f"query vector has {query.shape[0]} dimensions, collection {collection!r} "
                 f"holds {matrix.shape[1]}-d vectors"
             )
-        allowed = self._allowed_rowids(cid, filters)
         if limit is not None and rowids.size >= self.ann_settings.threshold:
             found = self._ann_search(cid, snap, rowids, matrix, query, limit, allowed)
             if found is not None:
                 self.last_vector_path = "ann"
-                return [(ids[r], s) for r, s in found]
+                return [(dense.id_of(r), s) for r, s in found]
         self.last_vector_path = "exact"
-        scores = matrix @ query
-        candidates = np.arange(rowids.size)
-        if allowed is not None:
-            candidates = candidates[np.isin(rowids, allowed)]
-        if candidates.size == 0:
-            return []
-        sub = scores[candidates]
-        n = sub.size if limit is None else min(limit, sub.size)
-        top = np.argpartition(-sub, n - 1)[:n] if n < sub.size else np.arange(sub.size)
-        order = top[np.lexsort((rowids[candidates][top], -sub[top]))]
-        return [(ids[int(rowids[candidates][i])], float(sub[i])) for i in order]
+        return dense.rank(query, limit=limit, allowed=allowed)
 
     def _ann_index(
-        self, cid: int, snap: _Snapshot, rowids: np.ndarray, matrix: np.ndarray
+        self, cid: int, snap: Snapshot, rowids: np.ndarray, matrix: np.ndarray
     ) -> AnnIndex | None:
         """The collection's HNSW graph, synced with this generation (None: hnswlib missing)."""
         if not hnswlib_available():
@@ -794,7 +666,7 @@ class SQLiteStore:
     def _ann_search(
         self,
         cid: int,
-        snap: _Snapshot,
+        snap: Snapshot,
         rowids: np.ndarray,
         matrix: np.ndarray,
         query: np.ndarray,
