@@ -218,3 +218,19 @@ def test_length_load_reads_the_covering_index_not_the_chunk_rows(store: SQLiteSt
 
     plan = store._db.execute("EXPLAIN QUERY PLAN " + LENGTHS_SQL, (1,)).fetchall()
     assert "COVERING INDEX chunks_lengths" in " ".join(str(step[-1]) for step in plan)
+
+
+def test_a_collection_recreated_by_another_handle_is_not_served_from_a_stale_cache(tmp_path: Path) -> None:
+    path = tmp_path / "plait.db"
+    reader, writer = SQLiteStore(path), SQLiteStore(path)
+    reader.ensure_collection("c")
+    reader.replace_source("c", "a", "docs", [make_chunk("old", "checkout refund", source_id="a")])
+    assert [i for i, _ in _search(reader, "checkout")] == ["old"]  # cache filled
+    # Another handle deletes it and creates it again with the same number of writes:
+    # SQLite may hand out the same row id, so (id, write count) alone would collide.
+    writer.delete_collection("c")
+    writer.ensure_collection("c")
+    writer.replace_source("c", "a", "docs", [make_chunk("new", "checkout invoice", source_id="a")])
+    assert [i for i, _ in _search(reader, "checkout")] == ["new"]
+    reader.close()
+    writer.close()

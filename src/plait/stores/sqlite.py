@@ -18,6 +18,7 @@ line with the rows on every generation change.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 from collections import Counter
@@ -207,9 +208,12 @@ class SQLiteStore:
 
     def ensure_collection(self, name: str) -> CollectionInfo:
         with self._tx() as db:
+            # A new collection's generation starts at a random value, not 0: SQLite may
+            # give a recreated collection the row id of a deleted one, and another
+            # handle's caches are keyed by (id, generation).
             db.execute(
-                "INSERT OR IGNORE INTO collections (name, created_at) VALUES (?, ?)",
-                (name, _now()),
+                "INSERT OR IGNORE INTO collections (name, created_at, generation) VALUES (?, ?, ?)",
+                (name, _now(), secrets.randbits(62)),
             )
         info = self.get_collection(name)
         assert info is not None  # just inserted
