@@ -6,6 +6,11 @@ this order, from the chunk already stored under the same id and content, then fr
 any chunk of the collection with the same content hash; only what is left is sent
 to the embedder, in batches.
 
+An unchanged source costs one read: when every chunk equals the stored one (and
+vectors are reused) the write is skipped, so nothing is analysed, embedded or
+committed. A chunk stored with the same content hash is analysed only if the store
+reads its lexical fields (it keeps the stored postings otherwise).
+
 When a run names the recorded ``root`` the documents come from, every source is
 stored with that root; afterwards the root's stored sources that the run did not
 yield (deleted files, vanished sessions, files now skipped) lose their chunks, and a
@@ -21,9 +26,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +38,7 @@ from plait.chunking import ChunkSettings, TextChunk, chunk_markdown, chunk_text
 from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.sources.base import Scan, SourceDocument
-from plait.stores.base import Store, StoredChunk
+from plait.stores.base import ChunkState, SourceInfo, Store, StoredChunk
 from plait.types import Chunk, EmbeddingReport, FileOrigin, IndexReport, SkippedSource
 
 __all__ = [
@@ -121,6 +127,56 @@ def _indexed(chunk: Chunk) -> str:
     return index_text(chunk.content, heading)
 
 
+class _Deferred:
+    """A chunk's analysis, run on first use only.
+
+    A store ignores the lexical fields of a chunk whose id and content hash are
+    unchanged unless it rewrites the row (Milvus does when only metadata or the vector
+    changed); deferring lets an unchanged chunk cost no analysis when nobody reads them.
+    """
+
+    __slots__ = ("_chunk", "_fields")
+
+    def __init__(self, chunk: Chunk) -> None:
+        self._chunk = chunk
+        self._fields: tuple[list[str], list[str]] | None = None
+
+    def get(self, which: int) -> list[str]:
+        if self._fields is None:
+            fields = analyse(_indexed(self._chunk))
+            self._fields = (list(fields.exact), list(fields.stems))
+        return self._fields[which]
+
+
+def _stored(chunk: Chunk, state: ChunkState | None, vector: np.ndarray | None) -> StoredChunk:
+    """The chunk as written; a chunk stored with the same content hash is analysed
+    only if the store reads its lexical fields."""
+    if state is not None and state.content_hash == chunk.content_hash:
+        deferred = _Deferred(chunk)
+        return StoredChunk(chunk, _LazyTokens(deferred, 0), _LazyTokens(deferred, 1), vector)
+    fields = analyse(_indexed(chunk))
+    return StoredChunk(chunk, fields.exact, fields.stems, vector)
+
+
+class _LazyTokens(Sequence[str]):
+    """One field (0 exact, 1 stems) of a :class:`_Deferred` analysis, as a sequence."""
+
+    __slots__ = ("_deferred", "_which")
+
+    def __init__(self, deferred: _Deferred, which: int) -> None:
+        self._deferred = deferred
+        self._which = which
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._deferred.get(self._which)[index]
+
+    def __len__(self) -> int:
+        return len(self._deferred.get(self._which))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._deferred.get(self._which))
+
+
 def check_model(store: Store, collection: str, embedder: Embedder | None) -> None:
     """Refuse an embedder whose model differs from the one the collection was indexed with."""
     info = store.get_collection(collection)
@@ -151,6 +207,8 @@ class _Run:
     available: bool = True
     reason: str | None = None
     scopes: set[str] = field(default_factory=set)
+    sources: dict[str, SourceInfo] | None = None  # as stored when the run began; read once
+    written: set[str] = field(default_factory=set)  # source ids this run has handled
 
 
 class Indexer:
@@ -245,12 +303,19 @@ class Indexer:
         progress: Progress | None,
         root: str,
     ) -> None:
-        vectors = self._vectors_for(collection, batch, run)
+        unchanged = self._unchanged(collection, batch, run, root)
+        pending: list[tuple[SourceDocument, list[Chunk]]] = []
         for doc, chunks in batch:
-            stored = []
-            for chunk in chunks:
-                fields = analyse(_indexed(chunk))
-                stored.append(StoredChunk(chunk, fields.exact, fields.stems, vectors.get(chunk.id)))
+            if doc.source_id in unchanged:
+                run.unchanged += len(chunks)  # nothing to write: no analysis, no transaction
+                self._done(doc, run, progress)
+            else:
+                pending.append((doc, chunks))
+            run.written.add(doc.source_id)
+        vectors = self._vectors_for(collection, pending, run)
+        for doc, chunks in pending:
+            states = self.store.chunk_states(collection, doc.source_id)
+            stored = [_stored(chunk, states.get(chunk.id), vectors.get(chunk.id)) for chunk in chunks]
             counts = self.store.replace_source(
                 collection, doc.source_id, doc.scope, stored, root=root
             )
@@ -258,10 +323,56 @@ class Indexer:
             run.updated += counts.updated
             run.unchanged += counts.unchanged
             run.deleted += counts.deleted
-            run.docs += 1
-            run.scopes.add(doc.scope)
-            if progress is not None:
-                progress(run.docs, run.added + run.updated + run.unchanged)
+            self._done(doc, run, progress)
+
+    @staticmethod
+    def _done(doc: SourceDocument, run: _Run, progress: Progress | None) -> None:
+        run.docs += 1
+        run.scopes.add(doc.scope)
+        if progress is not None:
+            progress(run.docs, run.added + run.updated + run.unchanged)
+
+    def _unchanged(
+        self, collection: str, batch: list[tuple[SourceDocument, list[Chunk]]], run: _Run, root: str
+    ) -> set[str]:
+        """The batch's sources whose write would change nothing, so it can be skipped.
+
+        A source qualifies only when vectors are reused (a full reindex writes every
+        chunk), this run has not handled it yet (nor does the batch hold it twice), it
+        is stored with this run's root and exactly as many chunks, none lacking a vector
+        the embedder would add, and every new chunk equals the stored one of its id
+        field by field (id, source, content hash, ordinal, scope, origin, metadata: these
+        can change while the content does not). One read of the batch's chunks, none per
+        source; the source list is read once per run (when a recorded root's run begins,
+        else at the first source that could be skipped).
+        """
+        if not self.reuse_vectors:
+            return set()
+        need_vector = self.embedder is not None and run.available
+        repeated = Counter(doc.source_id for doc, _ in batch)
+        candidates = []
+        for doc, chunks in batch:
+            if not chunks or doc.source_id in run.written or repeated[doc.source_id] > 1:
+                continue
+            if run.sources is None:  # a root-less run reads the source list only once it may pay
+                states = self.store.chunk_states(collection, doc.source_id)
+                if len(states) != len(chunks) or (
+                    need_vector and not all(s.has_vector for s in states.values())
+                ):
+                    continue
+                run.sources = {s.source_id: s for s in self.store.list_sources(collection)}
+            info = run.sources.get(doc.source_id)
+            if (
+                info is not None
+                and info.root == root
+                and info.chunks == len(chunks)
+                and not (need_vector and info.chunks_without_vector)
+            ):
+                candidates.append((doc, chunks))
+        if not candidates:
+            return set()
+        stored = self.store.get_chunks(collection, [c.id for _, chunks in candidates for c in chunks])
+        return {doc.source_id for doc, chunks in candidates if all(stored.get(c.id) == c for c in chunks)}
 
     def index(
         self,
@@ -292,11 +403,9 @@ class Indexer:
         if self.embedder is None:
             run.available = False
             run.reason = "no embedder selected (lexical only)"
-        owners = (
-            {s.source_id: s.root for s in self.store.list_sources(collection)}
-            if root is not None
-            else {}
-        )
+        if root is not None:
+            run.sources = {s.source_id: s for s in self.store.list_sources(collection)}
+        owners = {k: s.root for k, s in (run.sources or {}).items()}
         conflicts: list[SkippedSource] = []
         yielded: set[str] = set()
         in_scope = 0
@@ -382,7 +491,7 @@ class Indexer:
     def _report(
         self, collection: str, run: _Run, seen: int, skipped: list[SkippedSource], started: float
     ) -> IndexReport:
-        without = len(self.store.chunks_without_vector(collection))
+        without = sum(s.chunks_without_vector for s in self.store.scopes(collection))  # a count, not the rows
         embedding = EmbeddingReport(
             available=run.available and self.embedder is not None,
             embedded=run.embedded,
