@@ -16,14 +16,30 @@ Rankers, all over the same corpus and the same analysed query terms (the exact f
 without stopwords, as the search service sends them, plus the stems field):
 
 * ``sqlite_bm25`` — the embedded store (:class:`plait.stores.sqlite.SQLiteStore`);
-* ``postgres_bm25`` — :class:`plait.stores.postgres.PostgresStore`, BM25 in SQL;
+* ``postgres_bm25`` — :class:`plait.stores.postgres.PostgresStore`, BM25 in SQL over
+  the postings table (schema version 3), after ``VACUUM ANALYZE`` (what autovacuum
+  does on a live server: index-only scans); ``postgres_bm25_unvacuumed`` is the same
+  right after indexing;
+* ``postgres_bm25_tsvector`` — the store's previous lexical query (schema version 2),
+  kept here as the "before": GIN candidates (``lex @@ tsquery``) whose ``lex``
+  tsvectors are unnested per row, same statistics, same formula;
 * ``postgres_ts_rank`` / ``postgres_ts_rank_cd`` — PostgreSQL's own ranking functions
-  over the store's generated ``lex`` tsvector and GIN index, same OR query;
+  over the store's generated ``lex`` tsvector, same OR query;
 * ``postgres_ts_rank_cd_content`` — the article's recipe: ``ts_rank_cd`` over
   ``to_tsvector('simple', content)`` with the query's ``simple`` words OR-ed.
 
-Chunks are ranked (top 100) and mapped to their document (the first chunk of a
-document gives its rank); nDCG@10, recall@100 and MRR@10 come from ``ir-measures``.
+The GIN index on ``lex`` that the tsvector rankers need is created by this script
+(the store dropped it in schema version 3). Chunks are ranked (top 100) and mapped to
+their document (the first chunk of a document gives its rank); nDCG@10, recall@100
+and MRR@10 come from ``ir-measures``; ``identical_rankings_vs_sqlite`` counts the
+queries whose ranked chunk ids and scores equal the embedded store's exactly.
+
+Hybrid latency (skip with ``--no-hybrid``): the corpus is indexed again into a
+second PostgreSQL collection with ``FakeEmbedder(dimension=384)`` vectors (feature
+hashing: the HNSW index has SciFact's size and MiniLM's dimension, but the vectors
+carry no meaning, so only latency is reported), and ``Plait.search(k=10)`` — both
+arms over-fetching, fusion, chunk fetch — is timed over the 300 queries.
+
 Results go to ``benchmarks/results/postgres_lexical.json``.
 """
 
@@ -79,7 +95,7 @@ def terms(query: str) -> tuple[list[str], list[str]]:
 
 def evaluate(
     name: str, rank: Ranker, queries: dict[str, str], qrels: dict[str, dict[str, int]],
-    doc_of: dict[str, str],
+    doc_of: dict[str, str], ranked_out: dict[str, list[tuple[str, float]]] | None = None,
 ) -> dict[str, Any]:
     import ir_measures
     from ir_measures import MRR, R, nDCG
@@ -90,6 +106,8 @@ def evaluate(
         started = time.perf_counter()
         ranked = rank(text)
         latencies.append((time.perf_counter() - started) * 1000)
+        if ranked_out is not None:
+            ranked_out[qid] = ranked
         docs: dict[str, float] = {}
         for position, (chunk_id, _score) in enumerate(ranked):
             docs.setdefault(doc_of[chunk_id], float(DEPTH * 10 - position))
@@ -104,6 +122,53 @@ def evaluate(
     }
     print(f"{name:30s} {result}", flush=True)
     return result
+
+
+_TSVECTOR_BM25 = """
+WITH stats AS (
+    SELECT n_chunks::float8 AS n,
+           coalesce(nullif(len_exact_total::float8 / nullif(n_chunks, 0), 0), 1) AS avg_e,
+           coalesce(nullif(len_stems_total::float8 / nullif(n_chunks, 0), 0), 1) AS avg_s
+    FROM plait_collections WHERE name = %(c)s
+), q AS (
+    SELECT t.key, qt.field, ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           CASE qt.field WHEN 0 THEN s.avg_e ELSE s.avg_s END AS avgdl
+    FROM unnest(%(keys)s::text[], %(fields)s::int[]) AS qt(key, field)
+    JOIN plait_collections p ON p.name = %(c)s
+    JOIN plait_lex_terms t ON t.collection_id = p.id AND t.key = qt.key
+    CROSS JOIN stats s WHERE t.df > 0
+)
+SELECT c.chunk_id,
+       sum(q.idf * m.tf * 1.9 / (m.tf + 0.9 * (0.6 + 0.4
+           * (CASE q.field WHEN 0 THEN c.len_exact ELSE c.len_stems END) / q.avgdl))) AS score
+FROM plait_chunks c
+JOIN plait_collections p ON p.id = c.collection_id AND p.name = %(c)s
+CROSS JOIN LATERAL (
+    SELECT x.lexeme, cardinality(x.positions)::float8 AS tf
+    FROM unnest(ts_filter(setweight(c.lex, 'A', %(keys)s::text[]), '{a}')) AS x
+) AS m
+JOIN q ON q.key = m.lexeme
+WHERE c.lex @@ %(tsq)s::tsquery
+GROUP BY c.id, c.chunk_id
+ORDER BY score DESC, c.id
+LIMIT %(n)s
+"""
+
+
+def tsvector_bm25_ranker(store: PostgresStore, *, collection: str = COLLECTION) -> Ranker:
+    """The store's lexical query before the postings table (default BM25Params)."""
+    from plait.stores.postgres_queries import tsquery as _tsquery
+
+    def rank(text: str) -> list[tuple[str, float]]:
+        exact, stems = terms(text)
+        keys = [f"e:{t}" for t in dict.fromkeys(exact)] + [f"s:{t}" for t in dict.fromkeys(stems)]
+        fields = [0] * len(dict.fromkeys(exact)) + [1] * len(dict.fromkeys(stems))
+        args = {"c": collection, "keys": keys, "fields": fields, "tsq": _tsquery(keys), "n": DEPTH}
+        with store._tx() as conn:
+            rows = conn.execute(_TSVECTOR_BM25, args).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    return rank
 
 
 def ts_ranker(store: PostgresStore, function: str) -> Ranker:
@@ -173,6 +238,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
     parser.add_argument("--dsn", default=os.environ.get("PLAIT_PG_DSN"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "postgres_lexical.json")
+    parser.add_argument("--no-hybrid", action="store_true", help="skip the hybrid latency run")
+    parser.add_argument("--scale", type=int, default=10,
+                        help="also time the lexical arm on a collection of SCALE copies of the "
+                             "corpus (distinct ids; 1 skips)")
     args = parser.parse_args(argv)
 
     queries, qrels = load(args.data)
@@ -201,15 +270,27 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             return rank
 
+        runs: dict[str, dict[str, list[tuple[str, float]]]] = {"sqlite_bm25": {}, "postgres_bm25": {}}
+        results = {
+            "sqlite_bm25": evaluate("sqlite_bm25", store_ranker(sqlite_store), queries, qrels, chunks,
+                                    runs["sqlite_bm25"]),
+            "postgres_bm25_unvacuumed": evaluate("postgres_bm25_unvacuumed", store_ranker(pg), queries,
+                                                 qrels, chunks),
+        }
+        _settle(dsn, schema)
         rankers: dict[str, Ranker] = {
-            "sqlite_bm25": store_ranker(sqlite_store),
             "postgres_bm25": store_ranker(pg),
+            "postgres_bm25_tsvector": tsvector_bm25_ranker(pg),
             "postgres_ts_rank": ts_ranker(pg, "ts_rank"),
             "postgres_ts_rank_cd": ts_ranker(pg, "ts_rank_cd"),
             "postgres_ts_rank_cd_content": content_ranker(pg),
         }
-        results = {name: evaluate(name, r, queries, qrels, chunks) for name, r in rankers.items()}
+        for name, ranker in rankers.items():
+            results[name] = evaluate(name, ranker, queries, qrels, chunks, runs.get(name))
+        identical = sum(runs["postgres_bm25"][q] == runs["sqlite_bm25"][q] for q in queries)
         gap = round(results["sqlite_bm25"]["ndcg@10"] - results["postgres_bm25"]["ndcg@10"], 4)
+        hybrid = None if args.no_hybrid else hybrid_latency(pg, corpus, queries)
+        scaled = None if args.scale <= 1 else scaled_latency(pg, dsn, schema, args.scale, queries)
         payload = {
             "benchmark": "postgres_lexical",
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -219,6 +300,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             "index_seconds": {"sqlite": sqlite_index_s, "postgres": pg_index_s},
             "results": results,
             "ndcg@10_gap_sqlite_minus_postgres_bm25": gap,
+            "identical_rankings_vs_sqlite": f"{identical}/{len(queries)}",
+            "postgres_sizes": _sizes(pg),
+            "hybrid_postgres": hybrid,
+            "scaled_postgres": scaled,
             "postgres": _server_version(pg),
             "machine": machine(),
         }
@@ -232,6 +317,106 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         if server is not None:
             server.cleanup()
+
+
+def _settle(dsn: str, schema: str) -> None:
+    """What a live server has after indexing: autovacuum's VACUUM ANALYZE (visibility
+    map, so postings are read index-only), plus the GIN index on ``lex`` that only the
+    tsvector baselines read."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}", public')
+        conn.execute("CREATE INDEX IF NOT EXISTS plait_bench_lex ON plait_chunks USING gin (lex)")
+        for table in ("plait_chunks", "plait_postings", "plait_lex_terms", "plait_collections"):
+            conn.execute(f"VACUUM ANALYZE {table}")
+
+
+def _sizes(store: PostgresStore) -> dict[str, str]:
+    """On-disk sizes (heap + indexes + TOAST) of the lexical tables, measured at the end
+    of the run: the whole benchmark schema, i.e. every collection indexed by then (with
+    the hybrid and scaled runs: 1 + 1 + SCALE copies of the corpus)."""
+    with store._tx() as conn:
+        rows = conn.execute(
+            "SELECT t, pg_size_pretty(pg_total_relation_size(t::regclass)) FROM unnest(%s::text[]) AS t",
+            (["plait_chunks", "plait_postings", "plait_lex_terms"],),
+        ).fetchall()
+        gin = conn.execute("SELECT pg_size_pretty(pg_relation_size('plait_bench_lex'::regclass))").fetchone()
+    sizes = {r[0]: r[1] for r in rows}
+    sizes["gin_on_lex (benchmark only)"] = gin[0] if gin else "?"
+    return sizes
+
+
+def hybrid_latency(pg: PostgresStore, corpus: Path, queries: dict[str, str]) -> dict[str, Any]:
+    """``Plait.search(k=10)`` latency on PostgreSQL with 384-d HNSW vectors (fake)."""
+    from plait.embeddings.fake import FakeEmbedder
+
+    name = COLLECTION + "_hybrid"
+    engine = Plait(pg, embedder=FakeEmbedder(dimension=384))
+    started = time.perf_counter()
+    report = engine.index(corpus, collection=name)
+    index_s = round(time.perf_counter() - started, 1)
+    latencies: list[float] = []
+    for text in queries.values():
+        started = time.perf_counter()
+        result = engine.search(text, collection=name, k=10)
+        latencies.append((time.perf_counter() - started) * 1000)
+        if not result.vector_available:
+            raise SystemExit("hybrid run lost its vectors")
+    figures = {
+        "embedder": "FakeEmbedder(dimension=384): latency only, no quality",
+        "chunks": report.chunks_added,
+        "index_seconds": index_s,
+        "search_ms_median": round(statistics.median(latencies), 2),
+        "search_ms_p95": round(sorted(latencies)[int(0.95 * (len(latencies) - 1))], 2),
+    }
+    print(f"{'hybrid (postgres)':30s} {figures}", flush=True)
+    return figures
+
+
+def scaled_latency(
+    pg: PostgresStore, dsn: str, schema: str, copies: int, queries: dict[str, str]
+) -> dict[str, Any]:
+    """Lexical latency on ``copies`` copies of the corpus in one collection (chunk ids
+    suffixed ``#i``), written by SQL through the store's triggers, then settled."""
+    name = f"{COLLECTION}_x{copies}"
+    pg.ensure_collection(name)
+    started = time.perf_counter()
+    for i in range(copies):
+        with pg._tx() as conn:
+            conn.execute(
+                "INSERT INTO plait_chunks (collection_id, chunk_id, source_id, scope, ordinal, content, "
+                "content_hash, origin, metadata, lex_exact, lex_stems) "
+                "SELECT (SELECT id FROM plait_collections WHERE name = %(to)s), c.chunk_id || '#' || %(i)s, "
+                "c.source_id || '#' || %(i)s, c.scope, c.ordinal, c.content, c.content_hash, c.origin, "
+                "c.metadata, c.lex_exact, c.lex_stems FROM plait_chunks c JOIN plait_collections p "
+                "ON p.id = c.collection_id AND p.name = %(from)s ORDER BY c.id",
+                {"to": name, "from": COLLECTION, "i": str(i)},
+            )
+    copy_s = round(time.perf_counter() - started, 1)
+    _settle(dsn, schema)
+    sample = list(queries.values())[:100]
+    latencies: dict[str, list[float]] = {"postgres_bm25": [], "postgres_bm25_tsvector": []}
+    old = tsvector_bm25_ranker(pg, collection=name)
+    for text in sample:
+        exact, stems = terms(text)
+        started = time.perf_counter()
+        pg.lexical_search(name, exact, stems, limit=DEPTH)
+        latencies["postgres_bm25"].append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        old(text)
+        latencies["postgres_bm25_tsvector"].append((time.perf_counter() - started) * 1000)
+    with pg._tx() as conn:
+        row = conn.execute(
+            "SELECT n_chunks FROM plait_collections WHERE name = %s", (name,)
+        ).fetchone()
+    figures: dict[str, Any] = {"chunks": int(row[0]) if row else 0, "queries": len(sample),
+                               "copy_seconds": copy_s}
+    for key, values in latencies.items():
+        figures[key] = {"query_ms_median": round(statistics.median(values), 2),
+                        "query_ms_p95": round(sorted(values)[int(0.95 * (len(values) - 1))], 2)}
+    print(f"{'scaled x' + str(copies):30s} {figures}", flush=True)
+    return figures
 
 
 def _chunk_docs(store: PostgresStore) -> dict[str, str]:

@@ -5,9 +5,9 @@ metadata, content hash, the vector and the generated lexical document, so a writ
 touches both arms in one transaction. The two arms are two independent queries,
 each on its own index (ADR 0080 §4):
 
-* lexical — candidates from the GIN index (``lex @@ tsquery``), scored with Okapi
-  BM25 in SQL from the term frequencies in the lexical document, the
-  document-frequency table and the per-collection length totals, exactly as
+* lexical — Okapi BM25 over the postings table (one primary-key range per query
+  term, kept by triggers in the chunk rows' transaction), with the document
+  frequencies and length totals read in the same snapshot, exactly as
   :mod:`plait.stores.lexical` scores them (``ts_rank`` ignores document frequency
   and ranks far worse; see ``docs/postgres.md``);
 * dense — cosine through a per-collection partial HNSW index on
@@ -48,8 +48,12 @@ from plait.stores.base import (
 )
 from plait.stores.postgres_queries import (
     HNSW_MAX_DIMENSION,
+    LEXICAL_WORK_MEM,
     hnsw_index,
+    lexical_keys,
     lexical_query,
+    term_stats,
+    term_stats_query,
     uses_hnsw,
     vector_query,
 )
@@ -65,6 +69,13 @@ _VECTOR_HINT = (
     "or enable it in your managed Postgres) and run `CREATE EXTENSION vector;` as a user "
     "allowed to create extensions, then retry"
 )
+
+# One round trip: the lexical arm's snapshot and its work_mem floor (never lowered).
+_LEXICAL_TX = sql.SQL(
+    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+    "SELECT set_config('work_mem', {m}, true) "
+    "WHERE pg_size_bytes(current_setting('work_mem')) < pg_size_bytes({m})"
+).format(m=sql.Literal(LEXICAL_WORK_MEM))
 
 
 def _now() -> str:
@@ -566,10 +577,18 @@ class PostgresStore:
         filters: Filters | None = None,
         params: BM25Params | None = None,
     ) -> list[tuple[str, float]]:
+        bm25 = params or BM25Params()
+        keys, _ = lexical_keys(exact, stems, bm25)
         with self._tx() as conn:
+            # The statistics and the postings are read in one snapshot; the postings'
+            # sort stays in memory (never lowering a larger work_mem).
+            conn.execute(_LEXICAL_TX)
             cid, _ = self._collection(conn, collection)
+            if not keys:
+                return []
+            stats = term_stats(conn.execute(*term_stats_query(cid, keys)).fetchall())  # type: ignore[call-overload]
             built = lexical_query(
-                cid, exact, stems, limit=limit, filters=filters, params=params or BM25Params()
+                cid, exact, stems, stats=stats, limit=limit, filters=filters, params=bm25
             )
             if built is None:
                 return []

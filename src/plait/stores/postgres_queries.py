@@ -3,13 +3,17 @@
 Both builders return ``(query, params)`` with named placeholders only; the store runs
 them and tests ``EXPLAIN`` them.
 
-Lexical (GIN + BM25): the ``WHERE c.lex @@ tsquery`` condition is answered by the GIN
-index on the generated ``lex`` column; each candidate's term frequencies are the
-position counts of the query's lexemes in its ``lex`` (``setweight`` marks exactly
-those lexemes, by binary search, and ``ts_filter`` keeps them), document frequencies
-come from ``plait_lex_terms`` and the length totals from ``plait_collections``. The
-formula is the one in :mod:`plait.stores.lexical` (Lucene idf, ``k1``/``b``, two
-weighted fields), so the embedded and the server store rank alike.
+Lexical (postings + BM25), two statements in one snapshot: :func:`term_stats_query`
+reads the collection's chunk count and length totals and the query keys' document
+frequencies; the weighted idf and mean lengths are then computed in Python exactly
+as :mod:`plait.stores.lexical` computes them, and :func:`lexical_query` reads each
+key's postings from ``plait_postings`` (one primary-key range per key, index-only),
+sums each chunk's BM25 contributions, cuts the top ``n`` (ties by row id) and only
+then joins those rows to ``plait_chunks`` for their ids — or, with filters, joins
+every scored chunk and filters before the cut. The work is proportional to the
+postings of the query's keys, never to the chunks' lexical documents; the scores are
+the embedded store's, bit for bit when the plan keeps the keys' order (Lucene idf,
+``k1``/``b``, two weighted fields).
 
 Dense (HNSW): ``ORDER BY (vector::vector(d)) <=> q LIMIT n`` matches the collection's
 partial index ``… USING hnsw ((vector::vector(d)) vector_cosine_ops) WHERE
@@ -19,7 +23,8 @@ never uses server-side prepared statements, so every plan is a custom plan).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,16 +32,23 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from plait.stores.base import BM25Params, Filters
+from plait.stores.lexical import idf
 
 __all__ = [
     "EF_SEARCH_MAX",
     "FIELD_PREFIX",
     "HNSW_MAX_DIMENSION",
+    "LEXICAL_WORK_MEM",
+    "TermStats",
     "filter_sql",
     "hnsw_index",
     "lexical_keys",
     "lexical_query",
+    "term_stats",
+    "term_stats_query",
+    "term_weights",
     "tsquery",
+    "uses_hnsw",
     "vector_query",
 ]
 
@@ -44,6 +56,10 @@ __all__ = [
 HNSW_MAX_DIMENSION = 2000
 #: pgvector's upper bound for ``hnsw.ef_search``; larger limits scan exactly.
 EF_SEARCH_MAX = 1000
+#: The lexical transaction's ``work_mem`` floor: the ordered sum sorts the query's
+#: postings, ~5 MB for 50k postings (a long query over 100k chunks), which spills to
+#: disk under PostgreSQL's 4 MB default.
+LEXICAL_WORK_MEM = "32MB"
 #: Lexemes are field-prefixed: ``e:`` exact, ``s:`` stems.
 FIELD_PREFIX = ("e:", "s:")
 
@@ -97,35 +113,97 @@ def lexical_keys(
     return keys, fields
 
 
-_LEXICAL = """
-WITH stats AS (
-    SELECT n_chunks::float8 AS n,
-           coalesce(nullif(len_exact_total::float8 / nullif(n_chunks, 0), 0), 1) AS avg_e,
-           coalesce(nullif(len_stems_total::float8 / nullif(n_chunks, 0), 0), 1) AS avg_s
-    FROM plait_collections WHERE id = %(cid)s
-), q AS (
-    SELECT t.key, qt.field,
-           CASE qt.field WHEN 0 THEN %(we)s ELSE %(ws)s END
-               * ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
-           CASE qt.field WHEN 0 THEN s.avg_e ELSE s.avg_s END AS avgdl
-    FROM unnest(%(keys)s::text[], %(fields)s::int[]) AS qt(key, field)
-    JOIN plait_lex_terms t ON t.collection_id = %(cid)s AND t.key = qt.key
-    CROSS JOIN stats s
-    WHERE t.df > 0
+@dataclass(frozen=True, slots=True)
+class TermStats:
+    """What BM25 needs beyond the postings, read in the query's snapshot: the number
+    of chunks, the per-field length totals and the document frequency of each query
+    key that occurs (keys absent from the collection are missing)."""
+
+    n_chunks: int
+    len_totals: tuple[int, int]
+    df: Mapping[str, int]
+
+
+def term_stats_query(cid: int, keys: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """The collection's totals and the df of ``keys`` (rows: n, exact total, stems
+    total, key or NULL, df or NULL); read them with :func:`term_stats`."""
+    query = (
+        "SELECT p.n_chunks, p.len_exact_total, p.len_stems_total, t.key, t.df "
+        "FROM plait_collections p LEFT JOIN plait_lex_terms t ON t.collection_id = p.id "
+        "AND t.key = ANY(%(keys)s::text[]) AND t.df > 0 WHERE p.id = %(cid)s"
+    )
+    return query, {"cid": cid, "keys": list(keys)}
+
+
+def term_stats(rows: Sequence[Sequence[Any]]) -> TermStats:
+    """:class:`TermStats` from the rows of :func:`term_stats_query`."""
+    if not rows:
+        return TermStats(0, (0, 0), {})
+    first = rows[0]
+    df = {str(r[3]): int(r[4]) for r in rows if r[3] is not None}
+    return TermStats(int(first[0]), (int(first[1]), int(first[2])), df)
+
+
+def term_weights(
+    keys: Sequence[str], fields: Sequence[int], stats: TermStats, params: BM25Params
+) -> tuple[list[str], list[float], list[float]]:
+    """Per query key that occurs, in query order: the key, its weighted idf and its
+    field's mean length — computed in Python with :func:`plait.stores.lexical.idf`,
+    the very floating-point values the embedded store uses."""
+    if stats.n_chunks == 0:
+        return [], [], []
+    weights = (params.exact_weight, params.stems_weight)
+    avgdl = tuple((total / stats.n_chunks) or 1.0 for total in stats.len_totals)
+    out_keys: list[str] = []
+    out_idf: list[float] = []
+    out_avgdl: list[float] = []
+    for key, field in zip(keys, fields, strict=True):
+        df = stats.df.get(key, 0)
+        if df <= 0 or weights[field] == 0:
+            continue
+        out_keys.append(key)
+        out_idf.append(weights[field] * idf(stats.n_chunks, df))
+        out_avgdl.append(avgdl[field])
+    return out_keys, out_idf, out_avgdl
+
+
+# One term's contribution is written in numpy's evaluation order in
+# plait.stores.lexical.term_scores, and each chunk's contributions are added in query
+# order (``ORDER BY q.i``: whatever join the planner picks), so each chunk's sum is the
+# embedded store's to the last bit and ties break alike.
+_SCORED = """
+WITH scored AS (
+    SELECT p.chunk_row,
+           sum(q.idf * p.tf * (%(k1)s + 1.0)
+               / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.len / q.avgdl)) ORDER BY q.i) AS score
+    FROM unnest(%(keys)s::text[], %(idf)s::float8[], %(avgdl)s::float8[])
+        WITH ORDINALITY AS q(key, idf, avgdl, i)
+    JOIN plait_postings p ON p.collection_id = %(cid)s AND p.key = q.key
+    GROUP BY p.chunk_row
 )
-SELECT c.chunk_id,
-       sum(q.idf * m.tf * (%(k1)s + 1) / (m.tf + %(k1)s * (1 - %(b)s + %(b)s
-           * (CASE q.field WHEN 0 THEN c.len_exact ELSE c.len_stems END) / q.avgdl)))
-           AS score
-FROM plait_chunks c
+"""
+
+# Without filters the top n is cut from the postings alone; only those n rows are
+# then joined to their chunks for the ids.
+_LEXICAL = _SCORED + """
+SELECT c.chunk_id, top.score
+FROM (SELECT chunk_row, score FROM scored ORDER BY score DESC, chunk_row LIMIT %(limit)s) AS top
+JOIN plait_chunks c ON c.collection_id = %(cid)s AND c.id = top.chunk_row
+ORDER BY top.score DESC, top.chunk_row
+"""
+
+# With filters the scored chunks are walked best first, each checked against the
+# filters by its primary key, until n pass: a nested loop the planner cannot turn into
+# a scan of every chunk row (OFFSET 0 keeps both subqueries as written).
+_LEXICAL_FILTERED = _SCORED + """
+SELECT c.chunk_id, s.score
+FROM (SELECT chunk_row, score FROM scored ORDER BY score DESC, chunk_row OFFSET 0) AS s
 CROSS JOIN LATERAL (
-    SELECT x.lexeme, cardinality(x.positions)::float8 AS tf
-    FROM unnest(ts_filter(setweight(c.lex, 'A', %(keys)s::text[]), '{{a}}')) AS x
-) AS m
-JOIN q ON q.key = m.lexeme
-WHERE c.collection_id = %(cid)s AND c.lex @@ %(tsq)s::tsquery{where}
-GROUP BY c.id, c.chunk_id
-ORDER BY score DESC, c.id
+    SELECT c.chunk_id FROM plait_chunks c
+    WHERE c.collection_id = %(cid)s AND c.id = s.chunk_row{where}
+    OFFSET 0
+) AS c
+ORDER BY s.score DESC, s.chunk_row
 LIMIT %(limit)s
 """
 
@@ -135,28 +213,33 @@ def lexical_query(
     exact: Sequence[str],
     stems: Sequence[str],
     *,
+    stats: TermStats,
     limit: int | None,
     filters: Filters | None,
     params: BM25Params,
 ) -> tuple[sql.Composed, dict[str, Any]] | None:
-    """BM25 over collection ``cid`` (rows: chunk id, score), or None for no terms."""
+    """BM25 over collection ``cid``'s postings (rows: chunk id, score, best first,
+    ties by row id), or None when no query term occurs in the collection.
+
+    ``stats`` come from :func:`term_stats_query` run in the same snapshot."""
     keys, fields = lexical_keys(exact, stems, params)
+    keys, idfs, avgdl = term_weights(keys, fields, stats, params)
     if not keys:
         return None
     where, where_params = filter_sql(filters)
     args: dict[str, Any] = {
         "cid": cid,
         "keys": keys,
-        "fields": fields,
-        "tsq": tsquery(keys),
-        "we": float(params.exact_weight),
-        "ws": float(params.stems_weight),
+        "idf": idfs,
+        "avgdl": avgdl,
         "k1": float(params.k1),
         "b": float(params.b),
         "limit": limit,
         **where_params,
     }
-    return sql.SQL(_LEXICAL).format(where=where), args  # type: ignore[arg-type]
+    if where_params:
+        return sql.SQL(_LEXICAL_FILTERED).format(where=where), args  # type: ignore[arg-type]
+    return sql.SQL(_LEXICAL).format(), args  # type: ignore[arg-type]
 
 
 def uses_hnsw(dimension: int | None, limit: int | None, filters: Filters | None) -> bool:

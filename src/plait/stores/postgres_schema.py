@@ -21,6 +21,18 @@ columns), per-collection totals and a document-frequency table
 ``plait_lex_terms``, kept by statement-level triggers in the same transaction as
 every insert or delete of chunks — so the statistics cannot drift either.
 
+Migration 3 adds the postings the lexical arm reads: ``plait_postings`` holds one row
+per (collection, field-prefixed term, chunk row) with the term frequency (the true
+count, not capped) and the chunk's length in the term's field, denormalised so a
+query never touches the chunk rows until its top ``n`` is known. The primary key
+``(collection_id, key, chunk_row) INCLUDE (tf, len)`` makes each query term one
+index range (index-only once vacuum has marked the pages visible). The same
+statistics triggers fill and empty it, in the same transaction as the chunk rows;
+deleting a collection removes its postings by ``ON DELETE CASCADE``. The migration
+backfills the postings of every chunk already stored and drops the GIN index on
+``lex``, which no query reads any more (``lex`` itself stays: the df triggers use it,
+and ad-hoc ``ts_rank`` queries can still index it).
+
 Migrations run under ``pg_advisory_lock`` so several processes may start at once.
 """
 
@@ -174,9 +186,88 @@ CREATE TRIGGER plait_chunks_lex_immutable BEFORE UPDATE OF lex_exact, lex_stems 
     FOR EACH ROW EXECUTE FUNCTION plait_lex_immutable();
 """
 
+_MIGRATION_3 = r"""
+CREATE FUNCTION plait_lex_postings(exact text, stems text)
+RETURNS TABLE (key text, tf integer, field integer)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT k, count(*)::integer, min(f) FROM (
+        SELECT 'e:' || t AS k, 0 AS f FROM unnest(string_to_array(exact, ' ')) AS t
+        UNION ALL
+        SELECT 's:' || t, 1 FROM unnest(string_to_array(stems, ' ')) AS t
+    ) AS tokens GROUP BY k
+$$;
+CREATE TABLE plait_postings (
+    collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
+    key text NOT NULL,
+    chunk_row bigint NOT NULL,
+    tf integer NOT NULL,
+    len integer NOT NULL
+);
+INSERT INTO plait_postings (collection_id, key, chunk_row, tf, len)
+    SELECT c.collection_id, p.key, c.id, p.tf,
+           CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END
+    FROM plait_chunks AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
+    ORDER BY 1, 2, 3;
+ALTER TABLE plait_postings ADD PRIMARY KEY (collection_id, key, chunk_row) INCLUDE (tf, len);
+ANALYZE plait_postings;
+-- No query of the store reads the GIN index any more; every write paid for it.
+DROP INDEX plait_chunks_lex;
+
+CREATE OR REPLACE FUNCTION plait_lex_stats_add() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+    INSERT INTO plait_lex_terms AS t (collection_id, key, df)
+        SELECT c.collection_id, k, count(*)
+        FROM changed AS c, unnest(tsvector_to_array(c.lex)) AS k
+        GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (collection_id, key) DO UPDATE SET df = t.df + excluded.df;
+    INSERT INTO plait_postings (collection_id, key, chunk_row, tf, len)
+        SELECT c.collection_id, p.key, c.id, p.tf,
+               CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
+        ORDER BY 1, 2, 3;
+    UPDATE plait_collections AS p
+        SET n_chunks = p.n_chunks + x.n,
+            len_exact_total = p.len_exact_total + x.e,
+            len_stems_total = p.len_stems_total + x.s
+        FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+              FROM changed GROUP BY collection_id) AS x
+        WHERE p.id = x.collection_id;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION plait_lex_stats_remove() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+    UPDATE plait_lex_terms AS t SET df = t.df - x.n
+        FROM (SELECT c.collection_id, k, count(*) AS n
+              FROM changed AS c, unnest(tsvector_to_array(c.lex)) AS k
+              GROUP BY 1, 2 ORDER BY 1, 2) AS x
+        WHERE t.collection_id = x.collection_id AND t.key = x.k;
+    DELETE FROM plait_lex_terms AS t
+        USING (SELECT DISTINCT c.collection_id, k
+               FROM changed AS c, unnest(tsvector_to_array(c.lex)) AS k) AS x
+        WHERE t.collection_id = x.collection_id AND t.key = x.k AND t.df <= 0;
+    DELETE FROM plait_postings AS t
+        USING (SELECT c.collection_id, p.key, c.id
+               FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p) AS x
+        WHERE t.collection_id = x.collection_id AND t.key = x.key AND t.chunk_row = x.id;
+    UPDATE plait_collections AS p
+        SET n_chunks = p.n_chunks - x.n,
+            len_exact_total = p.len_exact_total - x.e,
+            len_stems_total = p.len_stems_total - x.s
+        FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+              FROM changed GROUP BY collection_id) AS x
+        WHERE p.id = x.collection_id;
+    RETURN NULL;
+END $$;
+"""
+
 #: Migration ``n`` is ``MIGRATIONS[n - 1]``; applied in order, each in the same
 #: transaction as its row in ``plait_schema_version``.
-MIGRATIONS: tuple[str, ...] = (_MIGRATION_1, _MIGRATION_2)
+MIGRATIONS: tuple[str, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3)
 LATEST_VERSION = len(MIGRATIONS)
 
 _LOCK_KEY = "SELECT hashtextextended('plait.migrate:' || current_schema(), 0)"
