@@ -74,7 +74,10 @@ class AnnSettings:
     Measured on 100k synthetic 384-d vectors of intrinsic dimension 32, 2 cores
     (benchmarks/results/performance.md): ``ef_construction`` 200 → 64 builds 2.5-3x
     faster (136 s → 46 s) at the same recall once ``ef_search`` is 384 (recall@10
-    0.997; 0.9905 at 256). ``m`` 16 → 8 or 12 loses recall that no ``ef_search`` wins
+    0.997; 0.9905 at 256). At 1M vectors (build 247 s) recall@10 is 0.9405 / 0.9685 /
+    0.984 at ``ef_search`` 256 / 384 / 512, at 34x / 23x / 18x the exact queries/s:
+    512 is the default, the smallest that keeps recall >= 0.98 at 1M (benchmarks/
+    results/hnsw_build.md). ``m`` 16 → 8 or 12 loses recall that no ``ef_search`` wins
     back cheaply (0.88 / 0.96 at 256). Search time pays for a cheap build, a good trade:
     a query costs ~2.5 ms, a build minutes.
     """
@@ -82,7 +85,7 @@ class AnnSettings:
     threshold: int = DEFAULT_ANN_THRESHOLD
     m: int = 16
     ef_construction: int = 64
-    ef_search: int = 384
+    ef_search: int = 512
     overfetch: int = 10  # filtered queries fetch limit * overfetch candidates
 
 
