@@ -8,9 +8,9 @@ from pathlib import Path
 from git_helpers import make_repo
 from typer.testing import CliRunner
 
+from plait.api.keys import KeyStore
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
-from plait.api.keys import KeyStore
 from plait.service import Plait
 
 runner = CliRunner()

@@ -655,15 +655,15 @@ def main() -> None:
     app()
 
 
-from plait.api.commands import register as _register_api  # noqa: E402
+from plait.api.commands import register as _register_api
 
 _register_api(app)
 
-from plait.evaluation.commands import register as _register_eval  # noqa: E402
+from plait.evaluation.commands import register as _register_eval
 
 _register_eval(app)
 
-from plait.refinery.commands import register as _register_refinery  # noqa: E402
+from plait.refinery.commands import register as _register_refinery
 
 _register_refinery(app)
 

@@ -93,8 +93,7 @@ def hash_token(token: str) -> str:
 
 def default_keys_path(store: str) -> Path:
     """``keys.db`` next to a file store; ``./.plait/keys.db`` for a server store URL."""
-    if store.startswith("sqlite:///"):
-        store = store[len("sqlite:///") :]
+    store = store.removeprefix("sqlite:///")
     if "://" in store or store == ":memory:":
         return Path(".plait") / "keys.db"
     return Path(store).expanduser().parent / "keys.db"

@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.analysis import STOPWORDS, analyse_query
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, PlaitError, ProviderError
 from plait.evaluation.datasets import BeirDataset
@@ -52,6 +51,7 @@ from plait.evaluation.metrics import MEASURES, mean_scores, per_query, run_from_
 from plait.evaluation.models import Comparison, EvalReport, SliceMetrics, StrategyResult
 from plait.evaluation.slices import SLICES, slice_ids
 from plait.fusion import FUSERS
+from plait.search import lexical_terms
 from plait.stores.base import Store
 from plait.types import FusionMethod, FusionSettings, IndexReport
 
@@ -90,13 +90,6 @@ _DENSE = frozenset({"vector", "rrf+rerank", *FUSED_STRATEGIES})
 RerankerFactory = Callable[[], Any]
 
 Ranked = list[tuple[str, float]]
-
-
-def lexical_terms(query: str) -> tuple[list[str], list[str]]:
-    """The (exact, stems) terms the search service sends to the lexical arm for ``query``."""
-    analysed = analyse_query(query)
-    exact = [term for term in analysed.exact if term not in STOPWORDS] or analysed.exact
-    return exact, analysed.stems
 
 
 @dataclass
