@@ -67,6 +67,10 @@ def hnswlib_available() -> bool:
     return True
 
 
+_SYNC_BLOCK = 8192
+"""Rows compared per step when a loaded graph is checked against the stored vectors."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class AnnSettings:
     """HNSW build and search parameters (see the hnswlib docs for their trade-offs).
@@ -173,19 +177,23 @@ class AnnIndex:
         removed = np.setdiff1d(self.members, rowids, assume_unique=True)
         added_mask = ~np.isin(rowids, self.members, assume_unique=True)
         common_pos = np.flatnonzero(~added_mask)
-        changed = np.zeros(0, dtype=np.int64)
-        if common_pos.size:
+        changed_parts: list[np.ndarray] = []
+        # Compared in blocks: reading the whole graph's vectors back at once cost
+        # several copies of the matrix in temporaries (peak memory, not time).
+        for start in range(0, int(common_pos.size), _SYNC_BLOCK):
+            block = common_pos[start : start + _SYNC_BLOCK]
             try:
                 stored = np.asarray(
-                    self._index.get_items(rowids[common_pos].tolist(), return_type="numpy"),
+                    self._index.get_items(rowids[block].tolist(), return_type="numpy"),
                     dtype=np.float32,
                 )
             except RuntimeError:  # sidecar and graph from different writes: rebuild
                 self._index, self.members = None, np.zeros(0, dtype=np.int64)
                 self.generation = None
                 return self.sync(rowids, matrix, generation)
-            differs = ~np.all(np.isclose(stored, matrix[common_pos], atol=1e-6), axis=1)
-            changed = common_pos[differs]
+            differs = np.abs(stored - matrix[block]).max(axis=1) > 1e-6
+            changed_parts.append(block[differs])
+        changed = np.concatenate(changed_parts) if changed_parts else np.zeros(0, dtype=np.int64)
         for label in removed.tolist():
             self._index.mark_deleted(int(label))
         write_pos = np.concatenate([np.flatnonzero(added_mask), changed])
