@@ -23,6 +23,7 @@ deterministic for a given index state.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -74,24 +75,29 @@ def _positions(ranked: Ranked) -> dict[str, tuple[int, float]]:
     return positions
 
 
+_NO_RANK = 1 << 62  # "not in this arm": worse than any real rank
+_ORDER = operator.itemgetter(0, 1, 2)
+
+
 def _assemble(
     scores: dict[str, float],
     lexical: dict[str, tuple[int, float]],
     dense: dict[str, tuple[int, float]],
 ) -> list[Fused]:
-    def best_rank(chunk_id: str) -> int:
-        ranks = [p[0] for p in (lexical.get(chunk_id), dense.get(chunk_id)) if p]
-        return min(ranks)
-
-    ordered = sorted(scores, key=lambda c: (-scores[c], best_rank(c), c))
-    out = []
-    for chunk_id in ordered:
+    # Order: score descending, then the better of the two arm ranks, then chunk id.
+    keyed = []
+    for chunk_id, score in scores.items():
         lex = lexical.get(chunk_id)
         den = dense.get(chunk_id)
+        best = min(lex[0] if lex else _NO_RANK, den[0] if den else _NO_RANK)
+        keyed.append((-score, best, chunk_id, lex, den))
+    keyed.sort(key=_ORDER)
+    out = []
+    for negative, _, chunk_id, lex, den in keyed:
         out.append(
             Fused(
                 chunk_id=chunk_id,
-                score=scores[chunk_id],
+                score=-negative,
                 lexical_rank=lex[0] if lex else None,
                 dense_rank=den[0] if den else None,
                 lexical_score=lex[1] if lex else None,

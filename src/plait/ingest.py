@@ -39,7 +39,14 @@ from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.sources.base import Scan, SourceDocument
 from plait.stores.base import ChunkState, SourceInfo, Store, StoredChunk
-from plait.types import Chunk, EmbeddingReport, FileOrigin, IndexReport, SkippedSource
+from plait.types import (
+    Chunk,
+    CollectionInfo,
+    EmbeddingReport,
+    FileOrigin,
+    IndexReport,
+    SkippedSource,
+)
 
 __all__ = [
     "Indexer",
@@ -177,9 +184,15 @@ class _LazyTokens(Sequence[str]):
         return iter(self._deferred.get(self._which))
 
 
-def check_model(store: Store, collection: str, embedder: Embedder | None) -> None:
-    """Refuse an embedder whose model differs from the one the collection was indexed with."""
-    info = store.get_collection(collection)
+def check_model(
+    store: Store, collection: str, embedder: Embedder | None, *, info: CollectionInfo | None = None
+) -> None:
+    """Refuse an embedder whose model differs from the one the collection was indexed with.
+
+    ``info`` is the collection as the caller just read it (saves reading it again).
+    """
+    if info is None:
+        info = store.get_collection(collection)
     if info is None or embedder is None or info.embedder_model is None:
         return
     if (info.embedder_provider, info.embedder_model) != (embedder.provider, embedder.model):

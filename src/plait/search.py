@@ -29,11 +29,19 @@ from plait.analysis import STOPWORDS, analyse_query
 from plait.autoweight import resolve_weight
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, ProviderError, ValidationError
-from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, resolve_fusion, tiered
+from plait.fusion import (
+    FUSERS,
+    Fused,
+    fetch_depth,
+    max_fused_score,
+    resolve_fusion,
+    tiered,
+)
 from plait.rerank.base import Reranker, complete_order
 from plait.stores.base import Filters, Store
 from plait.types import (
     Chunk,
+    CollectionInfo,
     FusionMethod,
     FusionSettings,
     Hit,
@@ -194,12 +202,17 @@ class SearchService:
         *,
         embedder: Embedder | None,
         embedder_note: str | None = None,
+        info: CollectionInfo | None = None,
     ) -> SearchResult:
-        """Search ``collection``; ``embedder`` None means lexical-only (``embedder_note`` says why)."""
+        """Search ``collection``; ``embedder`` None means lexical-only (``embedder_note`` says why).
+
+        ``info`` is the collection as the caller just read it (saves reading it again).
+        """
         req = _validated(request)
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        info = self.store.get_collection(collection)
+        if info is None:
+            info = self.store.get_collection(collection)
         if info is None:
             from plait.errors import NotFoundError
 

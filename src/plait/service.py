@@ -348,14 +348,15 @@ class Plait:
         self, collection: str, request: SearchRequest | Mapping[str, Any]
     ) -> SearchResult:
         """Search with a request model (or its camelCase JSON form)."""
-        if self.store.get_collection(collection) is None:
+        info = self.store.get_collection(collection)
+        if info is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         if _wants_qa_first(request):
             return self.refinery.search(collection, request)
         embedder, name = self.embedder_for(collection)
-        check_model(self.store, collection, embedder)
+        check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
-        return self._search.search(collection, request, embedder=embedder, embedder_note=note)
+        return self._search.search(collection, request, embedder=embedder, embedder_note=note, info=info)
 
     def explain(
         self,
