@@ -609,7 +609,10 @@ def _scifact_targets(r: dict[str, Any], lex: dict[str, Any], hyb: dict[str, Any]
          "met": "yes" if lex["ratio_plait_over_bm25s"] >= 1 else "no"},
         {"target": "hybrid p50 <= 2 ms at SciFact size (query embedding excluded)",
          "measured": f"p50 {hyb['p50_ms']} ms, p95 {hyb['p95_ms']} ms",
-         "met": "yes" if hyb["p50_ms"] <= 2 else "no"},
+         "met": "yes" if hyb["p50_ms"] <= 2 else (
+             f"no, by {hyb['p50_ms'] - 2:.3f} ms: about 0.75 ms is the exact dense product over "
+             "the 9k x 384 matrix on one thread (memory-bound), the rest lexical, fusion and "
+             "building the hits")},
     ]
 
 
@@ -630,7 +633,10 @@ def _my_targets(r: dict[str, Any], big: dict[str, Any], rei: dict[str, Any]) -> 
     pg = r.get("hybrid_postgres")
     out.append({"target": "hybrid p50 <= 2 ms at SciFact size on PostgreSQL + pgvector",
                 "measured": f"p50 {pg['p50_ms']} ms, p95 {pg['p95_ms']} ms" if pg else "not run",
-                "met": ("yes" if pg["p50_ms"] <= 2 else f"no (x{pg['p50_ms'] / 2:.0f} over)") if pg else "not measured"})
+                "met": ("yes" if pg["p50_ms"] <= 2 else (
+                    f"no (x{pg['p50_ms'] / 2:.0f} over): each arm is a SQL round trip to the server; "
+                    "the lexical arm sums postings rows in SQL, the dense arm is pgvector's HNSW scan")
+                ) if pg else "not measured"})
     mem = serve.get(1_000_000) or serve.get(100_000)
     out.append({"target": "peak memory per 100k chunks (serving process: 384-d vectors, graph, postings)",
                 "measured": f"{mem['peak_rss_mb_per_100k']} MB at {mem['n']:,} chunks" if mem else "not run",
