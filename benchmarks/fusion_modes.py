@@ -201,7 +201,10 @@ def _markdown(runs: list[dict[str, Any]], verdicts: list[dict[str, Any]], meta: 
             "Regenerate: `PYTHONPATH=src .venv/bin/python benchmarks/fusion_modes.py` (module docstring"
             " lists the modes). nDCG@10 on the test splits, depth 100, ir-measures. Δ and p: paired per"
             f"-query nDCG@10 difference and two-sided sign-flip randomisation test ({PERMUTATIONS:,}"
-            f" permutations, seed {SEED}). `scifact:e5` is not measured (2+ hours of embedding on 2 cores)."
+            f" permutations, seed {SEED})."
+            + ("" if any(r["run"] == "scifact:e5" for r in runs) else
+               " `scifact:e5` is not in this run (its first run embeds for 2+ hours on 2 cores; "
+               "add `--runs ... scifact:e5`).")
         ),
         "",
         "| mode | " + " | ".join(r["run"] for r in runs) + " |",
