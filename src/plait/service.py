@@ -83,14 +83,20 @@ class Plait:
             self._embedders[name] = make_embedder(name)
         return self._embedders[name]
 
-    def embedder_for(self, collection: str) -> tuple[Embedder | None, str]:
-        """The embedder to use for a collection, and its name."""
+    def embedder_for(
+        self, collection: str, *, info: CollectionInfo | None = None
+    ) -> tuple[Embedder | None, str]:
+        """The embedder to use for a collection, and its name.
+
+        ``info`` is the collection as the caller just read it (saves reading it again).
+        """
         choice = self._embedder_choice
         if isinstance(choice, str):
             return self._by_name(choice), choice
         if choice is not None:
             return choice, choice.provider
-        info = self.store.get_collection(collection)
+        if info is None:
+            info = self.store.get_collection(collection)
         recorded = self.store.get_settings(collection).get("embedder") if info else None
         name = recorded or DEFAULT_EMBEDDER
         return self._by_name(name), name
@@ -353,7 +359,7 @@ class Plait:
             raise NotFoundError(f"collection {collection!r} does not exist")
         if _wants_qa_first(request):
             return self.refinery.search(collection, request)
-        embedder, name = self.embedder_for(collection)
+        embedder, name = self.embedder_for(collection, info=info)
         check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         return self._search.search(collection, request, embedder=embedder, embedder_note=note, info=info)
@@ -377,10 +383,11 @@ class Plait:
         """
         from plait.explain import explain
 
-        if self.store.get_collection(collection) is None:
+        info = self.store.get_collection(collection)
+        if info is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
-        embedder, name = self.embedder_for(collection)
-        check_model(self.store, collection, embedder)
+        embedder, name = self.embedder_for(collection, info=info)
+        check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         request = {"query": query, **_camel_options(options)}
         return explain(
