@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -271,10 +271,14 @@ class Indexer:
         return matrix
 
     def _vectors_for(
-        self, collection: str, batch: list[tuple[SourceDocument, list[Chunk]]], run: _Run
+        self,
+        collection: str,
+        batch: list[tuple[SourceDocument, list[Chunk]]],
+        run: _Run,
+        states: Mapping[str, Mapping[str, ChunkState]],
     ) -> dict[str, np.ndarray]:
         """Vectors for the chunks of a batch of documents that need new ones (all of
-        them when ``reuse_vectors`` is False)."""
+        them when ``reuse_vectors`` is False); ``states`` are the stored chunks per source."""
         if self.embedder is None:
             return {}
         needing: list[Chunk] = []
@@ -282,9 +286,9 @@ class Indexer:
             if not self.reuse_vectors:
                 needing.extend(chunks)
                 continue
-            states = self.store.chunk_states(collection, doc.source_id)
+            known = states[doc.source_id]
             for chunk in chunks:
-                state = states.get(chunk.id)
+                state = known.get(chunk.id)
                 if state and state.content_hash == chunk.content_hash and state.has_vector:
                     continue
                 needing.append(chunk)
@@ -325,10 +329,13 @@ class Indexer:
             else:
                 pending.append((doc, chunks))
             run.written.add(doc.source_id)
-        vectors = self._vectors_for(collection, pending, run)
+        # One read of each source's stored chunks serves both the vector reuse and the
+        # write (which defers analysing chunks whose content is unchanged).
+        states = {doc.source_id: self.store.chunk_states(collection, doc.source_id) for doc, _ in pending}
+        vectors = self._vectors_for(collection, pending, run, states)
         for doc, chunks in pending:
-            states = self.store.chunk_states(collection, doc.source_id)
-            stored = [_stored(chunk, states.get(chunk.id), vectors.get(chunk.id)) for chunk in chunks]
+            known = states[doc.source_id]
+            stored = [_stored(chunk, known.get(chunk.id), vectors.get(chunk.id)) for chunk in chunks]
             counts = self.store.replace_source(
                 collection, doc.source_id, doc.scope, stored, root=root
             )
