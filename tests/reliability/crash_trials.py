@@ -80,6 +80,23 @@ def expected_state(root: Path) -> dict[str, ChunkSet]:
     return out
 
 
+#: (count query, whether it takes the collection id, what a non-zero count means)
+_SQLITE_CHECKS: tuple[tuple[str, bool, str], ...] = (
+    ("SELECT COUNT(*) FROM postings p WHERE NOT EXISTS "
+     "(SELECT 1 FROM chunks c WHERE c.rowid = p.chunk_rowid)", False, "postings name no chunk"),
+    ("SELECT COUNT(*) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
+     "(SELECT 1 FROM postings p WHERE p.chunk_rowid = c.rowid)", True, "chunks have no postings"),
+    ("SELECT COUNT(*) FROM chunks WHERE collection_id = ? AND vector IS NULL", True,
+     "chunks have no vector"),
+    ("SELECT COUNT(*) FROM terms t WHERE t.collection_id = ? AND t.df != "
+     "(SELECT COUNT(*) FROM postings p WHERE p.term_id = t.id)", True,
+     "terms have a wrong document frequency"),
+    ("SELECT COUNT(DISTINCT c.source_id) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
+     "(SELECT 1 FROM sources s WHERE s.collection_id = c.collection_id AND s.source_id = c.source_id)",
+     True, "sources hold chunks but are not recorded"),
+)
+
+
 def observed_state(db_path: Path, collection: str = "default") -> tuple[dict[str, list[tuple[str, str]]], list[str]]:
     """Per source id, the stored (chunk id, content hash) rows; and lexical-index faults."""
     faults: list[str] = []
@@ -94,38 +111,10 @@ def observed_state(db_path: Path, collection: str = "default") -> tuple[dict[str
             "SELECT source_id, chunk_id, content_hash FROM chunks WHERE collection_id = ?", (cid,)
         ):
             rows.setdefault(source_id, []).append((chunk_id, chash))
-        orphans = db.execute(
-            "SELECT COUNT(*) FROM postings p WHERE NOT EXISTS "
-            "(SELECT 1 FROM chunks c WHERE c.rowid = p.chunk_rowid)"
-        ).fetchone()[0]
-        if orphans:
-            faults.append(f"{orphans} postings name no chunk")
-        bare = db.execute(
-            "SELECT COUNT(*) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
-            "(SELECT 1 FROM postings p WHERE p.chunk_rowid = c.rowid)",
-            (cid,),
-        ).fetchone()[0]
-        if bare:
-            faults.append(f"{bare} chunks have no postings")
-        vectorless = db.execute(
-            "SELECT COUNT(*) FROM chunks WHERE collection_id = ? AND vector IS NULL", (cid,)
-        ).fetchone()[0]
-        if vectorless:
-            faults.append(f"{vectorless} chunks have no vector")
-        bad_df = db.execute(
-            "SELECT COUNT(*) FROM terms t WHERE t.collection_id = ? AND t.df != "
-            "(SELECT COUNT(*) FROM postings p WHERE p.term_id = t.id)",
-            (cid,),
-        ).fetchone()[0]
-        if bad_df:
-            faults.append(f"{bad_df} terms have a wrong document frequency")
-        unlisted = db.execute(
-            "SELECT COUNT(DISTINCT c.source_id) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
-            "(SELECT 1 FROM sources s WHERE s.collection_id = c.collection_id AND s.source_id = c.source_id)",
-            (cid,),
-        ).fetchone()[0]
-        if unlisted:
-            faults.append(f"{unlisted} sources hold chunks but are not recorded")
+        for query, takes_cid, fault in _SQLITE_CHECKS:
+            count = db.execute(query, (cid,) if takes_cid else ()).fetchone()[0]
+            if count:
+                faults.append(f"{count} {fault}")
     finally:
         db.close()
     return rows, faults
