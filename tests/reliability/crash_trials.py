@@ -82,18 +82,39 @@ def expected_state(root: Path) -> dict[str, ChunkSet]:
 
 #: (count query, whether it takes the collection id, what a non-zero count means)
 _SQLITE_CHECKS: tuple[tuple[str, bool, str], ...] = (
-    ("SELECT COUNT(*) FROM postings p WHERE NOT EXISTS "
-     "(SELECT 1 FROM chunks c WHERE c.rowid = p.chunk_rowid)", False, "postings name no chunk"),
-    ("SELECT COUNT(*) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
-     "(SELECT 1 FROM postings p WHERE p.chunk_rowid = c.rowid)", True, "chunks have no postings"),
-    ("SELECT COUNT(*) FROM chunks WHERE collection_id = ? AND vector IS NULL", True,
-     "chunks have no vector"),
-    ("SELECT COUNT(*) FROM terms t WHERE t.collection_id = ? AND t.df != "
-     "(SELECT COUNT(*) FROM postings p WHERE p.term_id = t.id)", True,
-     "terms have a wrong document frequency"),
-    ("SELECT COUNT(DISTINCT c.source_id) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
-     "(SELECT 1 FROM sources s WHERE s.collection_id = c.collection_id AND s.source_id = c.source_id)",
-     True, "sources hold chunks but are not recorded"),
+    (
+        (
+            "SELECT COUNT(*) FROM postings p WHERE NOT EXISTS "
+            "(SELECT 1 FROM chunks c WHERE c.rowid = p.chunk_rowid)"
+        ),
+        False,
+        "postings name no chunk",
+    ),
+    (
+        (
+            "SELECT COUNT(*) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM postings p WHERE p.chunk_rowid = c.rowid)"
+        ),
+        True,
+        "chunks have no postings",
+    ),
+    ("SELECT COUNT(*) FROM chunks WHERE collection_id = ? AND vector IS NULL", True, "chunks have no vector"),
+    (
+        (
+            "SELECT COUNT(*) FROM terms t WHERE t.collection_id = ? AND t.df != "
+            "(SELECT COUNT(*) FROM postings p WHERE p.term_id = t.id)"
+        ),
+        True,
+        "terms have a wrong document frequency",
+    ),
+    (
+        (
+            "SELECT COUNT(DISTINCT c.source_id) FROM chunks c WHERE c.collection_id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM sources s WHERE s.collection_id = c.collection_id AND s.source_id = c.source_id)"
+        ),
+        True,
+        "sources hold chunks but are not recorded",
+    ),
 )
 
 
