@@ -21,6 +21,7 @@ from plait.analysis import (
     explain_query,
     fold,
     is_identifier,
+    stopword_language,
     tokenize,
 )
 
@@ -193,6 +194,22 @@ def test_detect_language(text: str, language: str) -> None:
     assert detect_language(text) == language
 
 
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("what is the role of the protein", "en"),  # what, is, the, of, the: 5 English
+        ("qual é o papel da proteína", "pt"),  # qual, é, o, da: Portuguese only
+        ("BRCA1 p53 ERR-4012", None),  # no stopword: undetermined, not English
+        ("", None),
+        ("a o do", None),  # on both lists: no vote
+        ("the de", None),  # one each: a tie
+        ("the de of", "en"),
+    ],
+)
+def test_stopword_language_says_when_it_cannot_tell(text: str, language: str | None) -> None:
+    assert stopword_language(text) == language
+
+
 # --------------------------------------------------------------------------- queries
 
 
@@ -279,11 +296,7 @@ def test_long_lines() -> None:
 @pytest.mark.slow
 def test_five_megabytes_analyse_completely() -> None:
     rng = random.Random(7)
-    vocabulary = (
-        "the payment failed because resolve_tenant_db returned ERR-4012 while v3.11.2 was "
-        "deployed; o pagamento não foi processado pelas configurações do servidor "
-        "SKU-88213-B resolveTenantDB running quickly"
-    ).split()
+    vocabulary = ["the", "payment", "failed", "because", "resolve_tenant_db", "returned", "ERR-4012", "while", "v3.11.2", "was", "deployed;", "o", "pagamento", "não", "foi", "processado", "pelas", "configurações", "do", "servidor", "SKU-88213-B", "resolveTenantDB", "running", "quickly"]
     parts: list[str] = []
     size = 0
     while size < 5_000_000:

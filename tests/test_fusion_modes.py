@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 
 from plait.calibration import pseudo_query, weight_from_mrr
+from plait.embeddings import FakeEmbedder, embedder_languages
 from plait.errors import ConfigError
-from plait.fusion import FUSERS, linear, max_fused_score, resolve_fusion
+from plait.fusion import FUSERS, for_query, linear, max_fused_score, resolve_fusion
 from plait.fusion_adaptive import (
     adaptive_weight,
     confidence,
     dbsf_normalise,
+    language_coverage,
     minmax_normalise,
 )
 from plait.service import Plait
@@ -107,6 +109,107 @@ def test_resolve_fusion_leaves_rrf_alone_and_fixes_linear_weights() -> None:
     assert [f.chunk_id for f in fused] == [
         f.chunk_id for f in linear(LEX, DENSE, dense_weight=adaptive.dense_weight_used or 0.0)
     ]
+
+
+# language prior ----------------------------------------------------------------------
+# The arms disagree: neither top hit is in the other's top 5.
+FAR_LEX = [("a", 10.0), ("b", 8.0), ("c", 6.0), ("d", 4.0), ("e", 2.0)]
+FAR_DENSE = [("z", 0.9), ("y", 0.6), ("x", 0.5), ("w", 0.45), ("v", 0.4)]
+
+
+def test_language_coverage() -> None:
+    en = frozenset({"en"})
+    assert language_coverage("en", en) is True
+    assert language_coverage("pt", en) is False
+    assert language_coverage(None, en) is None  # undetermined query
+    assert language_coverage("en", None) is None  # embedder declares nothing
+
+
+def test_disagreeing_arms_keep_the_confidence_rule_when_the_language_is_covered() -> None:
+    # confidences: lexical (10 − 8) / (10 − 2) = 0.25; dense (0.9 − 0.6) / (0.9 − 0.4) = 0.6
+    # covered: 0.4 + 0.5 · (0.6 − 0.25) = 0.575
+    covered = adaptive_weight(FAR_LEX, FAR_DENSE, covers_query=True, query_language="en")
+    assert (covered.dense_weight, covered.agree) == (0.575, False)
+    assert (covered.lexical_confidence, covered.dense_confidence) == (0.25, 0.6)
+    assert "arms disagree at the top, but the embedder declares the query's language (en)" in covered.reason
+    # not covered, or unknown: min(base 0.4, 0.3)
+    foreign = adaptive_weight(FAR_LEX, FAR_DENSE, covers_query=False, query_language="pt")
+    assert foreign.dense_weight == 0.3
+    assert "the embedder does not declare the query's language (pt)" in foreign.reason
+    unknown = adaptive_weight(FAR_LEX, FAR_DENSE)
+    assert unknown.dense_weight == 0.3
+    assert "undetermined or the embedder declares no languages" in unknown.reason
+    # arms that agree are unaffected by the language
+    agreeing = [("a", 0.9), ("y", 0.6), ("x", 0.5)]
+    assert (
+        adaptive_weight(FAR_LEX, agreeing, covers_query=False).dense_weight
+        == adaptive_weight(FAR_LEX, agreeing, covers_query=True).dense_weight
+    )
+
+
+def test_for_query_and_resolve_fusion_echo_the_language_and_honour_the_switch() -> None:
+    en = frozenset({"en"})
+    settings = for_query(FusionSettings(), "which of the drugs lowers blood pressure", en)
+    assert (settings.query_language, settings.embedder_covers_query) == ("en", True)
+    assert resolve_fusion(settings, FAR_LEX, FAR_DENSE).dense_weight_used == 0.575
+    portuguese = for_query(FusionSettings(), "qual dos remédios baixa a pressão", en)
+    assert (portuguese.query_language, portuguese.embedder_covers_query) == ("pt", False)
+    assert resolve_fusion(portuguese, FAR_LEX, FAR_DENSE).dense_weight_used == 0.3
+    codes = for_query(FusionSettings(), "BRCA1 TP53", en)
+    assert (codes.query_language, codes.embedder_covers_query) == (None, None)
+    assert resolve_fusion(codes, FAR_LEX, FAR_DENSE).dense_weight_used == 0.3
+    off = resolve_fusion(settings.model_copy(update={"language_prior": False}), FAR_LEX, FAR_DENSE)
+    assert off.dense_weight_used == 0.3
+    assert (off.fusion_reason or "").endswith("(language_prior is off)")
+
+
+def test_embedders_declare_their_languages(tmp_path: Path) -> None:
+    from plait.embeddings import E5Embedder, MiniLMEmbedder
+    from plait.embeddings.cache import CachedEmbedder
+
+    assert embedder_languages(MiniLMEmbedder()) == frozenset({"en"})
+    e5 = embedder_languages(E5Embedder())
+    assert e5 is not None and {"en", "pt", "es", "zh"} <= e5 and len(e5) == 93
+    assert embedder_languages(E5Embedder(variant="enpt")) == frozenset({"en", "pt"})
+    assert embedder_languages(FakeEmbedder()) is None
+    assert embedder_languages(object()) is None  # an embedder written elsewhere, no attribute
+    cached = CachedEmbedder(MiniLMEmbedder(), path=tmp_path / "cache.sqlite")
+    try:
+        assert embedder_languages(cached) == frozenset({"en"})
+    finally:
+        cached.close()
+
+
+def test_search_and_explain_echo_the_query_language(tmp_path: Path) -> None:
+    from plait.search import lexical_terms
+
+    english = FakeEmbedder()
+    english.languages = frozenset({"en"})
+    portuguese = {
+        "pt-1": "Por que o pagamento foi recusado? Motivos comuns para o cartão ser recusado.",
+        "pt-2": "Como trocar a senha da conta quando o token da sessão expirou.",
+    }
+    with Plait(str(tmp_path / "lang.db"), embedder=english) as engine:
+        engine.index_documents(documents({**ARTICLE_DOCS, **portuguese}))
+        result = engine.search("why was my card payment declined", k=3)
+        data = to_json(result)["fusion"]
+        assert (data["queryLanguage"], data["embedderCoversQuery"], data["languagePrior"]) == ("en", True, True)
+        query = "por que o pagamento foi recusado"
+        foreign = engine.search(query, k=3).fusion
+        assert (foreign.query_language, foreign.embedder_covers_query) == ("pt", False)
+        # the weight and reason are adaptive_weight's over the store's own arms, told "not covered"
+        lex = engine.store.lexical_search("default", *lexical_terms(query), limit=foreign.overfetch)
+        dense = engine.store.vector_search("default", english.embed_query(query), limit=foreign.overfetch)
+        expected = adaptive_weight(lex, dense, covers_query=False, query_language="pt")
+        assert (foreign.dense_weight_used, foreign.fusion_reason) == (expected.dense_weight, expected.reason)
+        explained = engine.explain("why was my card payment declined", chunk=result.hits[0].chunk_id, k=3)
+        settings = to_json(explained)["fusion"]["settings"]
+        assert (settings["queryLanguage"], settings["embedderCoversQuery"]) == ("en", True)
+        assert settings["fusionReason"] == result.fusion.fusion_reason
+    with Plait(str(tmp_path / "plain.db"), embedder=FakeEmbedder()) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+        plain = engine.search("why was my card payment declined", k=3).fusion
+        assert (plain.query_language, plain.embedder_covers_query) == ("en", None)
 
 
 def test_search_echoes_weight_and_reason_and_is_deterministic(engine: Plait) -> None:

@@ -72,6 +72,7 @@ __all__ = [
     "explain_query",
     "fold",
     "is_identifier",
+    "stopword_language",
     "tokenize",
 ]
 
@@ -455,6 +456,24 @@ def detect_language(text: str) -> str:
     Words on both lists (``a``, ``no``, ``do``…) count for neither.
     """
     return _language(_tokens(text))
+
+
+def stopword_language(text: str) -> str | None:
+    """``"en"`` or ``"pt"`` (ISO 639-1) when ``text``'s stopwords vote for one of them,
+    None when they do not (no stopword, or as many of each).
+
+    Unlike :func:`detect_language` it does not default to English, so a caller can
+    tell "English" from "too short to say".
+
+    >>> stopword_language("what is the role of p53"), stopword_language("qual é o papel do p53")
+    ('en', 'pt')
+    >>> stopword_language("BRCA1 p53 ERR-4012") is None
+    True
+    """
+    votes = sum(map(_get_vote, _tokens(text)))
+    if votes == 0:
+        return None
+    return "en" if votes > 0 else "pt"
 
 
 def analyse(text: str) -> Analysed:

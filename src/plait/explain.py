@@ -44,7 +44,7 @@ from plait.analysis import (
     explain_query,
 )
 from plait.autoweight import resolve_weight
-from plait.embeddings.base import Embedder
+from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import ConfigError, ProviderError, SourceError, ValidationError
 from plait.explain_models import (
     ArmStage,
@@ -59,7 +59,15 @@ from plait.explain_models import (
     TermMatch,
     diagnose,
 )
-from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, resolve_fusion, tiered
+from plait.fusion import (
+    FUSERS,
+    Fused,
+    fetch_depth,
+    for_query,
+    max_fused_score,
+    resolve_fusion,
+    tiered,
+)
 from plait.ingest import index_text
 from plait.rerank.base import complete_order
 from plait.search import SearchRequest, SearchService, _validated
@@ -311,7 +319,9 @@ def explain(
     """The journey of one document for ``request`` (see the module docstring)."""
     store = service.store
     req = _validated(request)
-    settings = resolve_weight(service.settings_for(collection, req), req.query)
+    settings = for_query(
+        resolve_weight(service.settings_for(collection, req), req.query), req.query, embedder_languages(embedder)
+    )
     target, chunks = _target_chunks(store, collection, doc=doc, path=path, chunk=chunk, roots=roots)
     filters = Filters(scopes=tuple(req.scopes) if req.scopes else None, metadata=req.metadata or {})
     info = store.get_collection(collection)

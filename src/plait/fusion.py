@@ -14,8 +14,10 @@ by name from :data:`FUSERS`.
 * :func:`linear` — ``minmax`` / ``dbsf``: each arm's scores normalised to 0..1 and
   summed with weights ``1 − dense_weight`` / ``dense_weight``; ``adaptive`` (the
   default) is ``minmax`` with the dense weight chosen per query by
-  :func:`plait.fusion_adaptive.adaptive_weight`. :func:`resolve_fusion` fixes that
-  weight (and the sentence saying why) once per query, on the over-fetch cut.
+  :func:`plait.fusion_adaptive.adaptive_weight`. :func:`for_query` records the
+  query's language and whether the embedder declares it; :func:`resolve_fusion`
+  fixes the weight (and the sentence saying why) once per query, on the over-fetch
+  cut.
 
 Ties are broken by the better single-arm rank, then by chunk id, so the order is
 deterministic for a given index state.
@@ -27,9 +29,11 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from plait.analysis import stopword_language
 from plait.fusion_adaptive import (
     adaptive_weight,
     dbsf_normalise,
+    language_coverage,
     linear_scores,
     minmax_normalise,
 )
@@ -40,6 +44,7 @@ __all__ = [
     "Fused",
     "arm_weights",
     "fetch_depth",
+    "for_query",
     "linear",
     "max_fused_score",
     "resolve_fusion",
@@ -171,6 +176,20 @@ def linear(lexical: Ranked, dense: Ranked, *, dense_weight: float = 0.5, norm: s
     return _assemble(scores, lex_pos, dense_pos)
 
 
+def for_query(settings: FusionSettings, query: str, languages: frozenset[str] | None) -> FusionSettings:
+    """``settings`` with ``query_language`` (by the query's stopwords) and
+    ``embedder_covers_query`` (is it among the embedder's declared ``languages``) set.
+
+    >>> s = for_query(FusionSettings(), "what causes the flu", frozenset({"en"}))
+    >>> s.query_language, s.embedder_covers_query
+    ('en', True)
+    """
+    language = stopword_language(query)
+    return settings.model_copy(
+        update={"query_language": language, "embedder_covers_query": language_coverage(language, languages)}
+    )
+
+
 def resolve_fusion(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> FusionSettings:
     """``settings`` with ``dense_weight_used`` and ``fusion_reason`` filled in for one query.
 
@@ -181,8 +200,16 @@ def resolve_fusion(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> 
         return settings
     cut_l, cut_d = lexical[: settings.overfetch], dense[: settings.overfetch]
     if settings.method == FusionMethod.ADAPTIVE:
-        decision = adaptive_weight(cut_l, cut_d, base=settings.dense_weight)
+        decision = adaptive_weight(
+            cut_l,
+            cut_d,
+            base=settings.dense_weight,
+            covers_query=settings.embedder_covers_query if settings.language_prior else None,
+            query_language=settings.query_language,
+        )
         used, reason = decision.dense_weight, decision.reason
+        if not settings.language_prior and cut_l and cut_d and not decision.agree:
+            reason += " (language_prior is off)"
     elif not cut_d:
         used, reason = 0.0, "dense arm returned nothing: lexical only"
     else:

@@ -6,19 +6,24 @@
 * :func:`dbsf` — distribution-based score fusion: each arm's scores mapped by the
   list's ``mean ± 3σ`` to 0..1 (clipped), then the same weighted sum.
 * :func:`adaptive_weight` — the dense weight for *one query*, from what the two lists
-  say about themselves (no labels). First, do the arms *agree* at the top — is either
-  arm's first hit within the other's first ``AGREE_DEPTH`` (5)? If not, one of them is
-  wrong and nothing in the lists says which; BM25 is the safer bet (a weak embedder —
-  an English model over Portuguese — disagrees with it on most queries), so the dense
-  weight drops to ``min(base, DISAGREE_WEIGHT)`` (0.3). If they agree, each arm's
-  *confidence* is the gap between its first and second score over the spread of its
-  top ``CONFIDENCE_DEPTH`` (10) scores (a clear winner → near 1, a flat list → near
-  0), and the dense weight moves from ``base`` by ``ADAPT_STEP · (conf_dense −
+  say about themselves and what the embedder declares about itself (no labels).
+  First, do the arms *agree* at the top — is either arm's first hit within the
+  other's first ``AGREE_DEPTH`` (5)? If not, one of them is wrong and nothing in the
+  lists says which. When the embedder declares the query's language (see
+  :func:`language_coverage`), the disagreement is not held against it. Otherwise BM25
+  is the safer bet (a weak embedder — an English model over Portuguese — disagrees
+  with it on most queries), so the dense weight drops to ``min(base,
+  DISAGREE_WEIGHT)`` (0.3). In every other case each arm's *confidence* is the gap
+  between its first and second score over the spread of its top
+  ``CONFIDENCE_DEPTH`` (10) scores (a clear winner → near 1, a flat list → near 0),
+  and the dense weight moves from ``base`` by ``ADAPT_STEP · (conf_dense −
   conf_lexical)``, clamped to ``[ADAPT_MIN, ADAPT_MAX]``. An empty arm gets weight 0.
 
 The confidence formula and constants are the ones measured in
-``benchmarks/results/fusion_modes.md``; they are deterministic for a given pair of
-lists, so a search is deterministic for a given index state.
+``benchmarks/results/fusion_modes.md``; the language rule was checked on held-out
+queries in ``benchmarks/results/fusion_grid.md``. Everything is deterministic for a
+given pair of lists, query and embedder, so a search is deterministic for a given
+index state.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ __all__ = [
     "agree",
     "confidence",
     "dbsf_normalise",
+    "language_coverage",
     "linear_scores",
     "minmax_normalise",
 ]
@@ -126,6 +132,19 @@ def agree(lexical: Ranked, dense: Ranked, *, depth: int = AGREE_DEPTH) -> bool:
     return lexical[0][0] in {c for c, _ in dense[:depth]} or dense[0][0] in {c for c, _ in lexical[:depth]}
 
 
+def language_coverage(query_language: str | None, languages: frozenset[str] | None) -> bool | None:
+    """Does the embedder cover the query's language? None when either is unknown.
+
+    >>> language_coverage("pt", frozenset({"en"})), language_coverage("en", frozenset({"en"}))
+    (False, True)
+    >>> language_coverage(None, frozenset({"en"})) is None, language_coverage("pt", None) is None
+    (True, True)
+    """
+    if query_language is None or languages is None:
+        return None
+    return query_language in languages
+
+
 @dataclass(frozen=True, slots=True)
 class WeightDecision:
     """The dense weight one query used, the signals behind it, and a sentence saying why."""
@@ -146,30 +165,49 @@ def adaptive_weight(
     low: float = ADAPT_MIN,
     high: float = ADAPT_MAX,
     disagree_weight: float = DISAGREE_WEIGHT,
+    covers_query: bool | None = None,
+    query_language: str | None = None,
 ) -> WeightDecision:
     """The dense weight for one query (see the module docstring).
+
+    ``covers_query`` is :func:`language_coverage` for this query (None: unknown) and
+    ``query_language`` the language it was decided for (only used in the reason).
 
     >>> adaptive_weight([("a", 10.0), ("b", 6.0), ("c", 2.0)], [("a", 0.9), ("b", 0.85), ("c", 0.7)]).dense_weight
     0.275
     >>> adaptive_weight([("a", 10.0), ("b", 6.0)], [("z", 0.9), ("y", 0.85)]).dense_weight
     0.3
+    >>> adaptive_weight([("a", 10.0), ("b", 6.0)], [("z", 0.9), ("y", 0.85)], covers_query=True).dense_weight
+    0.4
     """
     if not dense:
         return WeightDecision(0.0, confidence(lexical), 0.0, False, "dense arm returned nothing: lexical only")
     if not lexical:
         return WeightDecision(1.0, 0.0, confidence(dense), False, "lexical arm returned nothing: dense only")
     conf_l, conf_d = round(confidence(lexical), 6), round(confidence(dense), 6)
-    if not agree(lexical, dense):
+    agreed = agree(lexical, dense)
+    language = f" ({query_language})" if query_language else ""
+    if not agreed and not covers_query:
         weight = round(min(base, disagree_weight), 6)
+        why = (
+            "the query's language is undetermined or the embedder declares no languages"
+            if covers_query is None
+            else f"the embedder does not declare the query's language{language}"
+        )
         reason = (
-            f"arms disagree (neither top hit is in the other's top {AGREE_DEPTH}): "
+            f"arms disagree (neither top hit is in the other's top {AGREE_DEPTH}) and {why}: "
             f"lexical-leaning dense weight {weight:g} (min of base {base:g} and {disagree_weight:g})"
         )
         return WeightDecision(weight, conf_l, conf_d, False, reason)
     weight = round(min(high, max(low, base + step * (conf_d - conf_l))), 6)
+    head = (
+        "arms agree at the top"
+        if agreed
+        else f"arms disagree at the top, but the embedder declares the query's language{language}"
+    )
     reason = (
-        f"arms agree at the top; top-1 gap over top-{CONFIDENCE_DEPTH} spread: lexical {conf_l:.3f}, "
+        f"{head}; top-1 gap over top-{CONFIDENCE_DEPTH} spread: lexical {conf_l:.3f}, "
         f"dense {conf_d:.3f} → dense weight {weight:g} "
         f"(base {base:g} + {step:g}·(dense − lexical), within {low:g}..{high:g})"
     )
-    return WeightDecision(weight, conf_l, conf_d, True, reason)
+    return WeightDecision(weight, conf_l, conf_d, agreed, reason)

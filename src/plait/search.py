@@ -27,12 +27,13 @@ from pydantic import Field, field_validator
 
 from plait.analysis import STOPWORDS, analyse_query
 from plait.autoweight import resolve_weight
-from plait.embeddings.base import Embedder
+from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import ConfigError, ProviderError, ValidationError
 from plait.fusion import (
     FUSERS,
     Fused,
     fetch_depth,
+    for_query,
     max_fused_score,
     resolve_fusion,
     tiered,
@@ -218,8 +219,10 @@ class SearchService:
 
             raise NotFoundError(f"collection {collection!r} does not exist")
         saved_settings = self.store.get_settings(collection)  # read once per search
-        settings = resolve_weight(
-            self.settings_for(collection, req, saved_settings=saved_settings), req.query
+        settings = for_query(
+            resolve_weight(self.settings_for(collection, req, saved_settings=saved_settings), req.query),
+            req.query,
+            embedder_languages(embedder),
         )
         reranker = self._reranker(req.rerank) if req.rerank is not None else None
         filters = Filters(scopes=tuple(req.scopes) if req.scopes else None, metadata=req.metadata or {})

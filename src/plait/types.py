@@ -138,6 +138,12 @@ class FusionSettings(Model):
     chosen per query from each arm's confidence around ``dense_weight``. The response
     echoes the weight actually used in ``dense_weight_used`` and why in
     ``fusion_reason`` (None for rrf / weighted).
+
+    ``language_prior`` (adaptive only): when the embedder declares the language the
+    query's stopwords vote for, arms that disagree at the top do not lower the dense
+    weight. The response echoes that language in ``query_language`` (``en``, ``pt``,
+    None when undetermined) and the embedder's answer in ``embedder_covers_query``
+    (None when either side is unknown).
     """
 
     method: FusionMethod = FusionMethod.ADAPTIVE
@@ -154,6 +160,9 @@ class FusionSettings(Model):
     dense_weight: float = Field(default=0.4, ge=0.0, le=1.0)
     dense_weight_used: float | None = None
     fusion_reason: str | None = None
+    language_prior: bool = True
+    query_language: str | None = None
+    embedder_covers_query: bool | None = None
 
 
 class Ranks(Model):

@@ -14,6 +14,7 @@ from plait.embeddings import (
     MiniLMEmbedder,
     OllamaEmbedder,
     OpenAIEmbedder,
+    embedder_languages,
     make_embedder,
 )
 from plait.embeddings import local as local_module
@@ -95,6 +96,20 @@ def test_ollama_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     explicit = make_embedder("ollama", model="all-minilm", timeout=1.0)
     assert isinstance(explicit, OllamaEmbedder)
     assert (explicit.model, explicit.timeout) == ("all-minilm", 1.0)
+
+
+def test_remote_embedders_declare_languages_from_options_or_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert embedder_languages(make_embedder("ollama")) is None  # undeclared: unknown
+    monkeypatch.setenv("PLAIT_EMBED_LANGUAGES", "en, PT")
+    assert embedder_languages(make_embedder("ollama")) == frozenset({"en", "pt"})
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert embedder_languages(make_embedder("openai")) == frozenset({"en", "pt"})
+    assert embedder_languages(make_embedder("openai", languages=["de"])) == frozenset({"de"})
+    assert embedder_languages(make_embedder("minilm")) == frozenset({"en"})  # the env is for remote models
+    with pytest.raises(ConfigError, match="ISO 639-1"):
+        make_embedder("ollama", languages="english; portuguese")
 
 
 def test_openai_needs_a_key_only_for_openai_itself(

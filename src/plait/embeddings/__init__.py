@@ -34,7 +34,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from plait.embeddings.base import BaseEmbedder, Embedder, TextKind, normalise_rows
+from plait.embeddings.base import (
+    BaseEmbedder,
+    Embedder,
+    TextKind,
+    embedder_languages,
+    normalise_rows,
+)
 from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.local import E5Embedder, MiniLMEmbedder
 from plait.embeddings.remote import HTTPEmbedder, OllamaEmbedder, OpenAIEmbedder
@@ -52,6 +58,7 @@ __all__ = [
     "OllamaEmbedder",
     "OpenAIEmbedder",
     "TextKind",
+    "embedder_languages",
     "make_embedder",
     "normalise_rows",
 ]
@@ -84,6 +91,8 @@ def _env_timeout(env: Mapping[str, str]) -> dict[str, Any]:
 def _env_options(name: str, env: Mapping[str, str]) -> dict[str, Any]:
     """Options for ``name`` taken from the environment (explicit options win)."""
     found: dict[str, Any] = {}
+    if name in ("ollama", "openai") and env.get("PLAIT_EMBED_LANGUAGES", "").strip():
+        found["languages"] = env["PLAIT_EMBED_LANGUAGES"]
     if name == "ollama":
         if env.get("PLAIT_OLLAMA_URL"):
             found["base_url"] = env["PLAIT_OLLAMA_URL"]
@@ -117,7 +126,9 @@ def make_embedder(name: str, **options: Any) -> Embedder | None:
     ``ollama`` and ``openai`` missing ones are filled from the environment:
     ``PLAIT_OLLAMA_URL``, ``PLAIT_OLLAMA_MODEL``, ``PLAIT_OPENAI_URL`` (default
     ``https://api.openai.com``), ``PLAIT_OPENAI_MODEL``, ``PLAIT_OPENAI_API_KEY`` or
-    ``OPENAI_API_KEY``, and ``PLAIT_EMBED_TIMEOUT`` (seconds). Nothing is loaded or
+    ``OPENAI_API_KEY``, ``PLAIT_EMBED_TIMEOUT`` (seconds) and ``PLAIT_EMBED_LANGUAGES``
+    (the model's languages, e.g. ``en,pt``; see ``language_prior`` in
+    :class:`~plait.types.FusionSettings`). Nothing is loaded or
     contacted here; that happens on the first embed call.
 
     Raises :class:`~plait.errors.ConfigError` for an unknown name, an option the

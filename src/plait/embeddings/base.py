@@ -13,9 +13,9 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from plait.errors import ProviderResponseError
+from plait.errors import ConfigError, ProviderResponseError
 
-__all__ = ["BaseEmbedder", "Embedder", "TextKind", "normalise_rows"]
+__all__ = ["BaseEmbedder", "Embedder", "TextKind", "embedder_languages", "normalise_rows", "parse_languages"]
 
 TextKind = Literal["query", "passage"]
 
@@ -44,6 +44,35 @@ class Embedder(Protocol):
         ...
 
 
+def embedder_languages(embedder: object) -> frozenset[str] | None:
+    """The languages (ISO 639-1 codes) an embedder declares it was trained on, or None
+    when it declares none (remote models, embedders written elsewhere).
+
+    Optional on purpose: :class:`Embedder` does not require the attribute, so an
+    embedder without it still works; fusion then treats its coverage as unknown.
+    """
+    languages = getattr(embedder, "languages", None)
+    return frozenset(languages) if languages is not None else None
+
+
+def parse_languages(value: str | Sequence[str] | None) -> frozenset[str] | None:
+    """``"en, pt"`` or ``["en", "pt"]`` → ``frozenset({"en", "pt"})``; None or empty → None.
+
+    >>> sorted(parse_languages("EN, pt"))
+    ['en', 'pt']
+
+    Raises :class:`~plait.errors.ConfigError` for anything but two- or three-letter codes.
+    """
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    codes = {str(item).strip().lower() for item in items} - {""}
+    bad = sorted(c for c in codes if not (c.isascii() and c.isalpha() and 2 <= len(c) <= 3))
+    if bad:
+        raise ConfigError(f"languages must be ISO 639-1 codes such as en, pt; got {', '.join(map(repr, bad))}")
+    return frozenset(codes) or None
+
+
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     """Scale each row to unit length (rows of zeros stay zero)."""
     matrix = np.asarray(matrix, dtype=np.float32)
@@ -62,6 +91,8 @@ class BaseEmbedder:
 
     provider: str = "base"
     model: str = "base"
+    #: ISO 639-1 codes of the languages the model was trained on; None = not declared.
+    languages: frozenset[str] | None = None
     batch_size: int = 32
     query_cache_size: int = 1024
 

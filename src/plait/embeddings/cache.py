@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plait.embeddings.base import Embedder
+from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import ConfigError
 
 __all__ = ["DEFAULT_CACHE_PATH", "CacheStats", "CachedEmbedder", "cache_path", "text_key"]
@@ -94,6 +94,7 @@ class CachedEmbedder:
         self.inner = inner
         self.provider: str = inner.provider
         self.model: str = inner.model
+        self.languages: frozenset[str] | None = embedder_languages(inner)
         self.stats = CacheStats()
         self._lock = threading.Lock()
         if str(path) == ":memory:":

@@ -147,6 +147,19 @@ def _load_e5(variant: str) -> Any:
         ) from exc
 
 
+#: The 100 languages of XLM-RoBERTa's CC-100 pre-training (Conneau et al., 2020,
+#: table 6), which multilingual-e5 inherits, as ISO 639-1 codes. CC-100's six
+#: romanised or alternative-encoding entries (Bengali, Hindi, Tamil, Telugu and Urdu
+#: romanised, Burmese Zawgyi) and its two Chinese scripts share their language's
+#: code, so the set has 93 entries.
+XLMR_LANGUAGES = frozenset(
+    "af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu "
+    "ha he hi hr hu hy id is it ja jv ka kk km kn ko ku ky la lo lt lv mg mk ml mn mr ms my "
+    "ne nl no om or pa pl ps pt ro ru sa sd si sk sl so sq sr su sv sw ta te th tl tr ug uk "
+    "ur uz vi xh yi zh".split()
+)
+
+
 class MiniLMEmbedder(BaseEmbedder):
     """all-MiniLM-L6-v2 (384-d, English) via sentence-transformers on CPU.
 
@@ -157,6 +170,7 @@ class MiniLMEmbedder(BaseEmbedder):
 
     provider = "local"
     model = "all-MiniLM-L6-v2"
+    languages = frozenset({"en"})
     DIMENSION = 384
 
     def __init__(self, *, device: str = "cpu", batch_size: int = 32) -> None:
@@ -215,6 +229,7 @@ class E5Embedder(BaseEmbedder):
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         self.variant = variant
         self.model = E5_VARIANTS[variant]
+        self.languages = frozenset({"en", "pt"}) if variant == "enpt" else XLMR_LANGUAGES
         self.batch_size = batch_size
         self._dimension = self.DIMENSION
 

@@ -31,7 +31,7 @@ from typing import Any, Self
 import numpy as np
 
 from plait._http import MAX_BACKOFF, RetryingJSONClient, check_retry_settings, excerpt
-from plait.embeddings.base import BaseEmbedder, TextKind
+from plait.embeddings.base import BaseEmbedder, TextKind, parse_languages
 from plait.errors import ConfigError, ProviderResponseError
 
 __all__ = [
@@ -74,9 +74,15 @@ class HTTPEmbedder(BaseEmbedder):
         backoff: float = 0.5,
         batch_size: int = 32,
         headers: Mapping[str, str] | None = None,
+        languages: str | Sequence[str] | None = None,
     ) -> None:
-        """Validate the settings; no connection is made until the first embed."""
+        """Validate the settings; no connection is made until the first embed.
+
+        ``languages`` declares what the remote model was trained on (ISO 639-1 codes,
+        a list or ``"en,pt"``); undeclared, fusion treats its coverage as unknown.
+        """
         super().__init__()
+        self.languages = parse_languages(languages)
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ConfigError(
                 f"{self.provider} base_url must start with http:// or https://, got {base_url!r}"
@@ -207,6 +213,7 @@ class OllamaEmbedder(HTTPEmbedder):
         backoff: float = 0.5,
         *,
         batch_size: int = 32,
+        languages: str | Sequence[str] | None = None,
     ) -> None:
         """Point at an Ollama server; nothing is contacted until the first embed."""
         super().__init__(
@@ -216,6 +223,7 @@ class OllamaEmbedder(HTTPEmbedder):
             retries=retries,
             backoff=backoff,
             batch_size=batch_size,
+            languages=languages,
         )
 
     def _endpoint(self) -> str:
@@ -259,6 +267,7 @@ class OpenAIEmbedder(HTTPEmbedder):
         dimensions: int | None = None,
         *,
         batch_size: int = 32,
+        languages: str | Sequence[str] | None = None,
     ) -> None:
         """Point at an OpenAI-compatible server; nothing is contacted until the first embed."""
         if dimensions is not None and (
@@ -276,6 +285,7 @@ class OpenAIEmbedder(HTTPEmbedder):
             backoff=backoff,
             batch_size=batch_size,
             headers=headers,
+            languages=languages,
         )
         self.dimensions = dimensions
         if dimensions is not None:

@@ -44,13 +44,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.embeddings.base import Embedder
+from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import ConfigError, PlaitError, ProviderError
 from plait.evaluation.datasets import BeirDataset
 from plait.evaluation.metrics import MEASURES, mean_scores, per_query, run_from_rankings
 from plait.evaluation.models import Comparison, EvalReport, SliceMetrics, StrategyResult
 from plait.evaluation.slices import SLICES, slice_ids
-from plait.fusion import FUSERS
+from plait.fusion import FUSERS, for_query
 from plait.search import lexical_terms
 from plait.stores.base import Store
 from plait.types import FusionMethod, FusionSettings, IndexReport
@@ -101,6 +101,14 @@ class Arms:
     dense_reason: str | None
     doc_of: dict[str, str]
     limit: int
+    #: each query's text and the embedder's declared languages, for the language prior
+    texts: dict[str, str] = field(default_factory=dict)
+    languages: frozenset[str] | None = None
+
+    def query_settings(self, settings: FusionSettings, qid: str) -> FusionSettings:
+        """``settings`` for one query as search makes them (its language, the embedder's cover)."""
+        text = self.texts.get(qid)
+        return settings if text is None else for_query(settings, text, self.languages)
 
 
 def collect_arms(
@@ -136,7 +144,15 @@ def collect_arms(
             ids.update(cid for cid, _ in ranked)
     chunks = store.get_chunks(collection, sorted(ids))
     doc_of = {cid: chunk.source_id for cid, chunk in chunks.items()}
-    return Arms(lexical=lexical, dense=dense, dense_reason=dense_reason, doc_of=doc_of, limit=limit)
+    return Arms(
+        lexical=lexical,
+        dense=dense,
+        dense_reason=dense_reason,
+        doc_of=doc_of,
+        limit=limit,
+        texts=dict(queries),
+        languages=embedder_languages(embedder) if embedder is not None else None,
+    )
 
 
 def fused_chunk_ids(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> list[str]:
@@ -238,7 +254,10 @@ def _strategy_chunks(
         return {q: [c for c, _ in r] for q, r in dense.items()}, None
     method = FUSED_STRATEGIES[name]
     settings = base.model_copy(update={"method": method, "overfetch": max(base.overfetch, depth)})
-    return {q: fused_chunk_ids(settings, arms.lexical[q], dense.get(q, [])) for q in arms.lexical}, settings
+    return {
+        q: fused_chunk_ids(arms.query_settings(settings, q), arms.lexical[q], dense.get(q, []))
+        for q in arms.lexical
+    }, settings
 
 
 def _slice_metrics(scores: Mapping[str, Mapping[str, float]], slices: Mapping[str, list[str]]) -> list[SliceMetrics]:

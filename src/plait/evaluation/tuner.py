@@ -145,7 +145,11 @@ def score_candidates(
     table = []
     for settings in candidates:
         rankings = {
-            q: doc_ranking(fused_chunk_ids(settings, arms.lexical[q], arms.dense.get(q, [])), arms.doc_of, depth)
+            q: doc_ranking(
+                fused_chunk_ids(arms.query_settings(settings, q), arms.lexical[q], arms.dense.get(q, [])),
+                arms.doc_of,
+                depth,
+            )
             for q in qrels
         }
         table.append(per_query(qrels, run_from_rankings(rankings), measures={measure: MEASURES[measure]})[measure])
