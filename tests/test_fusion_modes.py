@@ -212,6 +212,29 @@ def test_search_and_explain_echo_the_query_language(tmp_path: Path) -> None:
         assert (plain.query_language, plain.embedder_covers_query) == ("en", None)
 
 
+def test_language_prior_can_be_switched_off_per_request_and_on_the_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from plait.cli import app
+
+    store = str(tmp_path / "prior.db")
+    with Plait(store, embedder="fake") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+        on = engine.search("why was my card payment declined", k=3).fusion
+        off = engine.search("why was my card payment declined", k=3, language_prior=False).fusion
+    assert (on.language_prior, off.language_prior) == (True, False)
+    assert off.query_language == "en"  # still recorded, just not used
+    runner = CliRunner()
+    args = ["--store", store, "--embedder", "fake", "--json"]
+    out = runner.invoke(app, ["search", "why was my card payment declined", "-k", "3", "--no-language-prior", *args])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["fusion"]["languagePrior"] is False
+    out = runner.invoke(app, ["explain", "why was my card payment declined", "--doc", "kb-104", "--no-language-prior",
+                              *args])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["fusion"]["settings"]["languagePrior"] is False
+
+
 def test_search_echoes_weight_and_reason_and_is_deterministic(engine: Plait) -> None:
     engine.index_documents(documents(ARTICLE_DOCS))
     first = engine.search("bank rejected my purchase", k=5, fusion="adaptive")

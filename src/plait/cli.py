@@ -444,6 +444,14 @@ def search(
         str | None, typer.Option(help="0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware).")
     ] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
+    language_prior: Annotated[
+        bool | None,
+        typer.Option(
+            "--language-prior/--no-language-prior",
+            help="adaptive: let the embedder's declared languages decide how much a disagreement counts "
+            "(default: the collection's setting, on).",
+        ),
+    ] = None,
     offset: Annotated[int, typer.Option(help="Skip this many fused positions (paging).")] = 0,
     qa_first: Annotated[
         bool, typer.Option("--qa-first", help="Answer with a matching approved FAQ card when there is one.")
@@ -491,6 +499,7 @@ def search(
                 fusion=fusion,
                 lexical_weight=_weight(lexical_weight),
                 overfetch=overfetch,
+                language_prior=language_prior,
                 scopes=scope,
                 metadata=metadata or None,
                 rerank=rerank,
@@ -526,6 +535,14 @@ def explain(
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
+    language_prior: Annotated[
+        bool | None,
+        typer.Option(
+            "--language-prior/--no-language-prior",
+            help="adaptive: let the embedder's declared languages decide how much a disagreement counts "
+            "(default: the collection's setting, on).",
+        ),
+    ] = None,
     offset: Annotated[int, typer.Option(help="The page start the search used.")] = 0,
     scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
     rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder")] = None,
@@ -555,6 +572,7 @@ def explain(
                 fusion=fusion,
                 lexical_weight=_weight(lexical_weight),
                 overfetch=overfetch,
+                language_prior=language_prior,
                 offset=offset,
                 scopes=scope,
                 rerank=rerank,

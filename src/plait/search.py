@@ -90,6 +90,8 @@ class SearchRequest(Model):
     rrf_k: int | None = Field(default=None, ge=1, le=10_000)
     overfetch: int | None = Field(default=None, ge=1, le=10_000)
     threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    language_prior: bool | None = None
+    """``adaptive``: False ignores the embedder's languages (see FusionSettings)."""
     scopes: list[str] | None = None
     metadata: dict[str, str | int | float | bool] | None = None
     rerank: Literal["llm", "cross-encoder"] | None = None
@@ -186,6 +188,7 @@ class SearchService:
                 ("rrf_k", request.rrf_k),
                 ("overfetch", request.overfetch),
                 ("threshold", request.threshold),
+                ("language_prior", request.language_prior),
             )
             if value is not None
         }

@@ -321,6 +321,7 @@ class Plait:
         k_overfetch: int | None = None,
         offset: int = 0,
         qa_first: bool = False,
+        language_prior: bool | None = None,
     ) -> SearchResult:
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
 
@@ -329,7 +330,9 @@ class Plait:
         the fused top ``max(k, k_overfetch)`` (default 20) before the cut. ``offset``
         pages: the hits are fused positions ``offset + 1 … offset + k``. ``qa_first``
         answers with a matching FAQ card when there is one (``answered_by``/``card``,
-        see :mod:`plait.refinery.cards`), else with the hybrid search.
+        see :mod:`plait.refinery.cards`), else with the hybrid search. ``language_prior``
+        False makes ``adaptive`` ignore the embedder's declared languages (see
+        :class:`~plait.types.FusionSettings`).
         """
         request = {
             "query": query,
@@ -339,6 +342,7 @@ class Plait:
             "rrfK": rrf_k,
             "overfetch": overfetch,
             "threshold": threshold,
+            "languagePrior": language_prior,
             "scopes": list(scopes) if scopes else None,
             "metadata": dict(metadata) if metadata else None,
             "rerank": rerank,

@@ -67,6 +67,7 @@ def create_mcp_server(
         offset: int = 0,
         fusion: str | None = None,
         lexical_weight: float | str | None = None,
+        language_prior: bool | None = None,
         scopes: list[str] | None = None,
         rerank: str | None = None,
         k_overfetch: int | None = None,
@@ -76,7 +77,8 @@ def create_mcp_server(
         weight chosen per query, echoed in `fusion.denseWeightUsed` / `fusionReason`),
         'rrf', 'weighted', 'minmax' or 'dbsf'; `lexical_weight` (RRF only) 0..1
         (0.5 weighs both arms equally, 1 is lexical only) or 'auto' (leans lexical when the
-        query holds identifiers); `scopes` limits to e.g. ['adr']; `offset` pages (hits are
+        query holds identifiers); `language_prior` false makes 'adaptive' ignore whether the
+        embedder declares the query's language (`fusion.queryLanguage`, `embedderCoversQuery`); `scopes` limits to e.g. ['adr']; `offset` pages (hits are
         fused positions offset+1 … offset+k); `rerank` is 'llm' or 'cross-encoder' and
         reorders the fused top max(k, `k_overfetch`) before the cut; `qa_first` answers with
         a reviewed FAQ card when one matches (`answeredBy`, `card`).
@@ -84,7 +86,7 @@ def create_mcp_server(
         name = collection or default_collection
         request: dict[str, Any] = {
             "query": query, "k": k, "offset": offset, "fusion": fusion,
-            "lexicalWeight": lexical_weight, "scopes": scopes, "rerank": rerank,
+            "lexicalWeight": lexical_weight, "languagePrior": language_prior, "scopes": scopes, "rerank": rerank,
             "kOverfetch": k_overfetch, "qaFirst": qa_first,
         }
         options = {key: value for key, value in request.items() if value is not None}
@@ -99,6 +101,7 @@ def create_mcp_server(
         collection: str | None = None,
         k: int = 8,
         lexical_weight: float | str | None = None,
+        language_prior: bool | None = None,
         scopes: list[str] | None = None,
     ) -> dict[str, Any]:
         """Why did a document (not) come back for `query`? Name it by exactly one of `doc`
@@ -109,7 +112,7 @@ def create_mcp_server(
         result = call(
             lambda: engine.explain(
                 query, doc=doc, path=path, chunk=chunk, collection=name, k=k,
-                lexical_weight=lexical_weight, scopes=scopes,
+                lexical_weight=lexical_weight, language_prior=language_prior, scopes=scopes,
             )
         )
         return to_json(result)
