@@ -7,9 +7,9 @@ embedding; the embedding cache in ``~/.cache/plait`` must hold the corpus vector
     PYTHONPATH=src .venv/bin/python benchmarks/fusion_grid.py
     PYTHONPATH=src .venv/bin/python benchmarks/fusion_grid.py --arms-cache /tmp/grid-arms
 
-Runs: ``scifact:minilm``, ``faquad-pt:e5``, ``faquad-pt:minilm`` (``scifact:e5`` is
-skipped: its corpus vectors are not in the embedding cache and take 2+ hours on 2
-cores). Each corpus is indexed through :func:`plait.evaluation.prepare.prepared` and
+Runs: ``scifact:minilm``, ``scifact:e5``, ``faquad-pt:e5``, ``faquad-pt:minilm`` (the
+first ``scifact:e5`` run embeds for 2+ hours on 2 cores; the cache keeps its vectors).
+Each corpus is indexed through :func:`plait.evaluation.prepare.prepared` and
 each arm is asked once per query through :func:`plait.evaluation.runner.collect_arms`
 (the harness's chunk limit, as ``benchmarks/fusion_modes.py`` does).
 
@@ -19,8 +19,10 @@ lowest z; ``dbsf``; rank-based ``rrf`` with k 10 / 60, i.e. weighted RRF) × lev
 ``doc`` — collapse each arm to documents first) × depth (each arm cut at 20 / 50 / 100
 before fusion) × weighting (fixed dense weight 0.2 … 0.8; or the adaptive rule of
 :func:`plait.fusion_adaptive.adaptive_weight` with base 0.3 … 0.6, disagree weight
-off / 0.2 / 0.3 / 0.4, step 0 / 0.25 / 0.5 / 1.0). The engine's default is
-``minmax · chunk · d100 · adaptive(0.4, 0.3, 0.5)``; the script checks, query by query,
+off / 0.2 / 0.3 / 0.4, step 0 / 0.25 / 0.5 / 1.0; every adaptive rule with a disagree
+weight also in a ``·lang`` form, which drops to it only for queries whose language the
+embedder does not declare — the engine's ``language_prior``). The engine's default is
+``minmax · chunk · d100 · adaptive(0.4, 0.3, 0.5) · lang``; the script checks, query by query,
 that its fast path reproduces the engine's ``resolve_fusion`` + ``FUSERS`` order for it.
 
 **Held-out selection (fixed before looking at test figures).** Selection queries:
@@ -28,14 +30,15 @@ SciFact *train* (809 queries, disjoint from test) and FaQuAD's original *dev*
 questions (63; FaQuAD has no other labelled split). FaQuAD's ``test`` qrels hold all
 900 questions, so the dev 63 are inside it: the script reports FaQuAD on all 900 (the
 figure the issue's table uses) *and* on the 837 questions selection never saw. Rule:
-a variant is feasible if on each of the three selection runs its nDCG@10 is ≥ that
+a variant is feasible if on each of the four selection runs its nDCG@10 is ≥ that
 run's better single arm − 0.005; among feasible variants, the one with the highest
-mean (over the three runs, equal weight) of nDCG@10 − better arm wins; ties go to the
+mean (over the four runs, equal weight) of nDCG@10 − better arm wins; ties go to the
 earlier (simpler) variant in grid order. For the grid search nDCG@10 is computed by a
 fast in-script function that the script checks against ir-measures on the default and
 the chosen variant; every reported figure comes from ir-measures via the harness.
 
-Reported: the chosen variant, the current default, the single arms and a few
+Reported: the chosen variant, the current default, the default before the language
+prior (on the selection queries too: that is the prior's held-out check), the single arms and a few
 references on SciFact test and FaQuAD (900 and 837), with paired sign-flip p-values
 (``benchmarks/fusion_modes.sign_flip``) against the better arm and the default; and the
 test-oracle best of the grid (what selecting on test would have claimed). Writes
@@ -52,6 +55,7 @@ import math
 import pickle
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +69,8 @@ for extra in (ROOT / "src", ROOT / "benchmarks"):
 
 from fusion_modes import DATA, DEPTH, PERMUTATIONS, SEED, sign_flip
 
+from plait.analysis import stopword_language
+from plait.embeddings import embedder_languages, make_embedder
 from plait.evaluation.datasets import load_beir
 from plait.evaluation.metrics import per_query, run_from_rankings
 from plait.evaluation.prepare import prepared
@@ -74,13 +80,19 @@ from plait.evaluation.runner import (
     fused_chunk_ids,
     machine_info,
 )
-from plait.fusion import resolve_fusion
-from plait.fusion_adaptive import ADAPT_MAX, ADAPT_MIN, agree, confidence
+from plait.fusion import for_query, resolve_fusion
+from plait.fusion_adaptive import (
+    ADAPT_MAX,
+    ADAPT_MIN,
+    agree,
+    confidence,
+    language_coverage,
+)
 from plait.types import FusionMethod, FusionSettings
 
 RESULTS = ROOT / "benchmarks" / "results"
-RUNS = ("scifact:minilm", "faquad-pt:e5", "faquad-pt:minilm")
-SKIPPED = {"scifact:e5": "corpus vectors not in the embedding cache (2+ hours of embedding on 2 cores)"}
+RUNS = ("scifact:minilm", "scifact:e5", "faquad-pt:e5", "faquad-pt:minilm")
+SKIPPED: dict[str, str] = {}
 #: run → (selection split, report split); FaQuAD's "dev" is a subset of its "test".
 SPLITS = {"scifact": ("train", "test"), "faquad-pt": ("dev", "test")}
 NORMS = ("minmax", "zscore", "dbsf", "rrf10", "rrf60")
@@ -91,7 +103,8 @@ BASES = (0.3, 0.4, 0.5, 0.6)
 DISAGREE = (None, 0.2, 0.3, 0.4)
 STEPS = (0.0, 0.25, 0.5, 1.0)
 TOLERANCE = 0.005
-DEFAULT = "minmax·chunk·d100·adaptive(0.4,0.3,0.5)"
+DEFAULT = "minmax·chunk·d100·adaptive(0.4,0.3,0.5)·lang"
+PREVIOUS = "minmax·chunk·d100·adaptive(0.4,0.3,0.5)"  # the default before the language prior
 Ranked = list[tuple[str, float]]
 
 
@@ -106,6 +119,8 @@ class Variant:
     base: float = 0.4
     disagree: float | None = None
     step: float = 0.0
+    #: drop to ``disagree`` only when the embedder is not known to cover the query's language
+    language_aware: bool = False
 
     @property
     def name(self) -> str:
@@ -113,7 +128,7 @@ class Variant:
         if self.fixed is not None:
             return f"{head}·w{self.fixed:g}"
         dis = "-" if self.disagree is None else f"{self.disagree:g}"
-        return f"{head}·adaptive({self.base:g},{dis},{self.step:g})"
+        return f"{head}·adaptive({self.base:g},{dis},{self.step:g}){'·lang' if self.language_aware else ''}"
 
 
 def grid() -> list[Variant]:
@@ -130,6 +145,8 @@ def grid() -> list[Variant]:
                 continue
             seen.add(key)
             out.append(Variant(norm, level, depth, base=base, disagree=effective, step=step))
+    out += [Variant(v.norm, v.level, v.depth, base=v.base, disagree=v.disagree, step=v.step, language_aware=True)
+            for v in out if v.fixed is None and v.disagree is not None]
     return out
 
 
@@ -163,6 +180,20 @@ def collect(spec: str, cache: Path | None) -> dict[str, Any]:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(data))
+    return data
+
+
+def with_coverage(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` plus ``covered``: per query, does the run's embedder declare the language
+    the query's stopwords vote for (None: undetermined) — the engine's own rule."""
+    dataset, _, embedder = data["run"].partition(":")
+    languages = embedder_languages(make_embedder(embedder))
+    texts: dict[str, str] = {}
+    for split in (data["select"], data["report"]):
+        loaded = load_beir(DATA[dataset], split=split)
+        texts.update({q: loaded.queries[q] for q in loaded.query_ids})
+    data["texts"], data["languages"] = texts, languages
+    data["covered"] = {q: language_coverage(stopword_language(t), languages) for q, t in texts.items()}
     return data
 
 
@@ -207,7 +238,9 @@ def _norm(scores: np.ndarray, ranks: np.ndarray, present: np.ndarray, kind: str)
 class Candidates:
     """One query's fused-candidate arrays for one (level, depth)."""
 
-    def __init__(self, lex: Ranked, den: Ranked, doc_of: dict[str, str], level: str, depth: int) -> None:
+    def __init__(self, lex: Ranked, den: Ranked, doc_of: dict[str, str], level: str, depth: int,
+                 covered: bool | None = None) -> None:
+        self.covered = covered
         if level == "doc":
             lex, den = _collapse(lex, doc_of, depth), _collapse(den, doc_of, depth)
         else:
@@ -243,7 +276,7 @@ class Candidates:
             return 1.0
         if v.fixed is not None:
             return v.fixed
-        if not self.agree and v.disagree is not None:
+        if not self.agree and v.disagree is not None and not (v.language_aware and self.covered):
             return round(min(v.base, v.disagree), 6)
         return round(min(ADAPT_MAX, max(ADAPT_MIN, v.base + v.step * (self.conf_d - self.conf_l))), 6)
 
@@ -281,7 +314,8 @@ def score_grid(data: dict[str, Any], variants: list[Variant]) -> dict[str, dict[
     out: dict[str, dict[str, float]] = {v.name: {} for v in variants}
     for qid, rels in qrels.items():
         lex, den = data["lex"].get(qid, []), data["den"].get(qid, [])
-        cands = {(lv, d): Candidates(lex, den, data["doc_of"], lv, d) for lv in LEVELS for d in DEPTHS}
+        cov = data["covered"].get(qid)
+        cands = {(lv, d): Candidates(lex, den, data["doc_of"], lv, d, cov) for lv in LEVELS for d in DEPTHS}
         memo: dict[tuple[str, str, int, float], float] = {}
         for v in variants:
             c = cands[(v.level, v.depth)]
@@ -330,6 +364,23 @@ def select(runs: list[dict[str, Any]], fast: dict[str, dict[str, dict[str, float
     if not ranked:
         raise SystemExit("no variant is feasible on the selection runs")
     return variants[ranked[0]["index"]], ranked
+
+
+def language_prior(runs: list[dict[str, Any]], fast: dict[str, Any]) -> list[dict[str, Any]]:
+    """The default with and without its language prior, per run, on the selection
+    queries and on test: fast nDCG@10 means and a paired sign-flip test."""
+    out = []
+    for d in runs:
+        row: dict[str, Any] = {"run": d["run"]}
+        for label, qids in (("selection", selection_qids(d)), ("test", sorted(d["splits"][d["report"]]))):
+            old, new = fast[d["run"]][PREVIOUS], fast[d["run"]][DEFAULT]
+            deltas = [new[q] - old[q] for q in qids]
+            row[label] = {"queries": len(qids), "previous": round(mean_over(old, qids), 4),
+                          "default": round(mean_over(new, qids), 4),
+                          "meanDelta": round(sum(deltas) / len(deltas), 4), "p": round(sign_flip(deltas), 4)}
+        row["covered"] = {str(k): v for k, v in Counter(d["covered"].values()).items()}
+        out.append(row)
+    return out
 
 
 def _article(qrels: dict[str, int]) -> str:
@@ -387,7 +438,7 @@ def rankings_for(data: dict[str, Any], v: Variant | str, qids: list[str]) -> dic
         if isinstance(v, str):
             out[q] = doc_ranking([c for c, _ in (lex if v == "bm25" else den)], data["doc_of"], DEPTH)
         else:
-            c = Candidates(lex, den, data["doc_of"], v.level, v.depth)
+            c = Candidates(lex, den, data["doc_of"], v.level, v.depth, data["covered"].get(q))
             out[q] = c.docs_ranked(v.norm, c.weight(v))
     return out
 
@@ -398,7 +449,8 @@ def engine_default(data: dict[str, Any], qids: list[str]) -> dict[str, list[str]
     out = {}
     for q in qids:
         lex, den = data["lex"].get(q, []), data["den"].get(q, [])
-        resolved = resolve_fusion(settings, lex[:DEPTH], den[:DEPTH])
+        query = for_query(settings, data["texts"][q], data["languages"])
+        resolved = resolve_fusion(query, lex[:DEPTH], den[:DEPTH])
         out[q] = doc_ranking(fused_chunk_ids(resolved, lex, den), data["doc_of"], DEPTH)
     return out
 
@@ -454,16 +506,33 @@ def oracle(runs: list[dict[str, Any]], fast: dict[str, Any], variants: list[Vari
     return out
 
 
-def targets(reports: list[dict[str, Any]], row: str) -> list[dict[str, Any]]:
-    """The issue's rules for ``row`` on each run (all report queries)."""
+def best_fixed(runs: list[dict[str, Any]], fast: dict[str, Any], variants: list[Variant]) -> dict[str, Any]:
+    """Per run, the best *fixed-weight* variant of the grid on test: the issue defines its
+    SciFact target as "the best fixed setting minus 0.005", measured in its own harness."""
+    out = {}
+    for data in runs:
+        qids = sorted(data["splits"][data["report"]])
+        best = max((v for v in variants if v.fixed is not None),
+                   key=lambda v: mean_over(fast[data["run"]][v.name], qids))
+        out[data["run"]] = {"variant": best.name, "ndcg@10": round(mean_over(fast[data["run"]][best.name], qids), 4)}
+    return out
+
+
+def targets(reports: list[dict[str, Any]], row: str, fixed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's rules for ``row`` on each run (all report queries): the literal targets
+    (SciFact 0.725; FaQuAD the better arm − 0.005) and SciFact's target as the issue defines
+    it, restated in this harness (its best fixed setting on test − 0.005)."""
     out = []
     for r in reports:
         sub = r["subsets"]["all"]
         ndcg, arm = sub["rows"][row]["ndcg@10"], sub["rows"][sub["betterArm"]]["ndcg@10"]
-        target = 0.725 if r["run"].startswith("scifact") else round(arm - TOLERANCE, 4)
+        scifact = r["run"].startswith("scifact")
+        target = 0.725 if scifact else round(arm - TOLERANCE, 4)
+        relative = round(fixed[r["run"]]["ndcg@10"] - TOLERANCE, 4) if scifact else target
         out.append({"run": r["run"], "ndcg@10": ndcg, "betterArm": arm, "target": target,
                     "meets": ndcg >= target, "gap": round(ndcg - target, 4),
-                    "within0.01": ndcg >= arm - 0.01})
+                    "bestFixed": fixed[r["run"]]["ndcg@10"], "harnessTarget": relative,
+                    "meetsHarnessTarget": ndcg >= relative, "within0.01": ndcg >= arm - 0.01})
     return out
 
 
@@ -492,11 +561,11 @@ def markdown(payload: dict[str, Any]) -> str:
         " defines the grid and the selection rule). nDCG@10 by ir-measures, depth 100. Δ and p: paired"
         f" per-query nDCG@10 difference and two-sided sign-flip test ({PERMUTATIONS:,} permutations,"
         f" seed {SEED}) against the better single arm (Δarm) and the current default (Δdef)."
-        f" Skipped: {', '.join(f'`{k}` ({v})' for k, v in SKIPPED.items())}."),
+        + (f" Skipped: {', '.join(f'`{k}` ({v})' for k, v in SKIPPED.items())}." if SKIPPED else "")),
         "",
-        (f"**Selection** on SciFact train (809 queries) + FaQuAD original dev (63, both embedders), over"
+        (f"**Selection** on SciFact train (809 queries) + FaQuAD original dev (63), both embedders, over"
         f" {payload['gridSize']} variants: feasible = every selection run ≥ its better arm − {TOLERANCE};"
-        f" objective = mean Δ vs the better arm over the three selection runs. **Chosen: `{sel['chosen']}`**"
+        f" objective = mean Δ vs the better arm over the {len(RUNS)} selection runs. **Chosen: `{sel['chosen']}`**"
         f" ({sel['feasible']} variants feasible). The current default `{DEFAULT}` ranks"
         f" {sel['defaultRank'] or 'infeasible'} of the feasible ones on the selection data."),
         "",
@@ -509,41 +578,58 @@ def markdown(payload: dict[str, Any]) -> str:
         cells = [_cell(r["subsets"][lab]["rows"][name]) for r in reports for lab in r["subsets"]]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "## Selection: the best feasible variants on the selection data, and what they score on test", "",
-              ("| # | variant | Δarm scifact train | Δarm faquad e5 dev | Δarm faquad minilm dev | mean Δarm "
-              "| scifact test | faquad e5 test | faquad minilm test |"), "|---|---|---|---|---|---|---|---|---|"]
+              ("| # | variant | " + " | ".join(f"Δarm {r} selection" for r in RUNS) + " | mean Δarm | "
+               + " | ".join(f"{r} test" for r in RUNS) + " |"), "|---|---|" + "---|" * (2 * len(RUNS) + 1)]
     for i, t in enumerate(sel["top"], start=1):
-        d = t["deltas"]
+        deltas = " | ".join(f"{t['deltas'][r]:+.4f}" for r in RUNS)
         tests = " | ".join(f"{t['test'][r]:.4f}" for r in RUNS)
-        lines.append(f"| {i} | {t['variant']} | {d['scifact:minilm']:+.4f} | {d['faquad-pt:e5']:+.4f} | "
-                     f"{d['faquad-pt:minilm']:+.4f} | {t['meanDelta']:+.4f} | {tests} |")
+        lines.append(f"| {i} | {t['variant']} | {deltas} | {t['meanDelta']:+.4f} | {tests} |")
     arms = "; ".join(f"{run}: BM25 {a['bm25']:.4f}, dense {a['vector']:.4f}" for run, a in sel["arms"].items())
     lines += ["", f"Single arms on the selection queries — {arms}."]
     lines += ["", ("Figures in this table are the script's fast nDCG@10 (checked equal to ir-measures per query"
               " on the default and the chosen variant)."), "",
-              "## Test oracle (what choosing on test would have claimed)", "",
+              "## The language prior: the default with and without it", "",
+              ("The only change from the previous default: arms that disagree lower the dense weight only when"
+               " the embedder does not declare the query's language (by its stopwords; `covered` counts queries"
+               " declared / not declared / undetermined). The selection queries were never used to set the"
+               " default's constants, so the first column pair is held-out."), "",
+              "| run | covered | selection: previous → default (Δ, p) | test: previous → default (Δ, p) |",
+              "|---|---|---|---|"]
+    for row in payload["languagePrior"]:
+        cov = ", ".join(f"{k}: {v}" for k, v in sorted(row["covered"].items()))
+        cells = [f"{row[k]['previous']:.4f} → {row[k]['default']:.4f} ({row[k]['meanDelta']:+.4f}, p={row[k]['p']:.3f})"
+                 for k in ("selection", "test")]
+        lines.append(f"| {row['run']} | {cov} | {cells[0]} | {cells[1]} |")
+    lines += ["", "## Test oracle (what choosing on test would have claimed)", "",
               "| run | best variant on test | nDCG@10 |", "|---|---|---|"]
     for run, o in payload["oracle"].items():
         lines.append(f"| {run} | {o['variant']} | {o['ndcg@10']:.4f} |")
     cf = payload["crossFit"]
     lines += ["", "## Robustness: FaQuAD cross-fitted by article (select on SciFact train + one fold, score the other)",
-              "", "| fold selected on | queries | chosen | scifact test | faquad e5, other fold | faquad minilm, other fold |",
-              "|---|---|---|---|---|---|"]
+              "", "| fold selected on | queries | chosen | "
+              + " | ".join(f"{r} {'other fold' if r.startswith('faquad') else 'test'}" for r in RUNS) + " |",
+              "|---|---|---|" + "---|" * len(RUNS)]
     for row in cf["folds"]:
-        t = row["test"]
-        lines.append(f"| {row['fold']} | {row['selectQueries']} | {row['chosen']} | {t['scifact:minilm']:.4f} | "
-                     f"{t['faquad-pt:e5']:.4f} | {t['faquad-pt:minilm']:.4f} |")
+        t = " | ".join(f"{row['test'][r]:.4f}" for r in RUNS)
+        lines.append(f"| {row['fold']} | {row['selectQueries']} | {row['chosen']} | {t} |")
     lines += ["", "| run | out-of-fold nDCG@10 (900) | better arm | default | p vs arm | p vs default |",
               "|---|---|---|---|---|---|"]
     for run, o in cf["outOfFold"].items():
         lines.append(f"| {run} | {o['ndcg@10']:.4f} | {o['betterArm']:.4f} | {o['default']:.4f} | "
                      f"{o['vsBetterArmP']:.3f} | {o['vsDefaultP']:.3f} |")
     lines += ["", "## Verdict against the issue's targets (all report queries)", "",
-              "| variant | run | nDCG@10 | better arm | target | met | gap to target | never > 0.01 below arm |",
-              "|---|---|---|---|---|---|---|---|"]
+              ("Literal target: SciFact 0.725, FaQuAD the better arm − 0.005. The issue defines SciFact's as \"the best"
+               " fixed setting minus 0.005\" (0.730 in its harness: whole documents, bm25s); restated here it is this"
+               " grid's best fixed-weight variant on test − 0.005 (variant in the JSON, `bestFixed`)."), "",
+              ("| variant | run | nDCG@10 | better arm | literal target | met | gap | best fixed here | target here"
+               " | met | never > 0.01 below arm |"),
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, checks in payload["targets"].items():
         for c in checks:
             lines.append(f"| {name} | {c['run']} | {c['ndcg@10']:.4f} | {c['betterArm']:.4f} | {c['target']:.4f} | "
-                         f"{'yes' if c['meets'] else 'no'} | {c['gap']:+.4f} | {'yes' if c['within0.01'] else 'no'} |")
+                         f"{'yes' if c['meets'] else 'no'} | {c['gap']:+.4f} | {c['bestFixed']:.4f} | "
+                         f"{c['harnessTarget']:.4f} | {'yes' if c['meetsHarnessTarget'] else 'no'} | "
+                         f"{'yes' if c['within0.01'] else 'no'} |")
     lines += ["", "## What it means", "", *payload["conclusion"], "",
               (f"Measured {payload['date']} on {payload['machine']['cpu']} ({payload['machine']['cores']} cores);"
               f" {payload['seconds']} s"
@@ -552,6 +638,7 @@ def markdown(payload: dict[str, Any]) -> str:
 
 
 REFERENCES = {
+    "previous default (no language prior)": Variant("minmax", "chunk", 100, base=0.4, disagree=0.3, step=0.5),
     "rrf (k 60, equal)": Variant("rrf60", "chunk", 100, fixed=0.5),
     "minmax w0.5": Variant("minmax", "chunk", 100, fixed=0.5),
     "minmax w0.4": Variant("minmax", "chunk", 100, fixed=0.4),
@@ -569,34 +656,47 @@ def conclude(payload: dict[str, Any]) -> list[str]:
         met = [c for c in payload["targets"][name] if c["meets"]]
         missed = [f"{c['run']} by {-c['gap']:.4f}" for c in payload["targets"][name] if not c["meets"]]
         safe = all(c["within0.01"] for c in payload["targets"][name])
-        out.append(f"- {name}: targets met on {len(met)}/{len(payload['targets'][name])} runs"
-                   + (f"; missed: {', '.join(missed)}" if missed else "")
+        here = [c for c in payload["targets"][name] if c["meetsHarnessTarget"]]
+        out.append(f"- {name}: literal targets met on {len(met)}/{len(payload['targets'][name])} runs"
+                   + (f" (missed: {', '.join(missed)})" if missed else "")
+                   + f"; with SciFact's target restated in this harness, {len(here)}/{len(payload['targets'][name])}"
                    + ("; never more than 0.01 below the better arm." if safe else "; MORE than 0.01 below an arm."))
-    sci = next(r for r in payload["reports"] if r["run"].startswith("scifact"))["subsets"]["all"]["rows"]
-    if "vsDefault" in sci["chosen"]:
-        v = sci["chosen"]["vsDefault"]
-        out.append(f"- On SciFact test the chosen variant differs from the default by {v['meanDelta']:+.4f}"
-                   f" (p = {v['p']:.3f}, {v['better']} queries better, {v['worse']} worse).")
+    scifact = {r["run"]: r["subsets"]["all"]["rows"] for r in payload["reports"] if r["run"].startswith("scifact")}
+    for run, rows in scifact.items():
+        if "vsDefault" in rows["chosen"]:
+            v = rows["chosen"]["vsDefault"]
+            out.append(f"- On {run} test the chosen variant differs from the default by {v['meanDelta']:+.4f}"
+                       f" (p = {v['p']:.3f}, {v['better']} queries better, {v['worse']} worse).")
+    for row in payload["languagePrior"]:
+        sel_, test = row["selection"], row["test"]
+        out.append(f"- Language prior, {row['run']}: on the selection queries (held out from every choice of the"
+                   f" default's constants) {sel_['previous']:.4f} → {sel_['default']:.4f} ({sel_['meanDelta']:+.4f},"
+                   f" p = {sel_['p']:.3f}); on test {test['previous']:.4f} → {test['default']:.4f}"
+                   f" ({test['meanDelta']:+.4f}, p = {test['p']:.3f}).")
     cf = payload["crossFit"]
-    picks = ", ".join(f"`{r['chosen']}` (SciFact test {r['test']['scifact:minilm']:.4f})" for r in cf["folds"])
+    picks = ", ".join(f"`{r['chosen']}` (" + ", ".join(f"{run} test {r['test'][run]:.4f}" for run in scifact) + ")"
+                      for r in cf["folds"])
     oof = "; ".join(f"{run} {o['ndcg@10']:.4f} (better arm {o['betterArm']:.4f}, default {o['default']:.4f})"
                     for run, o in cf["outOfFold"].items())
     out.append(f"- Cross-fitted on FaQuAD by article, the two folds pick {picks}; out-of-fold FaQuAD: {oof}.")
-    held_out_best = max([sci["chosen"]["ndcg@10"]] + [r["test"]["scifact:minilm"] for r in cf["folds"]])
-    verdict = "reaches" if held_out_best >= 0.725 else "misses"
-    out.append(f"- The best SciFact-test figure of any variant chosen without test labels is {held_out_best:.4f}:"
-               f" it {verdict} the 0.725 target ({held_out_best - 0.725:+.4f}). The target is the issue's best fixed"
-               " setting (0.730, read off the test split) minus 0.005, i.e. it is measured against a figure"
-               " selected on test.")
+    for run, rows in scifact.items():
+        held_out_best = max([rows["chosen"]["ndcg@10"], rows["default"]["ndcg@10"]]
+                            + [r["test"][run] for r in cf["folds"]])
+        verdict = "reaches" if held_out_best >= 0.725 else "misses"
+        out.append(f"- {run}: the best test figure of any variant chosen without test labels (default included)"
+                   f" is {held_out_best:.4f}: it {verdict} the 0.725 target ({held_out_best - 0.725:+.4f}). The"
+                   " target is the issue's best fixed setting (0.730, read off the test split) minus 0.005, i.e. it"
+                   " is measured against a figure selected on test.")
     chosen_ok = all(c["meets"] or c["run"].startswith("scifact") for c in payload["targets"]["chosen"]) and all(
         c["within0.01"] for c in payload["targets"]["chosen"])
-    gains = sci["chosen"]["ndcg@10"] > sci["default"]["ndcg@10"]
+    gains = all(rows["chosen"]["ndcg@10"] > rows["default"]["ndcg@10"] for rows in scifact.values())
     replace = chosen != DEFAULT and gains and chosen_ok
-    out.append("- Engine default: " + ("the held-out choice beats it on SciFact test and keeps the FaQuAD rules,"
-               " so it is a candidate to replace it." if replace else "unchanged — the held-out choice does not"
-               " both beat it on SciFact test and keep the FaQuAD rules. The default's own constants were set on"
-               " these test runs, so its figures above are not held-out either (on the selection data it is"
-               f" feasible, rank {sel['defaultRank'] or 'infeasible'})."))
+    out.append(f"- Engine default `{DEFAULT}`: " + ("the held-out choice beats it on SciFact test and keeps the"
+               " FaQuAD rules, so it is a candidate to replace it." if replace else "kept — the held-out choice does"
+               " not both beat it on SciFact test and keep the FaQuAD rules. The default's constants (0.4 / 0.3 / 0.5)"
+               " were set on these test runs before; only the language prior is new, and its check is the"
+               " selection-query line above (on the selection data the default is"
+               f" {'feasible, rank ' + str(sel['defaultRank']) if sel['defaultRank'] else 'infeasible'})."))
     for run, o in payload["oracle"].items():
         out.append(f"- {run}: the best of the grid on test is {o['ndcg@10']:.4f} (`{o['variant']}`); a figure"
                    " chosen that way is optimistic by construction.")
@@ -612,7 +712,7 @@ def main() -> None:
     runs = []
     for spec in RUNS:
         print(f"collecting {spec} …", flush=True)
-        runs.append(collect(spec, args.arms_cache))
+        runs.append(with_coverage(collect(spec, args.arms_cache)))
     variants = grid()
     fast = {}
     for data in runs:
@@ -642,10 +742,12 @@ def main() -> None:
         "reports": reports,
         "oracle": oracle(runs, fast, variants),
         "crossFit": crossfit(runs, fast, variants),
-        "targets": {name: targets(reports, name) for name in ("chosen", "default")},
+        "languagePrior": language_prior(runs, fast),
+        "bestFixed": best_fixed(runs, fast, variants),
         "seconds": round(time.perf_counter() - started, 1),
         "armsCached": bool(args.arms_cache),
     }
+    payload["targets"] = {name: targets(reports, name, payload["bestFixed"]) for name in ("chosen", "default")}
     payload["conclusion"] = conclude(payload)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "fusion_grid.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -5,9 +5,9 @@ Run from the repository root::
     PYTHONPATH=src .venv/bin/python benchmarks/fusion_modes.py
     PYTHONPATH=src .venv/bin/python benchmarks/fusion_modes.py --runs faquad-pt:e5
 
-Each run (``DATASET:EMBEDDER``; default ``scifact:minilm faquad-pt:e5 faquad-pt:minilm``,
-the runs whose vectors are in the embedding cache — ``scifact:e5`` needs about 2.5
-hours of embedding on 2 cores and is left out) indexes the corpus through the
+Each run (``DATASET:EMBEDDER``; default all four: ``scifact:minilm faquad-pt:e5
+faquad-pt:minilm scifact:e5`` — the first run of ``scifact:e5`` embeds for about 2.5
+hours on 2 cores, later runs take its vectors from the cache) indexes the corpus through the
 evaluation harness, asks each arm once per query (depth 100, the harness's chunk
 limit) and fuses the two lists with every mode:
 
@@ -16,8 +16,10 @@ limit) and fuses the two lists with every mode:
 * ``minmax`` and ``dbsf`` — normalised linear fusion, dense weight 0.5;
 * ``minmax-0.3`` / ``minmax-0.4`` — the same with dense weight 0.3 / 0.4 (a fixed tilt
   towards BM25);
-* ``adaptive`` — per-query dense weight (base 0.4) from the arms' agreement and
-  confidence (plait.fusion_adaptive);
+* ``adaptive`` — the engine default: per-query dense weight (base 0.4) from the arms'
+  agreement and confidence and the embedder's declared languages (plait.fusion_adaptive);
+* ``adaptive-nolang`` — the same with ``language_prior`` off (the default before it:
+  disagreeing arms always lower the dense weight);
 * ``calibrated`` — ``minmax`` with the dense weight :func:`plait.calibration.calibrate`
   picks from pseudo-queries drawn from the collection (no labels);
 * ``calibrated-adaptive`` — ``adaptive`` around the calibrated weight.
@@ -64,7 +66,7 @@ DATA = {
 DEPTH = 100
 PERMUTATIONS = 10_000
 SEED = 20261130
-DEFAULT_RUNS = ("scifact:minilm", "faquad-pt:e5", "faquad-pt:minilm")
+DEFAULT_RUNS = ("scifact:minilm", "faquad-pt:e5", "faquad-pt:minilm", "scifact:e5")
 
 
 def sign_flip(deltas: list[float], *, permutations: int = PERMUTATIONS, seed: int = SEED) -> float:
@@ -100,6 +102,7 @@ def _settings(mode: str, calibrated: float) -> FusionSettings | None:
         "minmax-0.3": {"method": FusionMethod.MINMAX, "dense_weight": 0.3},
         "minmax-0.4": {"method": FusionMethod.MINMAX, "dense_weight": 0.4},
         "adaptive": {"method": FusionMethod.ADAPTIVE, "dense_weight": 0.4},
+        "adaptive-nolang": {"method": FusionMethod.ADAPTIVE, "dense_weight": 0.4, "language_prior": False},
         "calibrated": {"method": FusionMethod.MINMAX, "dense_weight": calibrated},
         "calibrated-adaptive": {"method": FusionMethod.ADAPTIVE, "dense_weight": calibrated},
     }
@@ -107,7 +110,7 @@ def _settings(mode: str, calibrated: float) -> FusionSettings | None:
 
 
 MODES = ("bm25", "vector", "rrf", "weighted", "minmax", "dbsf", "minmax-0.3", "minmax-0.4", "adaptive",
-         "calibrated", "calibrated-adaptive")
+         "adaptive-nolang", "calibrated", "calibrated-adaptive")
 
 
 def run(dataset: str, embedder: str) -> dict[str, Any]:
@@ -136,7 +139,7 @@ def run(dataset: str, embedder: str) -> dict[str, Any]:
                 else:
                     from plait.fusion import resolve_fusion
 
-                    resolved = resolve_fusion(settings, lex[:DEPTH], den[:DEPTH])
+                    resolved = resolve_fusion(arms.query_settings(settings, qid), lex[:DEPTH], den[:DEPTH])
                     if resolved.dense_weight_used is not None:
                         used.append(resolved.dense_weight_used)
                     ids = fused_chunk_ids(resolved, lex, den)
