@@ -378,6 +378,35 @@ def test_missing_vector_extension_names_the_fix(pg_dsn: str) -> None:
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
+def test_vector_extension_in_another_schema(pg_dsn: str) -> None:
+    """pgvector installed in its own schema (as managed services do: ``extensions``),
+    off the search path: stores in any schema still find the type and its operators."""
+    db = f"plait_extschema_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        if not _is_superuser(admin):
+            pytest.skip("needs a superuser DSN to create a database")
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+    try:
+        dsn = make_conninfo(pg_dsn, dbname=db)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA extensions")
+            conn.execute("CREATE EXTENSION vector SCHEMA extensions")
+        for schema in ("app_one", None):
+            store = PostgresStore(dsn, schema=schema)
+            try:
+                with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:
+                    report = engine.index_documents(documents(ARTICLE_DOCS))
+                    assert report.chunks_added == 5 and report.complete
+                    result = engine.search("what does ERR-4012 mean?", k=3)
+                    assert result.vector_available and result.hits[0].metadata["docId"] == "kb-101"
+                    assert result.hits[0].ranks.dense is not None
+            finally:
+                store.close()
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+
+
 def _is_superuser(conn: psycopg.Connection) -> bool:
     row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
     return bool(row and row[0])

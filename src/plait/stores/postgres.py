@@ -136,11 +136,19 @@ class PostgresStore:
 
     # plumbing ----------------------------------------------------------------------
     def _session(self, conn: psycopg.Connection) -> None:
+        """Search path (plait's schema first; pgvector's schema appended when it is not on
+        the path, as with managed services that keep extensions in ``extensions``) and
+        the statement timeout."""
         if self.schema is not None:
             conn.execute(
                 "SELECT set_config('search_path', %s || ', ' || current_setting('search_path'), false)",
                 (sql.Identifier(self.schema).as_string(conn),),
             )
+        conn.execute(
+            "SELECT set_config('search_path', current_setting('search_path') || ', ' || quote_ident(n.nspname), false)"
+            " FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'vector' AND NOT n.nspname = ANY(current_schemas(false))"
+        )
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(self._timeout_ms),))
 
     def _configure(self, conn: psycopg.Connection) -> None:
