@@ -129,3 +129,43 @@ def test_cli_coverage_json_is_the_api_model(setup: tuple[Plait, Path, Path], tmp
     assert table.exit_code == 0 and "logo.md" in table.stdout
     with pytest.raises(NotFoundError):
         engine.coverage(collection="missing")
+
+
+# ------------------------------------------------------------------------- FAQ cards
+def _figures(engine: Plait, scope: str) -> tuple[int | None, ...]:
+    row = next(s for s in engine.coverage(collection="kb").scopes if s.scope == scope)
+    return (row.sources_present, row.sources_indexed, row.sources_outdated, row.sources_vanished, row.sources_stored)
+
+
+def test_faq_card_scope_is_compared_with_the_refinery_cards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from plait.refinery import CARD_SCOPE
+    from plait.refinery.cards import card_document, card_source_id
+
+    for name in ("PLAIT_LLM", "PLAIT_LLM_MODEL", "PLAIT_OLLAMA_URL"):
+        monkeypatch.delenv(name, raising=False)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    faq = Path(__file__).resolve().parents[1] / "examples" / "docs" / "faq.md"
+    (folder / "faq.md").write_text(faq.read_text(encoding="utf-8"), encoding="utf-8")
+    with Plait(str(tmp_path / "plait.db"), embedder=FakeEmbedder(dimension=64), llm="none") as engine:
+        engine.index(folder, collection="kb")
+        assert all(s.scope != CARD_SCOPE for s in engine.coverage(collection="kb").scopes)  # no cards, no scope
+        assert not (tmp_path / "refinery.db").exists()  # coverage did not open a refinery to find that out
+        engine.refinery.run("kb", mode="extractive")
+        cards = engine.refinery.cards("kb")
+        assert len(cards) == 16
+        # present, indexed, outdated, vanished, stored
+        assert _figures(engine, CARD_SCOPE) == (16, 16, 0, 0, 16)
+        assert engine.coverage(collection="kb").sources_without_root == 0
+
+        rejected = engine.refinery.reject("kb", cards[0].id)  # leaves the index and the count
+        assert _figures(engine, CARD_SCOPE) == (15, 15, 0, 0, 15)
+        engine.index_documents([card_document(rejected)], collection="kb")  # a stale card left in the index
+        assert _figures(engine, CARD_SCOPE) == (15, 15, 0, 1, 16)
+        engine.store.delete_source("kb", card_source_id(rejected.id))
+
+        edited = cards[1].model_copy(update={"question": "An older wording of the question?"})
+        engine.index_documents([card_document(edited)], collection="kb")  # index differs from the card now
+        assert _figures(engine, CARD_SCOPE) == (15, 15, 1, 0, 15)
+        engine.store.delete_source("kb", card_source_id(cards[2].id))  # a card missing from the index
+        assert _figures(engine, CARD_SCOPE) == (15, 14, 1, 0, 14)

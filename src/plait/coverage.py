@@ -18,6 +18,10 @@ A number that cannot be backed is ``null``, never a guess: when a root cannot be
 the scopes it feeds are null and the root says why; so are they for a scope holding
 sources indexed from code (no root to compare with). Files a root skips are listed per
 root with their reasons.
+
+Scopes the engine derives itself are compared with what they derive from: the
+``faq-card`` scope with the refinery's cards that are not rejected (each one is indexed
+as ``card:<id>``), passed in as ``generated`` documents.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pydantic import Field
 from plait.chunking import ChunkSettings
 from plait.errors import NotFoundError, SourceError
 from plait.ingest import build_chunks
+from plait.sources.base import SourceDocument
 from plait.sources.roots import open_root, root_key
 from plait.stores.base import Store
 from plait.types import Model, SkippedSource
@@ -80,6 +85,15 @@ class CoverageReport(Model):
     """Stored sources indexed from code (no recorded root to compare them with)."""
 
 
+def _changed(store: Store, collection: str, doc: SourceDocument, settings: ChunkSettings) -> bool:
+    """True if ``doc`` is stored and its chunks now would differ in id or content."""
+    states = store.chunk_states(collection, doc.source_id)
+    if not states:
+        return False
+    now = {(c.id, c.content_hash) for c in build_chunks(doc, settings)}
+    return now != {(cid, s.content_hash) for cid, s in states.items()}
+
+
 def _read_root(
     store: Store, collection: str, root: Mapping[str, Any], settings: ChunkSettings
 ) -> tuple[RootCoverage, dict[str, str], set[str]]:
@@ -92,11 +106,7 @@ def _read_root(
         scan = open_root(root).scan()
         for doc in scan:
             present[doc.source_id] = doc.scope
-            states = store.chunk_states(collection, doc.source_id)
-            if not states:
-                continue
-            now = {(c.id, c.content_hash) for c in build_chunks(doc, settings)}
-            if now != {(cid, s.content_hash) for cid, s in states.items()}:
+            if _changed(store, collection, doc, settings):
                 outdated.add(doc.source_id)
     except (SourceError, OSError) as exc:
         unavailable = RootCoverage(
@@ -122,8 +132,13 @@ def compute_coverage(
     roots: Sequence[Mapping[str, Any]],
     *,
     chunk_settings: ChunkSettings | None = None,
+    generated: Mapping[str, Sequence[SourceDocument]] | None = None,
 ) -> CoverageReport:
-    """Read every root again and compare with the store (see the module docstring)."""
+    """Read every root again and compare with the store (see the module docstring).
+
+    ``generated`` maps a scope the engine derives itself (``faq-card``) to the documents
+    that should be indexed in it now; its stored sources are compared with those.
+    """
     settings = chunk_settings or ChunkSettings()
     info = store.get_collection(collection)
     if info is None:
@@ -151,8 +166,12 @@ def compute_coverage(
         for source_id, scope in docs.items():
             present[scope].add(source_id)
         outdated |= changed
+    derived = dict(generated or {})
+    for scope, docs in derived.items():
+        present[scope] = {doc.source_id for doc in docs}
+        outdated |= {doc.source_id for doc in docs if _changed(store, collection, doc, settings)}
 
-    rootless = [s for s in stored if s.root not in keys]
+    rootless = [s for s in stored if s.root not in keys and s.scope not in derived]
     unknown |= {s.scope for s in rootless}
     model = f"{info.embedder_provider}/{info.embedder_model}" if info.embedder_model else None
 
@@ -170,7 +189,11 @@ def compute_coverage(
                 sources_indexed=len(here & stored_ids) if known else None,
                 sources_outdated=len(here & stored_ids & outdated) if known else None,
                 sources_vanished=(
-                    sum(1 for s in in_scope if s.source_id not in yielded.get(s.root, set()))
+                    sum(
+                        1
+                        for s in in_scope
+                        if s.source_id not in (here if scope in derived else yielded.get(s.root, set()))
+                    )
                     if known
                     else None
                 ),

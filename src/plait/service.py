@@ -300,8 +300,28 @@ class Plait:
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         return compute_coverage(
-            self.store, collection, self.recorded_roots(collection), chunk_settings=self.chunk_settings
+            self.store,
+            collection,
+            self.recorded_roots(collection),
+            chunk_settings=self.chunk_settings,
+            generated=self._generated_sources(collection),
         )
+
+    def _generated_sources(self, collection: str) -> dict[str, list[SourceDocument]] | None:
+        """The documents the engine itself indexes: the FAQ cards that are not rejected.
+
+        The refinery is consulted only when the collection holds card sources or a
+        refinery exists (opening one creates its database file).
+        """
+        from plait.refinery.cards import card_document
+        from plait.refinery.models import CARD_SCOPE, CardStatus
+        from plait.refinery.store import default_refinery_path
+
+        exists = self._refinery is not None or default_refinery_path(getattr(self.store, "path", None)).exists()
+        if not exists and not self.store.list_sources(collection, CARD_SCOPE):
+            return None
+        cards = self.refinery.cards(collection)
+        return {CARD_SCOPE: [card_document(c) for c in cards if c.status != CardStatus.REJECTED]}
 
     # searching ------------------------------------------------------------------
     def search(
