@@ -160,7 +160,7 @@ def test_for_query_and_resolve_fusion_echo_the_language_and_honour_the_switch() 
     assert resolve_fusion(codes, FAR_LEX, FAR_DENSE).dense_weight_used == 0.3
     off = resolve_fusion(settings.model_copy(update={"language_prior": False}), FAR_LEX, FAR_DENSE)
     assert off.dense_weight_used == 0.3
-    assert (off.fusion_reason or "").endswith("(language_prior is off)")
+    assert (off.fusion_reason or "").endswith("(language prior off)")
 
 
 def test_embedders_declare_their_languages(tmp_path: Path) -> None:

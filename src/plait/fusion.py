@@ -209,7 +209,7 @@ def resolve_fusion(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> 
         )
         used, reason = decision.dense_weight, decision.reason
         if not settings.language_prior and cut_l and cut_d and not decision.agree:
-            reason += " (language_prior is off)"
+            reason += " (language prior off)"
     elif not cut_d:
         used, reason = 0.0, "dense arm returned nothing: lexical only"
     else:

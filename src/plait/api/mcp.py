@@ -78,7 +78,8 @@ def create_mcp_server(
         'rrf', 'weighted', 'minmax' or 'dbsf'; `lexical_weight` (RRF only) 0..1
         (0.5 weighs both arms equally, 1 is lexical only) or 'auto' (leans lexical when the
         query holds identifiers); `language_prior` false makes 'adaptive' ignore whether the
-        embedder declares the query's language (`fusion.queryLanguage`, `embedderCoversQuery`); `scopes` limits to e.g. ['adr']; `offset` pages (hits are
+        embedder declares the query's language (`fusion.queryLanguage`,
+        `embedderCoversQuery`); `scopes` limits to e.g. ['adr']; `offset` pages (hits are
         fused positions offset+1 … offset+k); `rerank` is 'llm' or 'cross-encoder' and
         reorders the fused top max(k, `k_overfetch`) before the cut; `qa_first` answers with
         a reviewed FAQ card when one matches (`answeredBy`, `card`).
