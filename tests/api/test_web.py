@@ -127,6 +127,10 @@ def test_fusion_controls_and_errors(served: Served, page: Page) -> None:
     page.locator("#query").press("Enter")
     expect(page.locator("#hits .hit")).to_have_count(2)
     expect(page.locator("#status")).to_contain_text("2 hits · RRF (k=60, lexical weight 1)")
+    page.locator("#fusion").select_option("adaptive")  # the status says the query's language
+    page.locator("#query").fill("why was the payment declined")
+    page.locator("#query").press("Enter")
+    expect(page.locator("#status")).to_contain_text("query language en, embedder languages unknown")
     page.locator("#fusion").select_option("weighted")
     expect(page.locator("#lexical-weight")).to_be_disabled()
     page.locator("#query").press("Enter")

@@ -92,7 +92,13 @@ function fusionText(f) {
   if (f.method === "rrf") return "RRF (k=" + f.rrfK + ", lexical weight " + f.lexicalWeight + ")";
   if (f.method === "minmax" || f.method === "dbsf" || f.method === "adaptive") {
     const used = f.denseWeightUsed === null || f.denseWeightUsed === undefined ? f.denseWeight : f.denseWeightUsed;
-    return f.method + " (dense weight " + used + (f.fusionReason ? ": " + f.fusionReason : "") + ")";
+    let language = "";
+    if (f.method === "adaptive" && f.queryLanguage) {
+      const covered = f.embedderCoversQuery === true ? "declared by the embedder"
+        : f.embedderCoversQuery === false ? "not declared by the embedder" : "embedder languages unknown";
+      language = "; query language " + f.queryLanguage + ", " + covered;
+    }
+    return f.method + " (dense weight " + used + (f.fusionReason ? ": " + f.fusionReason : "") + language + ")";
   }
   return "weighted (vector " + f.vectorWeight + " / lexical " + f.lexicalScoreWeight + ", threshold " + f.threshold + ")";
 }
