@@ -377,13 +377,16 @@ def test_cli_explain_and_search_print_the_weight_and_why(tmp_path: Path) -> None
     store = str(tmp_path / "cli.db")
     with Plait(store, embedder="fake") as engine:
         engine.index_documents(documents(ARTICLE_DOCS))
-        expected = engine.search("payment declined card", k=3).fusion
+        expected = engine.search("why was my payment declined", k=3).fusion
     assert expected.method == FusionMethod.ADAPTIVE and expected.dense_weight_used is not None
     runner = CliRunner()
     args = ["--store", store, "--embedder", "fake"]
-    out = runner.invoke(app, ["explain", "payment declined card", "--doc", "kb-104", "-k", "3", *args])
+    out = runner.invoke(app, ["explain", "why was my payment declined", "--doc", "kb-104", "-k", "3", *args])
     assert out.exit_code == 0, out.output
     assert f"adaptive: dense weight {expected.dense_weight_used:g}" in out.output
-    found = runner.invoke(app, ["search", "payment declined card", "-k", "3", *args])
+    # the fake embedder declares no languages
+    assert "query language en, embedder languages unknown" in " ".join(out.output.split())
+    found = runner.invoke(app, ["search", "why was my payment declined", "-k", "3", *args])
     assert found.exit_code == 0, found.output
     assert f"fusion adaptive (dense weight used {expected.dense_weight_used}" in found.output
+    assert "query language en, embedder languages unknown" in " ".join(found.output.split())

@@ -32,7 +32,7 @@ from plait.config import Settings
 from plait.errors import NotFoundError, PlaitError
 from plait.service import Plait
 from plait.sources.roots import parse_scope_rules
-from plait.types import IndexReport, SearchResult, to_json
+from plait.types import FusionSettings, IndexReport, SearchResult, to_json
 
 __all__ = ["app", "main"]
 
@@ -416,7 +416,7 @@ def _print_result(result: SearchResult, debug: bool) -> None:
     elif f.method.value == "weighted":
         line += f" (vector {f.vector_weight} / lexical {f.lexical_score_weight}, threshold {f.threshold})"
     else:
-        line += f" (dense weight used {f.dense_weight_used}: {escape(f.fusion_reason or '')})"
+        line += f" (dense weight used {f.dense_weight_used}: {escape(f.fusion_reason or '')}{_language_note(f)})"
     if f.lexical_weight_mode.value == "auto":
         line += f" \\[auto: {escape(f.lexical_weight_reason or '')}]"
     line += f" · over-fetch {f.overfetch} · "
@@ -512,6 +512,16 @@ def search(
         _print_json(result)
     else:
         _print_result(result, debug)
+
+
+def _language_note(f: FusionSettings) -> str:
+    """``; query language en, declared by the embedder`` for adaptive fusion, else ``""``."""
+    if f.method.value != "adaptive" or f.query_language is None:
+        return ""
+    covered = {True: "declared by the embedder", False: "not declared by the embedder"}.get(
+        f.embedder_covers_query, "embedder languages unknown"
+    )
+    return f"; query language {f.query_language}, {covered}"
 
 
 def _weight(value: str | None) -> float | str | None:
@@ -622,7 +632,7 @@ def _print_explain(result: Any) -> None:
     if fus.settings.dense_weight_used is not None:
         console.print(
             f"           {fus.settings.method.value}: dense weight {fus.settings.dense_weight_used:g} — "
-            f"{escape(fus.settings.fusion_reason or '')}",
+            f"{escape(fus.settings.fusion_reason or '')}{_language_note(fus.settings)}",
             highlight=False,
         )
     if result.rerank is not None:
