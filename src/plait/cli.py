@@ -518,9 +518,10 @@ def _language_note(f: FusionSettings) -> str:
     """``; query language en, declared by the embedder`` for adaptive fusion, else ``""``."""
     if f.method.value != "adaptive" or f.query_language is None:
         return ""
-    covered = {True: "declared by the embedder", False: "not declared by the embedder"}.get(
-        f.embedder_covers_query, "embedder languages unknown"
-    )
+    if f.embedder_covers_query is None:
+        covered = "embedder languages unknown"
+    else:
+        covered = "declared by the embedder" if f.embedder_covers_query else "not declared by the embedder"
     return f"; query language {f.query_language}, {covered}"
 
 

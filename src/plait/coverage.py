@@ -167,9 +167,10 @@ def compute_coverage(
             present[scope].add(source_id)
         outdated |= changed
     derived = dict(generated or {})
-    for scope, docs in derived.items():
-        present[scope] = {doc.source_id for doc in docs}
-        outdated |= {doc.source_id for doc in docs if _changed(store, collection, doc, settings)}
+    for scope, documents in derived.items():
+        if documents:  # no documents and nothing stored: the scope is not listed
+            present[scope] = {doc.source_id for doc in documents}
+        outdated |= {doc.source_id for doc in documents if _changed(store, collection, doc, settings)}
 
     rootless = [s for s in stored if s.root not in keys and s.scope not in derived]
     unknown |= {s.scope for s in rootless}
