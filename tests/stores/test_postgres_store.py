@@ -407,6 +407,37 @@ def test_vector_extension_in_another_schema(pg_dsn: str) -> None:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
 
 
+def test_vector_extension_is_created_outside_plaits_schema(pg_dsn: str) -> None:
+    """A store opened with ``schema=`` on a database without pgvector creates the
+    extension in ``public``, not in its own schema: dropping that schema (a tenant
+    removed) must not take the extension, and every other schema's vectors, with it."""
+    db = f"plait_extplace_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        if not _is_superuser(admin):
+            pytest.skip("needs a superuser DSN to create a database")
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+    try:
+        dsn = make_conninfo(pg_dsn, dbname=db)
+        for schema in ("tenant_a", "tenant_b"):
+            store = PostgresStore(dsn, schema=schema)
+            with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:
+                engine.index_documents(documents(ARTICLE_DOCS))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                " WHERE e.extname = 'vector'"
+            ).fetchone()
+            assert row == ("public",)
+            conn.execute("DROP SCHEMA tenant_a CASCADE")
+        store = PostgresStore(dsn, schema="tenant_b")
+        with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:
+            result = engine.search("what does ERR-4012 mean?", k=3)
+            assert result.vector_available and result.hits[0].ranks.dense is not None
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+
+
 def _is_superuser(conn: psycopg.Connection) -> bool:
     row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
     return bool(row and row[0])

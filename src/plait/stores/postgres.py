@@ -195,10 +195,21 @@ class PostgresStore:
             raise StoreError(f"cannot prepare the plait schema at {self._where}: {exc}") from exc
 
     def _ensure_vector(self, conn: psycopg.Connection) -> None:
+        """Create pgvector if missing: in ``public`` when there is one, so that dropping
+        plait's own schema (a tenant removed) cannot drop the extension and with it the
+        vector columns of every other schema; where plait may not create in ``public``,
+        in the first schema of the search path."""
         row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
         if row:
             return
+        public = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'public'").fetchone()
         try:
+            if public:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+                    return
+                except psycopg.errors.InsufficientPrivilege:
+                    pass  # e.g. a trusted-extension user without CREATE on public
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())
