@@ -418,6 +418,14 @@ def test_vector_extension_is_created_outside_plaits_schema(pg_dsn: str) -> None:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
     try:
         dsn = make_conninfo(pg_dsn, dbname=db)
+        # the first store's search path holds only its own schema: the extension it
+        # creates in public must still be found, on the very connection that created it
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA tenant_only")
+        only = PostgresStore(make_conninfo(dsn, options="-csearch_path=tenant_only"))
+        with Plait(only, embedder=FakeEmbedder(dimension=64)) as engine:
+            assert engine.index_documents(documents(ARTICLE_DOCS)).complete
+            assert engine.search("what does ERR-4012 mean?", k=3).hits[0].ranks.dense is not None
         for schema in ("tenant_a", "tenant_b"):
             store = PostgresStore(dsn, schema=schema)
             with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:

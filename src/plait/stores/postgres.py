@@ -144,12 +144,18 @@ class PostgresStore:
                 "SELECT set_config('search_path', %s || ', ' || current_setting('search_path'), false)",
                 (sql.Identifier(self.schema).as_string(conn),),
             )
+        self._find_vector(conn)
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(self._timeout_ms),))
+
+    @staticmethod
+    def _find_vector(conn: psycopg.Connection) -> None:
+        """Append pgvector's schema to the search path if it is not on it (no-op when the
+        extension is missing)."""
         conn.execute(
             "SELECT set_config('search_path', current_setting('search_path') || ', ' || quote_ident(n.nspname), false)"
             " FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
             " WHERE e.extname = 'vector' AND NOT n.nspname = ANY(current_schemas(false))"
         )
-        conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(self._timeout_ms),))
 
     def _configure(self, conn: psycopg.Connection) -> None:
         self._session(conn)
@@ -183,6 +189,7 @@ class PostgresStore:
                         )
                     self._session(conn)
                     self._ensure_vector(conn)
+                    self._find_vector(conn)  # just created, maybe off the search path
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(hashtextextended('plait.bootstrap', 0))")
                 # A migration (or waiting for another process's) may take longer than
