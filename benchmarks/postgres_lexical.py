@@ -56,6 +56,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ from plait.analysis import STOPWORDS, analyse_query
 from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.stores.sqlite import SQLiteStore
+from plait.testing.pg import private_postgres
 
 DEPTH = 100
 COLLECTION = "scifact"
@@ -247,15 +249,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     queries, qrels = load(args.data)
     corpus = args.data / "corpus.jsonl"
     workdir = Path(tempfile.mkdtemp(prefix="plait-bench-"))
-    server = None
-    dsn = args.dsn
-    if not dsn:
-        import pgserver
-
-        server = pgserver.get_server(workdir / "pg", cleanup_mode="delete")
-        dsn = server.get_uri()
+    stack = ExitStack()
+    dsn = args.dsn or stack.enter_context(private_postgres("plait-bench-pg-"))
     schema = f"plait_bench_{uuid.uuid4().hex[:8]}"
-    try:
+    with stack:
         sqlite_store = SQLiteStore(workdir / "plait.db")
         sqlite_index_s = index(sqlite_store, corpus)
         pg = PostgresStore(dsn, schema=schema, statement_timeout=300)
@@ -314,9 +311,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         with pg._tx() as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
         pg.close()
-    finally:
-        if server is not None:
-            server.cleanup()
 
 
 def _settle(dsn: str, schema: str) -> None:

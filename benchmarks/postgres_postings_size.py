@@ -51,11 +51,10 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +73,7 @@ from plait.sources.base import SourceDocument, SourcePart
 from plait.sources.jsonl import JsonlSource
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_schema import LATEST_VERSION, migrate
+from plait.testing.pg import private_postgres
 
 COLLECTION = "scifact"
 DEPTH = 100
@@ -494,14 +494,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     queries = load_queries(args.data)
-    server = None
-    dsn = args.dsn
-    if not dsn:
-        import pgserver
-
-        server = pgserver.get_server(Path(tempfile.mkdtemp(prefix="plait-size-")) / "pg", cleanup_mode="delete")
-        dsn = server.get_uri()
-    try:
+    stack = ExitStack()
+    dsn = args.dsn or stack.enter_context(private_postgres("plait-size-"))
+    with stack:
         payload: dict[str, Any] = {
             "benchmark": "postgres_postings_size",
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -515,9 +510,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.out.write_text(json.dumps(payload, indent=2) + "\n")
         args.out.with_suffix(".md").write_text(markdown(payload))
         print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
-    finally:
-        if server is not None:
-            server.cleanup()
 
 
 if __name__ == "__main__":

@@ -74,20 +74,10 @@ def crash_trials(
 
 def pg_crash_trials(*, trials: int, n_docs: int, seed: int, modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     """The crash trials on a private PostgreSQL (pgserver) in a throwaway schema."""
-    import shutil
+    from plait.testing.pg import private_postgres
 
-    import pgserver
-
-    root = Path(tempfile.mkdtemp(prefix="plait-pg-bench-"))
-    server = pgserver.get_server(root / "data", cleanup_mode="delete")
-    try:
-        return crash_trials(
-            trials=trials, n_docs=n_docs, seed=seed, pg=(server.get_uri(), "plait_crash_bench"),
-            modes=modes,
-        )  # fmt: skip
-    finally:
-        server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
+    with private_postgres("plait-pg-bench-") as dsn:
+        return crash_trials(trials=trials, n_docs=n_docs, seed=seed, pg=(dsn, "plait_crash_bench"), modes=modes)
 
 
 def _now() -> str:

@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -221,14 +220,7 @@ def hybrid(tmp: Path, repeats: int) -> dict[str, Any]:
     with Plait(str(tmp / "hybrid.db"), embedder=emb) as p:
         p.index(SCIFACT / "corpus.jsonl", collection="sf")
         Precomputed.cache = {q: FakeEmbedder.embed_query(emb, q) for q in texts}
-        for q in texts:
-            p.search(q, collection="sf", k=10)  # warm
-        lat: list[float] = []
-        for _ in range(repeats):
-            for q in texts:
-                t = time.perf_counter()
-                p.search(q, collection="sf", k=10)
-                lat.append((time.perf_counter() - t) * 1000)
+        lat = _search_ms(p, texts, warm=texts, repeats=repeats)
         chunks = len(p.store.chunk_ids("sf"))
     out: dict[str, Any] = {
         "chunks": chunks, "queries": len(texts) * repeats, "k": 10, "overfetch": "default (50 per arm)",
@@ -295,37 +287,37 @@ def _precomputed(vectors: dict[str, np.ndarray]) -> Any:
     return Precomputed(dimension=DIM, model="hash-384")
 
 
+def _search_ms(p: Any, texts: list[str], *, warm: list[str], repeats: int) -> list[float]:
+    """Milliseconds per ``search(k=10)`` over ``texts`` × ``repeats``, after one pass over ``warm``."""
+    for q in warm:
+        p.search(q, collection="sf", k=10)
+    lat: list[float] = []
+    for _ in range(repeats):
+        for q in texts:
+            t = time.perf_counter()
+            p.search(q, collection="sf", k=10)
+            lat.append((time.perf_counter() - t) * 1000)
+    return lat
+
+
 def hybrid_postgres(repeats: int) -> dict[str, Any]:
     """Hybrid p50 on PostgreSQL + pgvector (a private pgserver) at SciFact size."""
-    import pgserver
-
     from plait.embeddings.fake import FakeEmbedder
     from plait.service import Plait
     from plait.stores.postgres import PostgresStore
+    from plait.testing.pg import private_postgres
 
     _, queries = scifact()
     texts = list(queries.values())
-    root = Path(tempfile.mkdtemp(prefix="plait-perf-pg-"))
-    server = pgserver.get_server(root / "data", cleanup_mode="delete")
-    try:
+    with private_postgres("plait-perf-pg-") as dsn:
         hasher = FakeEmbedder(dimension=DIM, model="hash-384")
         emb = _precomputed({q: hasher.embed_query(q) for q in texts})
-        with Plait(PostgresStore(server.get_uri(), schema="plait_perf"), embedder=emb) as p:
+        with Plait(PostgresStore(dsn, schema="plait_perf"), embedder=emb) as p:
             t = time.perf_counter()
             p.index(SCIFACT / "corpus.jsonl", collection="sf")
             index_s = time.perf_counter() - t
-            for q in texts[:50]:
-                p.search(q, collection="sf", k=10)  # warm
-            lat: list[float] = []
-            for _ in range(repeats):
-                for q in texts:
-                    t = time.perf_counter()
-                    p.search(q, collection="sf", k=10)
-                    lat.append((time.perf_counter() - t) * 1000)
+            lat = _search_ms(p, texts, warm=texts[:50], repeats=repeats)
             chunks = len(p.store.chunk_ids("sf"))
-    finally:
-        server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
     return {"hybrid_postgres": {
         "chunks": chunks, "queries": len(lat), "k": 10, "index_s": round(index_s, 1),
         "p50_ms": round(float(np.percentile(lat, 50)), 3), "p95_ms": round(float(np.percentile(lat, 95)), 3),

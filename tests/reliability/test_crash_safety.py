@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import sqlite3
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 from crash_trials import CrashBench, expected_state, observed_state, write_corpus
 
 from plait.service import Plait
+from plait.testing.pg import postgres_dsn
 
 
 @pytest.fixture(scope="module")
@@ -88,18 +87,10 @@ def test_sigkill_leaves_old_or_new_per_source(bench: CrashBench, mode: str, tria
 def pg_dsn() -> Iterator[str]:
     """``PLAIT_PG_DSN``, else a private pgserver (the pattern of tests/stores/test_postgres_store.py)."""
     pytest.importorskip("psycopg", reason="needs the postgres extra: pip install 'plait[postgres]'")
-    configured = os.environ.get("PLAIT_PG_DSN")
-    if configured:
-        yield configured
-        return
-    pgserver = pytest.importorskip("pgserver", reason="needs pgserver (dev extra) or PLAIT_PG_DSN")
-    root = Path(tempfile.mkdtemp(prefix="plait-pg-crash-"))
-    server = pgserver.get_server(root / "data", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
+    if not os.environ.get("PLAIT_PG_DSN"):
+        pytest.importorskip("pgserver", reason="needs pgserver (dev extra) or PLAIT_PG_DSN")
+    with postgres_dsn("plait-pg-crash-") as dsn:
+        yield dsn
 
 
 @pytest.mark.slow  # ~35 s: a server start and 12 kills; benchmarks/reliability.py runs more

@@ -9,9 +9,6 @@ once for this module (the pattern of ``test_postgres_store.py``).
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,25 +34,15 @@ from plait.stores.postgres_queries import (
 from plait.stores.postgres_schema import LATEST_VERSION, migrate, schema_version
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
+from plait.testing.pg import postgres_dsn
 
 EXACT = BM25Params(stems_weight=0.0)  # k1 = 0.9, b = 0.4, exact field only
 
 
 @pytest.fixture(scope="module")
 def pg_dsn() -> Iterator[str]:
-    configured = os.environ.get("PLAIT_PG_DSN")
-    if configured:
-        yield configured
-        return
-    import pgserver
-
-    root = Path(tempfile.mkdtemp(prefix="plait-pg-postings-"))
-    server = pgserver.get_server(root / "data", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
+    with postgres_dsn("plait-pg-postings-") as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -10,11 +10,8 @@ empty schemas (dropped afterwards).
 from __future__ import annotations
 
 import math
-import os
 import random
-import shutil
 import socket
-import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -45,30 +42,15 @@ from plait.stores.postgres_queries import (
 from plait.stores.postgres_schema import LATEST_VERSION, migrate, schema_version
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import StoreContract, make_chunk
+from plait.testing.pg import postgres_dsn
 from plait.testing.corpus import ARTICLE_DOCS, documents
 
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
-    """A DSN of a PostgreSQL server with the pgvector extension available.
-
-    The data folder is a fresh ``mkdtemp`` folder, not pytest's ``tmp_path``: the
-    server runs as another user (when run as root), which cannot enter pytest's
-    0700 base folder, and pytest prunes old base folders under concurrent runs.
-    """
-    configured = os.environ.get("PLAIT_PG_DSN")
-    if configured:
-        yield configured
-        return
-    import pgserver
-
-    root = Path(tempfile.mkdtemp(prefix="plait-pg-"))
-    server = pgserver.get_server(root / "data", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
+    """A DSN of a PostgreSQL server with the pgvector extension available."""
+    with postgres_dsn("plait-pg-") as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -1,0 +1,44 @@
+"""A PostgreSQL + pgvector server for tests and benchmarks: the one in the ``pgserver``
+wheel, or the one ``PLAIT_PG_DSN`` names.
+
+The data folder is a fresh ``mkdtemp`` folder, not pytest's ``tmp_path``: the server
+runs as another user (when run as root), which cannot enter pytest's 0700 base folder,
+and pytest prunes old base folders under concurrent runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["postgres_dsn", "private_postgres"]
+
+
+@contextmanager
+def private_postgres(prefix: str = "plait-pg-") -> Iterator[str]:
+    """Start a private server (``pgserver``) in a new temporary folder; yield its URI;
+    stop it and delete the folder afterwards."""
+    import pgserver
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    server = pgserver.get_server(root / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def postgres_dsn(prefix: str = "plait-pg-") -> Iterator[str]:
+    """``PLAIT_PG_DSN`` when it is set, else :func:`private_postgres`."""
+    configured = os.environ.get("PLAIT_PG_DSN")
+    if configured:
+        yield configured
+        return
+    with private_postgres(prefix) as dsn:
+        yield dsn
