@@ -15,6 +15,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ from plait.stores.postgres_queries import (
 from plait.stores.postgres_schema import LATEST_VERSION, migrate, schema_version
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import StoreContract, make_chunk
-from plait.testing.pg import postgres_dsn
 from plait.testing.corpus import ARTICLE_DOCS, documents
+from plait.testing.pg import postgres_dsn
+from plait.types import SearchResult
 
 
 @pytest.fixture(scope="session")
@@ -341,88 +343,16 @@ def test_unreachable_server_is_store_unavailable() -> None:
         assert "secret" not in str(exc)
 
 
-def test_missing_vector_extension_names_the_fix(pg_dsn: str) -> None:
-    """A database without the extension, opened by a user who may not create it."""
-    tag = uuid.uuid4().hex[:8]
-    db, role = f"plait_noext_{tag}", f"plait_user_{tag}"
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        if not _is_superuser(admin):
-            pytest.skip("needs a superuser DSN to create a database and a role")
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-    try:
-        dsn = make_conninfo(pg_dsn, dbname=db, user=role)
-        with pytest.raises(StoreError, match=r"(?s)extension 'vector' is missing.*permission denied.*CREATE EXTENSION vector;"):
-            PostgresStore(dsn)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(db)))
-            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
-
-
-def test_vector_extension_in_another_schema(pg_dsn: str) -> None:
-    """pgvector installed in its own schema (as managed services do: ``extensions``),
-    off the search path: stores in any schema still find the type and its operators."""
-    db = f"plait_extschema_{uuid.uuid4().hex[:8]}"
+@contextmanager
+def _fresh_database(pg_dsn: str, prefix: str) -> Iterator[str]:
+    """A new, empty database's DSN (skips unless ``pg_dsn`` is a superuser's); dropped afterwards."""
+    db = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
         if not _is_superuser(admin):
             pytest.skip("needs a superuser DSN to create a database")
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
     try:
-        dsn = make_conninfo(pg_dsn, dbname=db)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE SCHEMA extensions")
-            conn.execute("CREATE EXTENSION vector SCHEMA extensions")
-        for schema in ("app_one", None):
-            store = PostgresStore(dsn, schema=schema)
-            try:
-                with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:
-                    report = engine.index_documents(documents(ARTICLE_DOCS))
-                    assert report.chunks_added == 5 and report.complete
-                    result = engine.search("what does ERR-4012 mean?", k=3)
-                    assert result.vector_available and result.hits[0].metadata["docId"] == "kb-101"
-                    assert result.hits[0].ranks.dense is not None
-            finally:
-                store.close()
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
-
-
-def test_vector_extension_is_created_outside_plaits_schema(pg_dsn: str) -> None:
-    """A store opened with ``schema=`` on a database without pgvector creates the
-    extension in ``public``, not in its own schema: dropping that schema (a tenant
-    removed) must not take the extension, and every other schema's vectors, with it."""
-    db = f"plait_extplace_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        if not _is_superuser(admin):
-            pytest.skip("needs a superuser DSN to create a database")
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
-    try:
-        dsn = make_conninfo(pg_dsn, dbname=db)
-        # the first store's search path holds only its own schema: the extension it
-        # creates in public must still be found, on the very connection that created it
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE SCHEMA tenant_only")
-        only = PostgresStore(make_conninfo(dsn, options="-csearch_path=tenant_only"))
-        with Plait(only, embedder=FakeEmbedder(dimension=64)) as engine:
-            assert engine.index_documents(documents(ARTICLE_DOCS)).complete
-            assert engine.search("what does ERR-4012 mean?", k=3).hits[0].ranks.dense is not None
-        for schema in ("tenant_a", "tenant_b"):
-            store = PostgresStore(dsn, schema=schema)
-            with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:
-                engine.index_documents(documents(ARTICLE_DOCS))
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-                " WHERE e.extname = 'vector'"
-            ).fetchone()
-            assert row == ("public",)
-            conn.execute("DROP SCHEMA tenant_a CASCADE")
-        store = PostgresStore(dsn, schema="tenant_b")
-        with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:
-            result = engine.search("what does ERR-4012 mean?", k=3)
-            assert result.vector_available and result.hits[0].ranks.dense is not None
+        yield make_conninfo(pg_dsn, dbname=db)
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
@@ -431,6 +361,71 @@ def test_vector_extension_is_created_outside_plaits_schema(pg_dsn: str) -> None:
 def _is_superuser(conn: psycopg.Connection) -> bool:
     row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
     return bool(row and row[0])
+
+
+def _index_and_search(store: PostgresStore, *, index: bool = True) -> SearchResult:
+    """ARTICLE_DOCS indexed (unless ``index`` is False) and searched with a fake 64-d embedder."""
+    with Plait(store, embedder=FakeEmbedder(dimension=64)) as engine:
+        if index:
+            report = engine.index_documents(documents(ARTICLE_DOCS))
+            assert report.chunks_added == 5 and report.complete
+        return engine.search("what does ERR-4012 mean?", k=3)
+
+
+def test_missing_vector_extension_names_the_fix(pg_dsn: str) -> None:
+    """A database without the extension, opened by a user who may not create it."""
+    role = f"plait_user_{uuid.uuid4().hex[:8]}"
+    created = False
+    try:
+        with _fresh_database(pg_dsn, "plait_noext") as dsn:
+            with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+            created = True
+            with pytest.raises(
+                StoreError, match=r"(?s)extension 'vector' is missing.*permission denied.*CREATE EXTENSION vector;"
+            ):
+                PostgresStore(make_conninfo(dsn, user=role))
+    finally:  # after the database is gone, so the role owns nothing
+        if created:
+            with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def test_vector_extension_in_another_schema(pg_dsn: str) -> None:
+    """pgvector installed in its own schema (as managed services do: ``extensions``),
+    off the search path: stores in any schema still find the type and its operators."""
+    with _fresh_database(pg_dsn, "plait_extschema") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA extensions")
+            conn.execute("CREATE EXTENSION vector SCHEMA extensions")
+        for schema in ("app_one", None):
+            result = _index_and_search(PostgresStore(dsn, schema=schema))
+            assert result.vector_available and result.hits[0].metadata["docId"] == "kb-101"
+            assert result.hits[0].ranks.dense is not None
+
+
+def test_vector_extension_is_created_outside_plaits_schema(pg_dsn: str) -> None:
+    """A store opened with ``schema=`` on a database without pgvector creates the
+    extension in ``public``, not in its own schema: dropping that schema (a tenant
+    removed) must not take the extension, and every other schema's vectors, with it."""
+    with _fresh_database(pg_dsn, "plait_extplace") as dsn:
+        # the first store's search path holds only its own schema: the extension it
+        # creates in public must still be found, on the very connection that created it
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA tenant_only")
+        only = _index_and_search(PostgresStore(make_conninfo(dsn, options="-csearch_path=tenant_only")))
+        assert only.hits[0].ranks.dense is not None
+        for schema in ("tenant_a", "tenant_b"):
+            _index_and_search(PostgresStore(dsn, schema=schema))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                " WHERE e.extname = 'vector'"
+            ).fetchone()
+            assert row == ("public",)
+            conn.execute("DROP SCHEMA tenant_a CASCADE")
+        result = _index_and_search(PostgresStore(dsn, schema="tenant_b"), index=False)
+        assert result.vector_available and result.hits[0].ranks.dense is not None
 
 
 # ------------------------------------------------------------------- selected by URL
