@@ -36,6 +36,16 @@ from plait.types import FusionSettings, IndexReport, SearchResult, to_json
 
 __all__ = ["app", "main"]
 
+#: search and explain: ``--language-prior/--no-language-prior`` (None: the collection's setting).
+LanguagePriorOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--language-prior/--no-language-prior",
+        help="adaptive: let the embedder's declared languages decide how much a disagreement counts "
+        "(default: the collection's setting, on).",
+    ),
+]
+
 app = typer.Typer(
     name="plait",
     help="Hybrid retrieval for RAG: BM25 + dense vectors, fused before the cut, with citations.",
@@ -444,14 +454,7 @@ def search(
         str | None, typer.Option(help="0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware).")
     ] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
-    language_prior: Annotated[
-        bool | None,
-        typer.Option(
-            "--language-prior/--no-language-prior",
-            help="adaptive: let the embedder's declared languages decide how much a disagreement counts "
-            "(default: the collection's setting, on).",
-        ),
-    ] = None,
+    language_prior: LanguagePriorOpt = None,
     offset: Annotated[int, typer.Option(help="Skip this many fused positions (paging).")] = 0,
     qa_first: Annotated[
         bool, typer.Option("--qa-first", help="Answer with a matching approved FAQ card when there is one.")
@@ -546,14 +549,7 @@ def explain(
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
-    language_prior: Annotated[
-        bool | None,
-        typer.Option(
-            "--language-prior/--no-language-prior",
-            help="adaptive: let the embedder's declared languages decide how much a disagreement counts "
-            "(default: the collection's setting, on).",
-        ),
-    ] = None,
+    language_prior: LanguagePriorOpt = None,
     offset: Annotated[int, typer.Option(help="The page start the search used.")] = 0,
     scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
     rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder")] = None,
