@@ -9,7 +9,6 @@ compared table by table, so "nothing written" means byte for byte.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +59,6 @@ def folder(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def fake() -> FakeEmbedder:
-    return FakeEmbedder()
-
-
-@pytest.fixture
-def engine(tmp_path: Path, fake: FakeEmbedder) -> Iterator[Plait]:
-    with Plait(str(tmp_path / "p.db"), embedder=fake) as e:
-        yield e
-
-
 def _tables(db_path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table that holds chunks, terms, postings and sources."""
     db = sqlite3.connect(db_path)
@@ -91,7 +79,7 @@ def test_unchanged_reindex_analyses_embeds_and_writes_nothing(
 ) -> None:
     first = engine.index(folder)
     assert first.chunks_added == TOTAL and len(spy.texts) == TOTAL and fake.texts_embedded == TOTAL
-    before = _tables(tmp_path / "p.db")
+    before = _tables(tmp_path / "plait.db")
     assert len(before["chunks"]) == TOTAL
     assert all(row[10] is not None for row in before["chunks"])  # every chunk has its vector
     # "Guide\nAlpha\n\n## Alpha\n\nAlpha keys ERR-4012 rotate." (heading path first): exact
@@ -109,14 +97,14 @@ def test_unchanged_reindex_analyses_embeds_and_writes_nothing(
         assert (report.embedding.calls, report.embedding.embedded) == (0, 0)
     assert spy.texts == []
     assert fake.calls == calls
-    assert _tables(tmp_path / "p.db") == before  # same rows, vectors, postings, generation
+    assert _tables(tmp_path / "plait.db") == before  # same rows, vectors, postings, generation
 
 
 def test_one_changed_chunk_is_the_only_one_analysed_and_embedded(
     engine: Plait, fake: FakeEmbedder, folder: Path, spy: Counting, tmp_path: Path
 ) -> None:
     engine.index(folder)
-    before = _tables(tmp_path / "p.db")
+    before = _tables(tmp_path / "plait.db")
     (folder / "guide.md").write_text(GUIDE.replace("settle", "settle fast"), encoding="utf-8")
     spy.texts.clear()
     embedded = fake.texts_embedded
@@ -124,7 +112,7 @@ def test_one_changed_chunk_is_the_only_one_analysed_and_embedded(
     assert (report.chunks_added, report.chunks_updated, report.chunks_unchanged) == (0, 1, 3)
     assert spy.texts == ["Guide\nBeta\n\n## Beta\n\nBeta refunds settle fast."]
     assert fake.texts_embedded - embedded == 1
-    after = _tables(tmp_path / "p.db")
+    after = _tables(tmp_path / "plait.db")
     untouched = {r[2] for r in before["chunks"]} - {r[2] for r in after["chunks"] if "fast" in r[6]}
     keep = lambda rows: [r for r in rows if r[2] in untouched]
     # notes.md and faq.md were not written: same rowids, same vectors, same indexed_at
@@ -143,7 +131,7 @@ def test_reordered_sections_are_rewritten_without_analysis(
     skip, yet nothing needs analysing (the postings stay as they were)."""
     engine.index(folder)
     ordered = engine.store.chunk_ids("default", "guide.md")
-    before = _tables(tmp_path / "p.db")
+    before = _tables(tmp_path / "plait.db")
     (folder / "guide.md").write_text(GUIDE_SWAPPED, encoding="utf-8")
     spy.texts.clear()
     report = engine.reindex()
@@ -152,21 +140,21 @@ def test_reordered_sections_are_rewritten_without_analysis(
     assert engine.store.chunk_ids("default", "guide.md") == ordered[::-1]
     chunks = engine.store.get_chunks("default", ordered)
     assert [chunks[c].metadata["charStart"] for c in ordered] == [len("# Guide\n\n## Beta\n\nBeta refunds settle.\n\n"), len("# Guide\n\n")]
-    after = _tables(tmp_path / "p.db")
+    after = _tables(tmp_path / "plait.db")
     assert after["postings"] == before["postings"] and after["terms"] == before["terms"]
 
 
 def test_a_full_reindex_still_embeds_and_writes_every_chunk(
     tmp_path: Path, fake: FakeEmbedder, folder: Path, spy: Counting
 ) -> None:
-    with Plait(str(tmp_path / "p.db"), embedder=fake) as engine:
+    with Plait(str(tmp_path / "plait.db"), embedder=fake) as engine:
         engine.index(folder)
-        generation = _tables(tmp_path / "p.db")["generation"]
+        generation = _tables(tmp_path / "plait.db")["generation"]
         embedded = fake.texts_embedded
         report = engine.reindex(full=True)
         assert report.chunks_unchanged + report.chunks_added == TOTAL
         assert fake.texts_embedded - embedded == TOTAL
-        assert _tables(tmp_path / "p.db")["generation"] != generation  # sources were written
+        assert _tables(tmp_path / "plait.db")["generation"] != generation  # sources were written
 
 
 def test_deferred_fields_are_the_analysis_when_a_store_reads_them(spy: Counting) -> None:
@@ -193,7 +181,7 @@ def test_deferred_fields_are_the_analysis_when_a_store_reads_them(spy: Counting)
 def test_sources_repeated_in_one_run_keep_the_last_one(tmp_path: Path, spy: Counting) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"_id": "d1", "text": "first words"}\n', encoding="utf-8")
-    with Plait(str(tmp_path / "p.db"), embedder="none") as engine:
+    with Plait(str(tmp_path / "plait.db"), embedder="none") as engine:
         engine.index(corpus)
         corpus.write_text(
             '{"_id": "d1", "text": "first words"}\n{"_id": "d1", "text": "second words"}\n',

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,17 +30,6 @@ TOTAL = 5
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", FILES)
-
-
-@pytest.fixture
-def fake() -> FakeEmbedder:
-    return FakeEmbedder()
-
-
-@pytest.fixture
-def engine(tmp_path: Path, fake: FakeEmbedder) -> Iterator[Plait]:
-    with Plait(str(tmp_path / "p.db"), embedder=fake) as e:
-        yield e
 
 
 def _counts(report) -> tuple[int, int, int, int]:  # type: ignore[no-untyped-def]
@@ -121,7 +109,7 @@ def test_vanished_session_loses_its_chunks(engine: Plait, tmp_path: Path) -> Non
 
 def test_missing_vectors_are_backfilled(engine: Plait, fake: FakeEmbedder, tmp_path: Path, repo: Path) -> None:
     engine.index(repo)
-    db = sqlite3.connect(tmp_path / "p.db")
+    db = sqlite3.connect(tmp_path / "plait.db")
     db.execute("UPDATE chunks SET vector = NULL WHERE source_id = 'README.md'")
     db.commit()
     db.close()
