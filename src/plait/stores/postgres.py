@@ -188,8 +188,8 @@ class PostgresStore:
                             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
                         )
                     self._session(conn)
-                    self._ensure_vector(conn)
-                    self._find_vector(conn)  # just created, maybe off the search path
+                    if self._ensure_vector(conn):
+                        self._find_vector(conn)  # just created, maybe off the search path
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(hashtextextended('plait.bootstrap', 0))")
                 # A migration (or waiting for another process's) may take longer than
@@ -201,23 +201,24 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"cannot prepare the plait schema at {self._where}: {exc}") from exc
 
-    def _ensure_vector(self, conn: psycopg.Connection) -> None:
-        """Create pgvector if missing: in ``public`` when there is one, so that dropping
-        plait's own schema (a tenant removed) cannot drop the extension and with it the
-        vector columns of every other schema; where plait may not create in ``public``,
-        in the first schema of the search path."""
+    def _ensure_vector(self, conn: psycopg.Connection) -> bool:
+        """Create pgvector if missing (True when this call created it): in ``public`` when
+        there is one, so that dropping plait's own schema (a tenant removed) cannot drop
+        the extension and with it the vector columns of every other schema; where plait
+        may not create in ``public``, in the first schema of the search path."""
         row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
         if row:
-            return
+            return False
         public = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'public'").fetchone()
         try:
             if public:
                 try:
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
-                    return
+                    return True
                 except psycopg.errors.InsufficientPrivilege:
                     pass  # e.g. a trusted-extension user without CREATE on public
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            return True
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())
             raise StoreError(
