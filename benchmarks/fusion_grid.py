@@ -69,7 +69,6 @@ for extra in (ROOT / "src", ROOT / "benchmarks"):
 
 from fusion_modes import DATA, DEPTH, PERMUTATIONS, SEED, sign_flip
 
-from plait.analysis import stopword_language
 from plait.embeddings import embedder_languages, make_embedder
 from plait.evaluation.datasets import load_beir
 from plait.evaluation.metrics import per_query, run_from_rankings
@@ -86,7 +85,6 @@ from plait.fusion_adaptive import (
     ADAPT_MIN,
     agree,
     confidence,
-    language_coverage,
 )
 from plait.types import FusionMethod, FusionSettings
 
@@ -193,7 +191,8 @@ def with_coverage(data: dict[str, Any]) -> dict[str, Any]:
         loaded = load_beir(DATA[dataset], split=split)
         texts.update({q: loaded.queries[q] for q in loaded.query_ids})
     data["texts"], data["languages"] = texts, languages
-    data["covered"] = {q: language_coverage(stopword_language(t), languages) for q, t in texts.items()}
+    base = FusionSettings()
+    data["covered"] = {q: for_query(base, t, languages).embedder_covers_query for q, t in texts.items()}
     return data
 
 
