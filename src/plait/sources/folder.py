@@ -8,6 +8,7 @@ valid UTF-8 and files over the size limit are skipped with the reason.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_SCOPE_RULES",
     "FolderSource",
     "decode_text",
+    "resolve_path",
     "scope_for",
     "title_of",
 ]
@@ -51,6 +53,17 @@ def decode_text(data: bytes) -> tuple[str | None, str | None]:
     except UnicodeDecodeError as exc:
         return None, f"not valid UTF-8 (byte {exc.start})"
     return text, None
+
+
+def resolve_path(path: Path) -> Path:
+    """``path.resolve()``, with a symlink loop raised as an ``OSError`` (ELOOP).
+
+    Python 3.11 raises ``RuntimeError`` for a loop (``l1.md → l2.md → l1.md``), which
+    the callers' ``except OSError`` skip-with-a-reason would not catch."""
+    try:
+        return path.resolve()
+    except RuntimeError as exc:
+        raise OSError(errno.ELOOP, "symlink loop", str(path)) from exc
 
 
 def title_of(text: str, fallback: str) -> str:
@@ -95,7 +108,7 @@ class FolderSource:
             reason = None
             text = None
             try:
-                resolved = path.resolve()
+                resolved = resolve_path(path)
                 if not resolved.is_relative_to(root):
                     reason = f"resolves outside the indexed root ({resolved})"
                 elif not resolved.is_file():

@@ -33,6 +33,7 @@ from plait.sources.folder import (
     DEFAULT_MAX_BYTES,
     DEFAULT_SCOPE_RULES,
     decode_text,
+    resolve_path,
     scope_for,
     title_of,
 )
@@ -156,7 +157,7 @@ class GitSource:
             text: str | None = None
             reason: str | None = None
             try:
-                resolved = path.resolve()
+                resolved = resolve_path(path)
                 if not resolved.is_relative_to(root):
                     reason = f"resolves outside the indexed root ({resolved})"
                 elif not path.exists():
