@@ -30,6 +30,7 @@ but without a limit, so ranks past the over-fetch are exact.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -71,6 +72,7 @@ from plait.fusion import (
 from plait.ingest import index_text
 from plait.rerank.base import complete_order
 from plait.search import SearchRequest, SearchService, _validated
+from plait.sources.base import Scan
 from plait.sources.roots import open_root, root_key
 from plait.stores.base import Filters, Store
 from plait.types import Chunk, FileOrigin, FusionSettings
@@ -110,17 +112,48 @@ def _source_path(chunk: Chunk) -> str | None:
     return chunk.origin.source_path if isinstance(chunk.origin, FileOrigin) else None
 
 
+MAX_PATH_CHARS = 4096
+"""The longest ``path`` explain accepts (Linux's PATH_MAX)."""
+
+
 def _relative(path: str, roots: Sequence[Mapping[str, Any]]) -> str:
-    """A path relative to a recorded folder/git root when it is absolute inside one."""
-    candidate = Path(path).expanduser()
-    if not candidate.is_absolute():
-        return Path(path).as_posix()
-    resolved = candidate.resolve()
-    for root in roots:
-        base = Path(str(root.get("path")))
-        if root.get("kind") in ("folder", "git") and resolved.is_relative_to(base):
-            return resolved.relative_to(base).as_posix()
-    return resolved.as_posix()
+    """The source path ``path`` names, computed as text against the recorded roots.
+
+    A relative path is a source path as stored (``docs/guide.md``, ``./`` and inner
+    ``..`` folded); an absolute one must lie, as text, inside a recorded folder/git
+    root. Nothing is resolved, expanded or stat'ed on the server: a caller must not
+    learn what exists there (``/proc/self/fd/6``, ``/etc/shadow`` vs ``/etc/nope``).
+    """
+    if len(path) > MAX_PATH_CHARS:
+        raise ValidationError(
+            f"path is {len(path)} characters long; a source path has at most {MAX_PATH_CHARS}"
+        )
+    if "\x00" in path:
+        raise ValidationError("path contains a NUL character")
+    if path.startswith("~"):
+        raise ValidationError(
+            "path starts with '~', which is not expanded: give the source path relative to "
+            "the collection's roots (e.g. docs/guide.md)"
+        )
+    normal = posixpath.normpath(path)
+    if posixpath.isabs(normal):
+        for root in roots:
+            base = posixpath.normpath(str(root.get("path")))
+            if root.get("kind") not in ("folder", "git"):
+                continue
+            prefix = base.rstrip("/") + "/"
+            if normal.startswith(prefix) and len(normal) > len(prefix):
+                return normal[len(prefix) :]
+        raise ValidationError(
+            "path is absolute but not inside any of the collection's folder or git roots: "
+            "give the source path relative to a root (e.g. docs/guide.md)"
+        )
+    if normal == ".." or normal.startswith("../") or normal == ".":
+        raise ValidationError(
+            "path leads outside the collection's roots: give a source path relative to a root "
+            "(e.g. docs/guide.md)"
+        )
+    return normal
 
 
 def _target_chunks(
@@ -160,13 +193,13 @@ def _target_chunks(
 # ---------------------------------------------------------------------------- ingestion
 
 
-def _why_not_yielded(root: Mapping[str, Any], relative: str) -> str | None:
-    """For a folder/git root: why the root would not even look at ``relative``."""
-    base = Path(str(root.get("path")))
-    target = base / relative
+def _why_not_yielded(root: Mapping[str, Any], relative: str, scan: Scan) -> str | None:
+    """For a folder/git root: why the root would not even look at ``relative``.
+
+    Decided from the path's text and the scan alone (no stat of ``relative``)."""
     if any(part.startswith(".") for part in Path(relative).parts[:-1]):
         return "it is in a hidden folder, which indexing ignores"
-    if root.get("kind") == "folder" and not (target.exists() or target.is_symlink()):
+    if root.get("kind") == "folder" and relative not in scan.unmatched:
         return None
     import fnmatch
 
@@ -203,7 +236,7 @@ def _ingestion_miss(
             if item.path == wanted or item.path.startswith(f"{wanted}:"):
                 return True, f"{item.path} was skipped when indexing {key}: {item.reason}", key
         if root.get("kind") in ("folder", "git") and target["kind"] == "path":
-            reason = _why_not_yielded(root, wanted)
+            reason = _why_not_yielded(root, wanted, scan)
             if reason is not None:
                 return True, f"{wanted} is not indexed from {key}: {reason}", key
     known = ", ".join(root_key(r) for r in roots) or "none"

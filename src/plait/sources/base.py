@@ -43,12 +43,15 @@ class Scan:
     ``skipped`` fills up while ``documents`` is consumed; so does ``skipped_by_type``,
     which counts records left out on purpose by their type (a session log's tool calls
     and statuses), as opposed to ``skipped`` sources that could not be read.
+    ``unmatched`` holds the relative paths of the files a folder walk saw whose names
+    match none of its globs (so explain can say so without touching the disk).
     """
 
     documents: Iterable[SourceDocument]
     skipped: list[SkippedSource] = field(default_factory=list)
     seen: int = 0
     skipped_by_type: dict[str, int] = field(default_factory=dict)
+    unmatched: set[str] = field(default_factory=set)
 
     def __iter__(self) -> Iterator[SourceDocument]:
         return iter(self.documents)

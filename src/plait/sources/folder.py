@@ -86,12 +86,14 @@ class FolderSource:
     scope_rules: Sequence[tuple[str, str]] = DEFAULT_SCOPE_RULES
     max_bytes: int = DEFAULT_MAX_BYTES
 
-    def _paths(self) -> Iterator[Path]:
+    def _paths(self, scan: Scan) -> Iterator[Path]:
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
                 if any(fnmatch.fnmatch(name, g) for g in self.globs):
                     yield Path(dirpath) / name
+                else:
+                    scan.unmatched.add((Path(dirpath) / name).relative_to(self.root).as_posix())
 
     def scan(self) -> Scan:
         root = self.root.resolve()
@@ -102,7 +104,7 @@ class FolderSource:
         return scan
 
     def _documents(self, root: Path, scan: Scan) -> Iterator[SourceDocument]:
-        for path in self._paths():
+        for path in self._paths(scan):
             relative = path.relative_to(self.root).as_posix()
             scan.seen += 1
             reason = None
