@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plait._text import valid_text
 from plait.chunking import ChunkSettings
 from plait.config import Settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder
@@ -157,6 +158,7 @@ class Plait:
         self._remember(collection, name, root)
         return indexer.index(collection, scan, progress=progress, root=root_key(root))
 
+    @valid_text
     def index(
         self,
         path: str | Path,
@@ -182,6 +184,7 @@ class Plait:
         )
         return self._index_root(collection, root, progress)
 
+    @valid_text
     def index_sessions(
         self,
         path: str | Path,
@@ -198,6 +201,7 @@ class Plait:
         root = describe_root(path, kind="sessions", scope=scope)
         return self._index_root(collection, root, progress)
 
+    @valid_text
     def index_documents(
         self,
         documents: Iterable[SourceDocument],
@@ -227,6 +231,7 @@ class Plait:
             )
         return chosen
 
+    @valid_text
     def reindex(
         self,
         *,
@@ -266,6 +271,7 @@ class Plait:
             report = report.model_copy(update={"complete": False})  # old vectors remain
         return report
 
+    @valid_text
     def calibrate(
         self, *, collection: str = "default", samples: int = 200, save: bool = True
     ) -> Calibration:
@@ -293,6 +299,7 @@ class Plait:
             self.store.update_settings(collection, {"fusion": fusion, "calibration": to_json(result)})
         return result
 
+    @valid_text
     def coverage(self, *, collection: str = "default") -> CoverageReport:
         """Per scope: sources present against sources with chunks, vectors, model, last index."""
         from plait.coverage import compute_coverage
@@ -324,6 +331,7 @@ class Plait:
         return {CARD_SCOPE: [card_document(c) for c in cards if c.status != CardStatus.REJECTED]}
 
     # searching ------------------------------------------------------------------
+    @valid_text
     def search(
         self,
         query: str,
@@ -374,6 +382,7 @@ class Plait:
             request["qaFirst"] = True
         return self.search_request(collection, request)
 
+    @valid_text
     def search_request(
         self, collection: str, request: SearchRequest | Mapping[str, Any]
     ) -> SearchResult:
@@ -388,6 +397,7 @@ class Plait:
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         return self._search.search(collection, request, embedder=embedder, embedder_note=note, info=info)
 
+    @valid_text
     def explain(
         self,
         query: str,
@@ -437,6 +447,7 @@ class Plait:
                 self._refinery = Refinery(self)
             return self._refinery
 
+    @valid_text
     def ask(
         self,
         question: str,
@@ -463,6 +474,7 @@ class Plait:
         }
         return self.ask_request(collection, request)
 
+    @valid_text
     def ask_request(self, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
         """Ask with a request model (or its camelCase JSON form)."""
         from plait.ask import answer_question
@@ -475,6 +487,7 @@ class Plait:
     def collections(self) -> list[CollectionInfo]:
         return self.store.list_collections()
 
+    @valid_text
     def delete_collection(self, name: str) -> bool:
         """Remove the collection from the store, and its refinery runs and FAQ cards."""
         from plait.refinery.store import default_refinery_path

@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plait._text import surrogate_error
 from plait.api.keys import ApiKey, KeyStore, Role
 from plait.coverage import CoverageReport
 from plait.errors import (
@@ -89,7 +90,9 @@ def error_status(exc: PlaitError) -> int:
 
 
 def _short(message: str) -> str:
-    line = " ".join(str(message).split())
+    # backslashreplace: a lone surrogate in a message must not break the response itself
+    text = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+    line = " ".join(text.split())
     return line if len(line) <= _MAX_MESSAGE_CHARS else line[: _MAX_MESSAGE_CHARS - 1] + "…"
 
 
@@ -268,6 +271,15 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def _surrogate(_: Request, exc: UnicodeEncodeError) -> JSONResponse:
+        # a lone surrogate ("\\ud800") in any string field, met by the store or by the
+        # response's own encoder: the client's input, so 422 (never a reset connection)
+        invalid = surrogate_error(exc)
+        if invalid is None:
+            return error(500, "internal error")
+        return error(422, str(invalid))
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, __: Exception) -> JSONResponse:

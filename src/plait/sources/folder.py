@@ -28,6 +28,7 @@ __all__ = [
     "resolve_path",
     "scope_for",
     "title_of",
+    "undecodable_name",
 ]
 
 DEFAULT_GLOBS: tuple[str, ...] = ("*.md", "*.markdown", "*.txt", "*.rst")
@@ -64,6 +65,16 @@ def resolve_path(path: Path) -> Path:
         return path.resolve()
     except RuntimeError as exc:
         raise OSError(errno.ELOOP, "symlink loop", str(path)) from exc
+
+
+def undecodable_name(relative: str) -> str | None:
+    """For a path whose bytes are not UTF-8 (decoded with ``surrogateescape``), its
+    printable form (``caf\\xe9.md``); None for a path that is valid text."""
+    try:
+        relative.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(relative).decode("utf-8", "backslashreplace")
+    return None
 
 
 def title_of(text: str, fallback: str) -> str:
@@ -107,6 +118,9 @@ class FolderSource:
         for path in self._paths(scan):
             relative = path.relative_to(self.root).as_posix()
             scan.seen += 1
+            if (printable := undecodable_name(relative)) is not None:
+                scan.skipped.append(SkippedSource(path=printable, reason="file name is not valid UTF-8"))
+                continue
             reason = None
             text = None
             try:

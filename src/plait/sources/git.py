@@ -36,6 +36,7 @@ from plait.sources.folder import (
     resolve_path,
     scope_for,
     title_of,
+    undecodable_name,
 )
 from plait.types import FileOrigin, SkippedSource
 
@@ -153,6 +154,9 @@ class GitSource:
             if not self._wanted(relative):
                 continue
             scan.seen += 1
+            if (printable := undecodable_name(relative)) is not None:
+                scan.skipped.append(SkippedSource(path=printable, reason="file name is not valid UTF-8"))
+                continue
             path = root / relative
             text: str | None = None
             reason: str | None = None
