@@ -59,6 +59,14 @@ err = Console(stderr=True)
 
 T = TypeVar("T")
 
+AllowEmptyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-empty",
+        help="Delete the indexed sources of a root that now yields none or cannot be fully read.",
+    ),
+]
+
 
 @contextmanager
 def _engine(
@@ -160,6 +168,7 @@ def index(
     max_bytes: Annotated[
         int | None, typer.Option("--max-bytes", help="Skip larger files (default 2097152).")
     ] = None,
+    allow_empty: AllowEmptyOpt = False,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -181,6 +190,7 @@ def index(
                 scope_rules=rules,
                 max_bytes=max_bytes,
                 progress=tick,
+                allow_empty=allow_empty,
             )
 
         report = _with_progress(as_json, debug, action)
@@ -226,6 +236,7 @@ def reindex(
     full: Annotated[
         bool, typer.Option("--full", help="Embed every chunk of the selected sources again, replacing each source atomically.")
     ] = False,
+    allow_empty: AllowEmptyOpt = False,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -239,7 +250,12 @@ def reindex(
             as_json,
             debug,
             lambda tick: engine.reindex(
-                collection=name, scope=scope, source=source, full=full, progress=tick
+                collection=name,
+                scope=scope,
+                source=source,
+                full=full,
+                progress=tick,
+                allow_empty=allow_empty,
             ),
         )
     if as_json:

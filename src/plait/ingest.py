@@ -402,11 +402,15 @@ class Indexer:
         progress: Progress | None = None,
         root: str | None = None,
         scope: str | None = None,
+        allow_empty: bool = False,
     ) -> IndexReport:
         """Index every document; never raises for a provider failure.
 
         ``root`` (a recorded root's key) makes the run a sync of that root: see the
         module docstring. ``scope`` restricts the run, deletions included, to one scope.
+        A root that yields no source where the index holds some (a moved or emptied
+        folder, an emptied JSONL file), or whose walk hit an unreadable folder, deletes
+        nothing unless ``allow_empty``: the kept sources are reported as skipped.
         """
         started = time.perf_counter()
         check_model(self.store, collection, self.embedder)
@@ -453,9 +457,25 @@ class Indexer:
                 batch, pending = [], 0
         if batch:
             self._write(collection, batch, run, progress, root or "")
+        kept: list[SkippedSource] = []
         if root is not None:
-            for source in self.store.list_sources(collection, scope, root=root):
-                if source.source_id not in yielded:
+            stale = [s for s in self.store.list_sources(collection, scope, root=root) if s.source_id not in yielded]
+            walk_failed = isinstance(documents, Scan) and bool(documents.walk_errors)
+            if stale and not allow_empty and (walk_failed or in_scope == 0):
+                why = (
+                    "part of the root could not be read"
+                    if walk_failed
+                    else "the root yields no source now where the index holds some"
+                )
+                kept = [
+                    SkippedSource(
+                        path=source.source_id,
+                        reason=f"kept, not deleted: {why} (reindex with --allow-empty to delete)",
+                    )
+                    for source in stale
+                ]
+            else:
+                for source in stale:
                     run.deleted += self.store.delete_source(collection, source.source_id)
                     run.sources_deleted += 1
                     run.scopes.add(source.scope)
@@ -465,6 +485,7 @@ class Indexer:
         seen = documents.seen if isinstance(documents, Scan) else run.docs
         if scope is not None:
             seen = in_scope + len(skipped) - len(conflicts)
+        skipped += kept
         now = datetime.now(UTC).isoformat(timespec="seconds")
         for name in sorted(run.scopes):
             self.store.mark_scope_indexed(collection, name, now)

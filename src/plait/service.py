@@ -150,13 +150,20 @@ class Plait:
         return open_root(root).scan(), root
 
     def _index_root(
-        self, collection: str, root: dict[str, Any], progress: Progress | None
+        self,
+        collection: str,
+        root: dict[str, Any],
+        progress: Progress | None,
+        *,
+        allow_empty: bool = False,
     ) -> IndexReport:
         scan = open_root(root).scan()
         indexer, name = self._indexer(collection)
         self.store.ensure_collection(collection)
         self._remember(collection, name, root)
-        return indexer.index(collection, scan, progress=progress, root=root_key(root))
+        return indexer.index(
+            collection, scan, progress=progress, root=root_key(root), allow_empty=allow_empty
+        )
 
     @valid_text
     def index(
@@ -170,6 +177,7 @@ class Plait:
         scope_rules: Sequence[tuple[str, str]] | None = None,
         max_bytes: int | None = None,
         progress: Progress | None = None,
+        allow_empty: bool = False,
     ) -> IndexReport:
         """Index a folder or git repository of Markdown/text files, or a ``.jsonl`` corpus.
 
@@ -177,12 +185,14 @@ class Plait:
         ``ref`` indexes that commit, branch or tag without checking it out. ``globs``,
         ``scope_rules`` (``(prefix, scope)``, first match wins) and ``max_bytes`` apply
         to folders and repositories; ``scope`` to a ``.jsonl`` corpus. The root is
-        recorded, and indexing it again deletes the chunks of files it no longer has.
+        recorded, and indexing it again deletes the chunks of files it no longer has —
+        unless it now yields none at all or part of it cannot be read (then nothing is
+        deleted and the kept sources are reported as skipped; ``allow_empty`` deletes).
         """
         root = describe_root(
             path, ref=ref, globs=globs, scope_rules=scope_rules, max_bytes=max_bytes, scope=scope
         )
-        return self._index_root(collection, root, progress)
+        return self._index_root(collection, root, progress, allow_empty=allow_empty)
 
     @valid_text
     def index_sessions(
@@ -240,6 +250,7 @@ class Plait:
         source: str | Path | None = None,
         full: bool = False,
         progress: Progress | None = None,
+        allow_empty: bool = False,
     ) -> IndexReport:
         """Re-read recorded roots and backfill missing vectors; idempotent and incremental.
 
@@ -252,7 +263,9 @@ class Plait:
         completes. Its report counts chunks as an incremental run does (``chunksUnchanged``
         for same id and content, whose vectors were overwritten) and ``embedding.embedded``
         says how many texts were embedded; it is not ``complete`` when the embedder failed
-        before everything was embedded again.
+        before everything was embedded again. A root that yields no source where the
+        index holds some, or whose walk hit an unreadable folder, deletes nothing (the
+        kept sources are reported as skipped, ``complete`` false) unless ``allow_empty``.
         """
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
@@ -262,7 +275,12 @@ class Plait:
         for root in roots:
             scan = open_root(root).scan()
             part = indexer.index(
-                collection, scan, progress=progress, root=root_key(root), scope=scope
+                collection,
+                scan,
+                progress=progress,
+                root=root_key(root),
+                scope=scope,
+                allow_empty=allow_empty,
             )
             report = part if report is None else _merge(report, part)
         backfill = indexer.backfill_report(collection)

@@ -44,7 +44,9 @@ class Scan:
     which counts records left out on purpose by their type (a session log's tool calls
     and statuses), as opposed to ``skipped`` sources that could not be read.
     ``unmatched`` holds the relative paths of the files a folder walk saw whose names
-    match none of its globs (so explain can say so without touching the disk).
+    match none of its globs (so explain can say so without touching the disk);
+    ``walk_errors`` the folders a walk could not list (each also in ``skipped``), which
+    makes the indexer keep sources it would otherwise delete as vanished.
     """
 
     documents: Iterable[SourceDocument]
@@ -52,6 +54,7 @@ class Scan:
     seen: int = 0
     skipped_by_type: dict[str, int] = field(default_factory=dict)
     unmatched: set[str] = field(default_factory=set)
+    walk_errors: list[str] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[SourceDocument]:
         return iter(self.documents)

@@ -98,7 +98,19 @@ class FolderSource:
     max_bytes: int = DEFAULT_MAX_BYTES
 
     def _paths(self, scan: Scan) -> Iterator[Path]:
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+        def unreadable(exc: OSError) -> None:
+            where = Path(exc.filename or self.root)
+            try:
+                relative = where.relative_to(self.root).as_posix()
+            except ValueError:
+                relative = where.as_posix()
+            folder = "" if relative == "." else relative
+            scan.walk_errors.append(folder)
+            scan.skipped.append(
+                SkippedSource(path=f"{folder}/", reason=f"unreadable folder: {exc.strerror or exc}")
+            )
+
+        for dirpath, dirnames, filenames in os.walk(self.root, onerror=unreadable, followlinks=False):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
                 if any(fnmatch.fnmatch(name, g) for g in self.globs):
