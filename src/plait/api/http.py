@@ -10,7 +10,7 @@ library's own models in their camelCase JSON form, and errors map from
     NotFoundError                                    404
     ModelMismatchError, SourceError                  409
     ProviderResponseError                            502
-    StoreUnavailableError, ProviderUnavailableError  503
+    StoreUnavailableError, ProviderUnavailableError  503 with ``Retry-After: 5``
     any other PlaitError                             500 with its message
     anything else                                    500 "internal error" (no traceback)
     body over ``max_body_bytes``                     413
@@ -59,6 +59,8 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_IN_FLIGHT = 64
 """Concurrent requests served before the rest get a quick 503 (``create_app(max_in_flight=)``)."""
 _MAX_MESSAGE_CHARS = 300
+RETRY_AFTER_UNAVAILABLE = 5
+"""Seconds in ``Retry-After`` of a 503 for a busy store or an unreachable provider."""
 
 _STATUS: tuple[tuple[type[PlaitError], int], ...] = (
     (ValidationError, 422),
@@ -262,7 +264,10 @@ def create_app(
 
     @app.exception_handler(PlaitError)
     async def _plait_error(_: Request, exc: PlaitError) -> JSONResponse:
-        return error(error_status(exc), str(exc))
+        status = error_status(exc)
+        # a busy store or an unreachable provider: worth retrying, so say when
+        headers = {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)} if status == 503 else None
+        return error(status, str(exc), headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

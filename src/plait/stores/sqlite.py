@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from pydantic import TypeAdapter
 
-from plait.errors import NotFoundError, StoreError
+from plait.errors import NotFoundError, StoreError, StoreUnavailableError
 from plait.stores.ann import (
     AnnIndex,
     AnnSettings,
@@ -107,28 +107,63 @@ class SQLiteStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open SQLite store at {path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._timeout = timeout
         self._snapshots: dict[int, Snapshot] = {}
         self._db.execute("PRAGMA foreign_keys = ON")
         self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         try:
             self._db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if (busy := self._busy(exc)) is not None:
+                raise busy from None
+            raise StoreError(f"{path} is not a SQLite database: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{path} is not a SQLite database: {exc}") from exc
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._migrate()
 
     # plumbing --------------------------------------------------------------------
+    def _busy(self, exc: sqlite3.OperationalError) -> StoreUnavailableError | None:
+        """"database is locked" (another process held the write lock past the busy
+        timeout) as a one-line :class:`StoreUnavailableError`; None for other errors."""
+        text = str(exc)
+        if "locked" not in text and "busy" not in text:
+            return None
+        return StoreUnavailableError(
+            f"SQLite store {self.path} is busy: another process has held its write lock for "
+            f"more than {self._timeout:g} s ({text}); try again later"
+        )
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if (busy := self._busy(exc)) is not None:
+                    raise busy from None
+                raise
             try:
                 yield self._db
+            except sqlite3.OperationalError as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if (busy := self._busy(exc)) is not None:
+                    raise busy from None
+                raise
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
             else:
-                self._db.execute("COMMIT")
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.OperationalError as exc:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    if (busy := self._busy(exc)) is not None:
+                        raise busy from None
+                    raise
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -145,6 +180,10 @@ class SQLiteStore:
             self._db.execute("BEGIN")
             try:
                 yield self._db
+            except sqlite3.OperationalError as exc:
+                if (busy := self._busy(exc)) is not None:
+                    raise busy from None
+                raise
             finally:
                 self._db.execute("COMMIT")
 
@@ -160,7 +199,12 @@ class SQLiteStore:
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._db.execute(sql, params).fetchall()
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if (busy := self._busy(exc)) is not None:
+                    raise busy from None
+                raise
 
     def _collection_row(self, name: str) -> tuple[Any, ...] | None:
         rows = self._query(
