@@ -75,11 +75,17 @@ def _engine(
     *,
     llm: str | None = None,
     cross_encoder: str | None = None,
+    create: bool = True,
 ) -> Iterator[Plait]:
+    """The engine for a command; ``create=False`` (read-only commands) never creates a store."""
     settings = Settings.resolve(store=store, embedder=embedder)
     try:
         engine = Plait(
-            settings.store, embedder=settings.embedder, llm=llm, cross_encoder=cross_encoder
+            settings.store,
+            embedder=settings.embedder,
+            llm=llm,
+            cross_encoder=cross_encoder,
+            create_store=create,
         )
     except PlaitError as exc:  # e.g. the store server is unreachable: one line, exit 1
         err.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -278,7 +284,7 @@ def coverage(
 ) -> None:
     """Per scope: sources present vs indexed, chunks without a vector, model, last indexed."""
     name = _collection(collection)
-    with _engine(store, embedder) as engine:
+    with _engine(store, embedder, create=False) as engine:
         report = _run(debug, lambda: engine.coverage(collection=name))
     if as_json:
         _print_json(report)
@@ -508,7 +514,7 @@ def search(
             err.print(f"[red]error:[/red] --meta {item!r} is not KEY=VALUE", highlight=False)
             raise typer.Exit(1)
         metadata[key] = value
-    with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder) as engine:
+    with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder, create=False) as engine:
         result = _run(
             debug,
             lambda: engine.search(
@@ -582,7 +588,7 @@ def explain(
 ) -> None:
     """Why did a document (not) come back? Every stage for it, and a one-line diagnosis."""
     name = _collection(collection)
-    with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder) as engine:
+    with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder, create=False) as engine:
         result = _run(
             debug,
             lambda: engine.explain(
@@ -670,7 +676,7 @@ def collections(
     debug: DebugOpt = False,
 ) -> None:
     """List collections with their embedding model and counts."""
-    with _engine(store, embedder) as engine:
+    with _engine(store, embedder, create=False) as engine:
         infos = _run(debug, engine.collections)
     if as_json:
         _print_json([to_json(i) for i in infos])

@@ -58,13 +58,15 @@ class Plait:
         chunk_settings: ChunkSettings | None = None,
         llm: str | LLM | None = None,
         cross_encoder: str | Path | Reranker | None = None,
+        create_store: bool = True,
     ) -> None:
         """``llm`` (a provider name or an :class:`~plait.llm.LLM`; None reads ``PLAIT_LLM``)
         serves ``rerank="llm"``; ``cross_encoder`` (a model directory, a package name or a
         reranker; None reads ``PLAIT_CROSS_ENCODER``) serves ``rerank="cross-encoder"``.
-        Neither is built until first used."""
+        Neither is built until first used. ``create_store=False`` refuses to create a
+        SQLite store that does not exist (``NotFoundError``)."""
         if store is None or isinstance(store, str):
-            store = open_store(Settings.resolve(store=store).store)
+            store = open_store(Settings.resolve(store=store).store, create=create_store)
         self.store: Store = store
         self._embedder_choice = embedder
         self._embedders: dict[str, Embedder | None] = {}

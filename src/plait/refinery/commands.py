@@ -49,7 +49,7 @@ def ask(
     from plait.cli import _collection, _engine, _print_json, _run, console
 
     name = _collection(collection)
-    with _engine(store, embedder, llm=llm) as engine:
+    with _engine(store, embedder, llm=llm, create=False) as engine:
         result = _run(
             debug,
             lambda: engine.ask(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from plait.errors import ConfigError
+from plait.errors import ConfigError, NotFoundError
 from plait.stores.base import (
     BM25Params,
     ChunkState,
@@ -31,10 +31,13 @@ __all__ = [
 ]
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, create: bool = True) -> Store:
     """Open a store by URL: a file path or ``sqlite:///path`` selects the embedded store;
     ``postgresql://…`` (or ``postgres://…``) the PostgreSQL + pgvector store;
-    ``milvus:///path.db`` (milvus-lite) or ``http(s)://host:19530`` a Milvus store."""
+    ``milvus:///path.db`` (milvus-lite) or ``http(s)://host:19530`` a Milvus store.
+
+    ``create=False`` (read-only commands) refuses to create a SQLite file that does not
+    exist yet: a mistyped ``--store`` is :class:`NotFoundError`, not a new empty store."""
     if url.startswith(("postgresql://", "postgres://")):
         try:
             from plait.stores.postgres import PostgresStore
@@ -55,4 +58,9 @@ def open_store(url: str) -> Store:
         raise ConfigError(
             f"unknown store URL {url!r}: use a file path, sqlite:///path or postgresql://…"
         )
-    return SQLiteStore(Path(url).expanduser())
+    path = Path(url).expanduser()
+    if not create and url != ":memory:" and not path.exists():
+        raise NotFoundError(
+            f"store {path} does not exist (check --store or PLAIT_STORE; `plait index` creates one)"
+        )
+    return SQLiteStore(path)
