@@ -13,12 +13,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from plait._text import valid_text
 from plait.chunking import ChunkSettings
 from plait.config import Settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder
+from plait.embeddings.guard import (
+    DEFAULT_PROBE_INTERVAL,
+    DEFAULT_QUERY_DEADLINE,
+    GuardedEmbedder,
+    QueryGuard,
+)
 from plait.errors import NotFoundError
 from plait.ingest import Indexer, Progress, check_model
 from plait.llm import LLM, make_llm
@@ -59,12 +65,18 @@ class Plait:
         llm: str | LLM | None = None,
         cross_encoder: str | Path | Reranker | None = None,
         create_store: bool = True,
+        query_deadline: float = DEFAULT_QUERY_DEADLINE,
+        probe_interval: float = DEFAULT_PROBE_INTERVAL,
     ) -> None:
         """``llm`` (a provider name or an :class:`~plait.llm.LLM`; None reads ``PLAIT_LLM``)
         serves ``rerank="llm"``; ``cross_encoder`` (a model directory, a package name or a
         reranker; None reads ``PLAIT_CROSS_ENCODER``) serves ``rerank="cross-encoder"``.
         Neither is built until first used. ``create_store=False`` refuses to create a
-        SQLite store that does not exist (``NotFoundError``)."""
+        SQLite store that does not exist (``NotFoundError``). Each query embedding is
+        bounded by ``query_deadline`` seconds in total, and after a provider failure
+        searches go lexical at once until a probe (every ``probe_interval`` seconds)
+        succeeds (:mod:`plait.embeddings.guard`)."""
+        self._query_guard = QueryGuard(deadline=query_deadline, probe_interval=probe_interval)
         if store is None or isinstance(store, str):
             store = open_store(Settings.resolve(store=store).store, create=create_store)
         self.store: Store = store
@@ -415,7 +427,14 @@ class Plait:
         embedder, name = self.embedder_for(collection, info=info)
         check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
-        return self._search.search(collection, request, embedder=embedder, embedder_note=note, info=info)
+        guarded = self._guarded(embedder, info)
+        return self._search.search(collection, request, embedder=guarded, embedder_note=note, info=info)
+
+    def _guarded(self, embedder: Embedder | None, info: CollectionInfo) -> Embedder | None:
+        """The embedder with its query embeddings bounded and circuit-broken."""
+        if embedder is None:
+            return None
+        return cast(Embedder, GuardedEmbedder(embedder, self._query_guard, dimension=info.dimension))
 
     @valid_text
     def explain(
@@ -451,7 +470,7 @@ class Plait:
             doc=doc,
             path=path,
             chunk=chunk,
-            embedder=embedder,
+            embedder=self._guarded(embedder, info),
             embedder_note=note,
             roots=self.recorded_roots(collection),
         )

@@ -25,7 +25,9 @@ Fault modes: ``delay`` (seconds before answering), ``status`` (answer every requ
 with this HTTP status and an error body), ``malformed`` (HTTP 200 with a body that is
 not JSON), ``wrong_dimension`` (``True`` → vectors one longer than normal, an ``int``
 → vectors of that length), ``flap`` (requests 1, 3, 5, … fail with HTTP 500) and
-``shuffle`` (OpenAI ``data`` items in reverse order, to test sorting by index).
+``shuffle`` (OpenAI ``data`` items in reverse order, to test sorting by index) and
+``drip`` (seconds between the bytes of every answer body: each read is quick, the
+whole answer slow).
 """
 
 from __future__ import annotations
@@ -103,7 +105,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         try:
-            self.wfile.write(body)
+            drip = self.server.wire.drip
+            if drip > 0:  # one byte at a time: no single read ever waits long
+                for i in range(len(body)):
+                    if self.server.wire._stopping.is_set():
+                        return
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(drip)
+            else:
+                self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout test)
             pass
 
@@ -368,6 +379,7 @@ class WireServer:
         wrong_dimension: bool | int = False,
         flap: bool = False,
         shuffle: bool = False,
+        drip: float = 0.0,
         model: str = "wire-model",
     ) -> None:
         """Configure the server; :meth:`start` (or ``with``) makes it listen."""
@@ -380,6 +392,7 @@ class WireServer:
         self.wrong_dimension = wrong_dimension
         self.flap = flap
         self.shuffle = shuffle
+        self.drip = drip
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()

@@ -1,0 +1,135 @@
+"""Query-time protection for an embedder: a total deadline, a dimension check, a circuit.
+
+At index time a provider failure is reported and backfilled later; at query time a
+search must answer *now*. :class:`QueryGuard` wraps each query embedding:
+
+* **deadline** — the whole call (every retry, every slow byte of a dripping answer) is
+  bounded by ``deadline`` seconds (default :data:`DEFAULT_QUERY_DEADLINE`). The call
+  runs in a daemon thread; past the deadline the search goes on without it.
+* **dimension** — a vector whose length is not the collection's is a
+  :class:`~plait.errors.ProviderResponseError` (the search falls back to lexical and
+  says why), never a failure deep in the vector search.
+* **circuit** — after a failure the circuit opens: searches go lexical at once, with
+  the reason, without calling the provider. Every ``probe_interval`` seconds one
+  search is let through as a probe (bounded by the deadline); its success closes the
+  circuit, its failure keeps it open for another interval.
+
+The guard raises :class:`~plait.errors.ProviderError` subclasses only, which the search
+pipeline already turns into ``vectorAvailable: false`` with the reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from plait.errors import ConfigError, ProviderError, ProviderResponseError, ProviderUnavailableError
+
+__all__ = ["DEFAULT_PROBE_INTERVAL", "DEFAULT_QUERY_DEADLINE", "GuardedEmbedder", "QueryGuard"]
+
+DEFAULT_QUERY_DEADLINE = 5.0
+"""Seconds one query embedding may take in total (all retries included)."""
+DEFAULT_PROBE_INTERVAL = 30.0
+"""Seconds between probes of a provider whose circuit is open."""
+
+
+class QueryGuard:
+    """One circuit per embedder (by identity), shared by every search of an engine."""
+
+    def __init__(
+        self,
+        *,
+        deadline: float = DEFAULT_QUERY_DEADLINE,
+        probe_interval: float = DEFAULT_PROBE_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not deadline > 0:
+            raise ConfigError(f"query embedding deadline must be > 0 seconds, got {deadline!r}")
+        if not probe_interval > 0:
+            raise ConfigError(f"probe interval must be > 0 seconds, got {probe_interval!r}")
+        self.deadline = float(deadline)
+        self.probe_interval = float(probe_interval)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._open: dict[int, tuple[float, str]] = {}  # id(embedder) → (opened or last probe, reason)
+        self._probing: set[int] = set()
+
+    def state(self, embedder: object) -> str:
+        """``"closed"`` or ``"open"`` (for reports and tests)."""
+        with self._lock:
+            return "open" if id(embedder) in self._open else "closed"
+
+    def embed_query(self, embedder: Any, text: str, *, dimension: int | None) -> np.ndarray:
+        key = id(embedder)
+        with self._lock:
+            opened = self._open.get(key)
+            if opened is not None:
+                since, reason = opened
+                wait = self.probe_interval - (self._clock() - since)
+                if wait > 0 or key in self._probing:
+                    raise ProviderUnavailableError(
+                        f"circuit open after a failure {self._clock() - since:.0f} s ago ({reason}); "
+                        f"searches are lexical until a probe succeeds (next in {max(wait, 0):.0f} s)"
+                    )
+                self._probing.add(key)  # this call is the probe; others keep failing fast
+        try:
+            vector = self._bounded(embedder, text)
+            if dimension is not None and int(np.asarray(vector).shape[-1]) != dimension:
+                raise ProviderResponseError(
+                    f"the query vector has {int(np.asarray(vector).shape[-1])} dimensions, "
+                    f"the collection's vectors {dimension}"
+                )
+        except ProviderError as exc:
+            with self._lock:
+                self._open[key] = (self._clock(), str(exc))
+                self._probing.discard(key)
+            raise
+        with self._lock:
+            self._open.pop(key, None)
+            self._probing.discard(key)
+        return vector
+
+    def _bounded(self, embedder: Any, text: str) -> np.ndarray:
+        done = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["vector"] = embedder.embed_query(text)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="plait-query-embed", daemon=True).start()
+        if not done.wait(self.deadline):
+            raise ProviderUnavailableError(
+                f"query embedding took longer than the {self.deadline:g} s deadline"
+            )
+        if "error" in outcome:
+            raise outcome["error"]
+        return np.asarray(outcome["vector"], dtype=np.float32)
+
+
+class GuardedEmbedder:
+    """An embedder whose ``embed_query`` goes through a :class:`QueryGuard`; every other
+    attribute (provider, model, dimension, languages, embed_documents) is the wrapped one's."""
+
+    def __init__(self, embedder: Any, guard: QueryGuard, *, dimension: int | None) -> None:
+        self._embedder = embedder
+        self._guard = guard
+        self._dimension = dimension
+
+    @property
+    def wrapped(self) -> Any:
+        return self._embedder
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._guard.embed_query(self._embedder, text, dimension=self._dimension)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._embedder, name)
