@@ -8,8 +8,9 @@ answer is known — the chunk it came from. :func:`calibrate`
    gives the same sample);
 2. makes one pseudo-query per chunk (:func:`pseudo_query`: a sentence of 6–40 words,
    each word kept with probability ``keep``, seeded);
-3. asks each arm, exactly as search does, and measures how well it returns the source
-   chunk (MRR@10: 1 / rank, 0 past rank 10);
+3. asks each arm through the search pipeline's own stage
+   (:func:`plait.retrieval.pipeline.run_arms` on a :class:`~plait.retrieval.plan.QueryPlan`)
+   and measures how well it returns the source chunk (MRR@10: 1 / rank, 0 past rank 10);
 4. sets the dense weight from the two arms' MRR (:func:`weight_from_mrr`).
 
 Pseudo-queries copy the chunk's own words, so the lexical arm always looks better on
@@ -27,11 +28,12 @@ import random
 import re
 from collections.abc import Sequence
 
-from plait.analysis import STOPWORDS, analyse_query
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, NotFoundError
+from plait.retrieval.pipeline import run_arms
+from plait.retrieval.plan import plan_for_text
 from plait.stores.base import Store
-from plait.types import Model
+from plait.types import FusionSettings, Model
 
 __all__ = [
     "CALIBRATION_SEED",
@@ -138,10 +140,8 @@ def calibrate(
         text = pseudo_query(chunk.content, rng, keep=keep) if chunk is not None else None
         if text is None:
             continue
-        analysed = analyse_query(text)
-        exact = [t for t in analysed.exact if t not in STOPWORDS] or analysed.exact
-        lexical = store.lexical_search(collection, exact, analysed.stems, limit=10)
-        dense = store.vector_search(collection, embedder.embed_query(text), limit=10)
+        plan = plan_for_text(text, FusionSettings(), vector=embedder.embed_query(text))
+        lexical, dense = run_arms(store, collection, plan, depth=10)
         lexical_total += _mrr(lexical, chunk_id)
         dense_total += _mrr(dense, chunk_id)
         used += 1

@@ -23,9 +23,11 @@ lexical absent → ``lexical-miss``; good in both arms, pushed out by rerank →
 ``rerank-demoted``; absent from both → ``not-indexed`` / ``skipped`` /
 ``absent-both`` (ingestion).
 
-The arms are run exactly as :class:`plait.search.SearchService` runs them (same
-analysis, same filters, same fusion settings, including ``lexicalWeight: "auto"``),
-but without a limit, so ranks past the over-fetch are exact.
+Nothing here re-runs the pipeline: :meth:`plait.search.SearchService.trace` runs the
+search once (the same plan, arms, fusion, cut and rerank a search runs) and explain
+reads ranks, scores and the returned/dropped verdict from that trace. Only for ranks
+past the fetch depth does it ask the store again, for each arm's full list (hidden
+chunks removed, same filters), so ranks past the over-fetch are exact.
 """
 
 from __future__ import annotations
@@ -36,22 +38,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from plait.analysis import (
-    STOPWORDS,
-    _stem_pair,
-    analyse,
-    analyse_query,
-    detect_language,
-    explain_query,
-)
-from plait.autoweight import resolve_weight
-from plait.embeddings.base import Embedder, embedder_languages
-from plait.errors import ConfigError, ProviderError, SourceError, ValidationError
+from plait.analysis import _stem_pair, analyse, detect_language, explain_query
+from plait.embeddings.base import Embedder
+from plait.errors import ConfigError, SourceError, ValidationError
 from plait.explain_models import (
     ArmStage,
     ChunkJourney,
     Diagnosis,
     DiagnosisCode,
+    DroppedBy,
     ExplainResult,
     FusionStage,
     IngestionStage,
@@ -60,22 +55,15 @@ from plait.explain_models import (
     TermMatch,
     diagnose,
 )
-from plait.fusion import (
-    FUSERS,
-    Fused,
-    fetch_depth,
-    for_query,
-    max_fused_score,
-    resolve_fusion,
-    tiered,
-)
 from plait.ingest import index_text
-from plait.rerank.base import complete_order
-from plait.search import SearchRequest, SearchService, _validated
+from plait.retrieval.pipeline import Ranked, Trace, run_arms
+from plait.retrieval.request import SearchRequest
+from plait.retrieval.request import validated as _validated
+from plait.search import SearchService
 from plait.sources.base import Scan
 from plait.sources.roots import open_root, root_key
 from plait.stores.base import Filters, Store
-from plait.types import Chunk, FileOrigin, FusionSettings
+from plait.types import Chunk, FileOrigin
 
 __all__ = [
     "ArmStage",
@@ -88,6 +76,7 @@ __all__ = [
     "LexicalStage",
     "RerankStage",
     "TermMatch",
+    "dropped_by",
     "explain",
 ]
 
@@ -333,8 +322,15 @@ def _passes(chunk: Chunk, filters: Filters) -> bool:
     return all(chunk.metadata.get(key) == value for key, value in filters.metadata.items())
 
 
-def _positions(ranked: Sequence[tuple[str, float]]) -> dict[str, tuple[int, float]]:
-    return {cid: (n, score) for n, (cid, score) in enumerate(ranked, start=1)}
+def _exact_positions(traced: Ranked, full: Ranked) -> dict[str, tuple[int, float]]:
+    """Ranks in the traced arm list, continued past its depth by the store's full list."""
+    out = {cid: (n, score) for n, (cid, score) in enumerate(traced, start=1)}
+    n = len(out)
+    for cid, score in full:
+        if cid not in out:
+            n += 1
+            out[cid] = (n, score)
+    return out
 
 
 def explain(
@@ -349,15 +345,18 @@ def explain(
     embedder_note: str | None = None,
     roots: Sequence[Mapping[str, Any]] = (),
 ) -> ExplainResult:
-    """The journey of one document for ``request`` (see the module docstring)."""
+    """The journey of one document for ``request`` (see the module docstring).
+
+    The search is run once, by :meth:`SearchService.trace`, and every rank, score and
+    verdict below is read from that trace; only the target's ranks past the fetch
+    depth come from a second, unlimited ask of the same arms.
+    """
     store = service.store
     req = _validated(request)
-    settings = for_query(
-        resolve_weight(service.settings_for(collection, req), req.query), req.query, embedder_languages(embedder)
-    )
     target, chunks = _target_chunks(store, collection, doc=doc, path=path, chunk=chunk, roots=roots)
-    filters = Filters(scopes=tuple(req.scopes) if req.scopes else None, metadata=req.metadata or {})
-    info = store.get_collection(collection)
+    trace = service.trace(collection, req, embedder=embedder, embedder_note=embedder_note)
+    plan, settings = trace.plan, trace.settings
+    filters = plan.filters
 
     # ingestion -----------------------------------------------------------------
     states: dict[str, bool] = {}
@@ -378,58 +377,16 @@ def explain(
         ingestion = IngestionStage(indexed=False, skipped=skipped, skip_reason=message if skipped else None,
                                    root=key, message=message)
 
-    # lexical arm, unlimited ---------------------------------------------------------
-    analysed = analyse_query(req.query)
-    exact = [t for t in analysed.exact if t not in STOPWORDS] or analysed.exact
-    lexical = store.lexical_search(collection, exact, analysed.stems, limit=None, filters=filters)
-    lex_pos = _positions(lexical)
-
-    # dense arm, unlimited -------------------------------------------------------------
-    vector = None
-    reason = embedder_note
-    if embedder is None:
-        reason = reason or "no embedder selected"
-    elif info is None or info.chunks - info.chunks_without_vector == 0:
-        reason = "the collection has no vectors yet"
-    else:
-        try:
-            vector = embedder.embed_query(req.query)
-        except ProviderError as exc:
-            reason = f"query embedding failed: {exc}"
-    dense = store.vector_search(collection, vector, limit=None, filters=filters) if vector is not None else []
-    dense_pos = _positions(dense)
-
-    # fusion, exactly as search does it ------------------------------------------------------
-    need = req.offset + req.k
-    depth = fetch_depth(settings.overfetch, need)
-    settings = resolve_fusion(settings, lexical[:depth], dense[:depth])
-    fused = tiered(FUSERS[settings.method], settings, lexical[:depth], dense[:depth], need=need)
-    fused_pos: dict[str, tuple[int, Fused]] = {f.chunk_id: (n, f) for n, f in enumerate(fused, start=1)}
-    best_score = max_fused_score(settings, lexical=True, dense=vector is not None)
-
-    # rerank ------------------------------------------------------------------------------
-    final_ids = [f.chunk_id for f in fused]
-    rerank_stage: RerankStage | None = None
-    rerank_ranks: dict[str, int] = {}
-    if req.rerank is not None:
-        reranker = service._reranker(req.rerank)
-        size = max(req.k, req.k_overfetch)
-        pool_ids = final_ids[:size]
-        contents = store.get_chunks(collection, pool_ids)
-        candidates = [(cid, contents[cid].content) for cid in pool_ids if cid in contents]
-        outcome = reranker.rerank(req.query, candidates)
-        order, _, _ = complete_order(candidates, outcome.order)
-        if outcome.reranked:
-            rerank_ranks = {cid: n for n, cid in enumerate(order, start=1)}
-        final_ids = [*order, *final_ids[size:]]
-        rerank_stage = RerankStage(
-            method=req.rerank, reranked=outcome.reranked, reason=outcome.reason,
-            k_overfetch=req.k_overfetch, in_pool=False,
-        )
-    returned_ids = set(final_ids[req.offset : need])
+    # the arms: the trace's lists, continued past the depth by an unlimited ask ----------
+    full_lexical, full_dense = run_arms(store, collection, plan, depth=None)
+    lex_pos = _exact_positions(trace.lexical, full_lexical)
+    dense_pos = _exact_positions(trace.dense, full_dense) if trace.dense_ran else {}
+    fused_pos = trace.fused_positions()
+    rerank_ranks = trace.rerank.ranks if trace.rerank is not None else {}
+    returned_ids = trace.returned
 
     # per chunk ---------------------------------------------------------------------------
-    sent_exact = set(exact)
+    sent_exact = set(plan.exact)
     journeys: list[ChunkJourney] = []
     for c in chunks:
         lex = lex_pos.get(c.id)
@@ -444,6 +401,7 @@ def explain(
                 heading_path=_heading(c),
                 has_vector=bool(states.get(c.id)),
                 passes_filters=_passes(c, filters),
+                hidden=c.id in plan.hidden,
                 lexical_rank=lex[0] if lex else None,
                 lexical_score=lex[1] if lex else None,
                 dense_rank=den[0] if den else None,
@@ -462,45 +420,34 @@ def explain(
 
     best_lex, best_dense, best_fused = best("lexical_rank"), best("dense_rank"), best("fused_rank")
     focus = best_fused or best_lex or best_dense or (journeys[0] if journeys else None)
+    depth = trace.fused_depth
     lexical_stage = LexicalStage(
         ran=True,
-        candidates=len(lexical),
+        candidates=len(lex_pos),
         overfetch=settings.overfetch,
         chunk_id=best_lex.chunk_id if best_lex else None,
         rank=best_lex.lexical_rank if best_lex else None,
         score=best_lex.lexical_score if best_lex else None,
-        within_overfetch=bool(best_lex and best_lex.lexical_rank <= settings.overfetch),  # type: ignore[operator]
-        exact_terms=exact,
-        stem_terms=list(analysed.stems),
+        within_overfetch=best_lex is not None and (best_lex.lexical_rank or depth + 1) <= depth,
+        exact_terms=list(plan.exact),
+        stem_terms=list(plan.stems),
         terms=shown.terms if (shown := best_lex or focus) is not None else [],
     )
     dense_stage = ArmStage(
-        ran=vector is not None,
-        reason=None if vector is not None else reason,
-        candidates=len(dense),
+        ran=trace.dense_ran,
+        reason=None if trace.dense_ran else plan.vector_reason,
+        candidates=len(dense_pos),
         overfetch=settings.overfetch,
         chunk_id=best_dense.chunk_id if best_dense else None,
         rank=best_dense.dense_rank if best_dense else None,
         score=best_dense.cosine if best_dense else None,
-        within_overfetch=bool(best_dense and best_dense.dense_rank <= settings.overfetch),  # type: ignore[operator]
+        within_overfetch=best_dense is not None and (best_dense.dense_rank or depth + 1) <= depth,
     )
-    returned = any(j.returned for j in journeys)
-    fusion_stage = _fusion_stage(settings, req, journeys, best_fused, returned, best_score)
-    if rerank_stage is not None:
-        pool = set(final_ids[: max(req.k, req.k_overfetch)])
-        in_pool = [j for j in journeys if j.chunk_id in pool]
-        chosen = min(in_pool, key=lambda j: j.fused_rank or 0) if in_pool else None
-        rerank_stage = rerank_stage.model_copy(
-            update={
-                "in_pool": chosen is not None,
-                "rank_before": chosen.fused_rank if chosen else None,
-                "rank_after": (
-                    (rerank_ranks.get(chosen.chunk_id) or final_ids.index(chosen.chunk_id) + 1) if chosen else None
-                ),
-            }
-        )
+    fusion_stage = _fusion_stage(trace, journeys, best_fused)
+    rerank_stage = _rerank_stage(trace, journeys)
     diagnosis = diagnose(
-        req, settings, ingestion, journeys, lexical_stage, dense_stage, fusion_stage, rerank_stage
+        req, settings, ingestion, journeys, lexical_stage, dense_stage, fusion_stage, rerank_stage,
+        depth=depth,
     )
     return ExplainResult(
         query=req.query,
@@ -516,39 +463,73 @@ def explain(
     )
 
 
+def _rerank_stage(trace: Trace, journeys: Sequence[ChunkJourney]) -> RerankStage | None:
+    rerank = trace.rerank
+    if rerank is None:
+        return None
+    pool = {item.chunk_id for _, item in rerank.pool}
+    in_pool = [j for j in journeys if j.chunk_id in pool]
+    chosen = min(in_pool, key=lambda j: j.fused_rank or 0) if in_pool else None
+    return RerankStage(
+        method=rerank.method,
+        reranked=rerank.reranked,
+        reason=rerank.reason,
+        k_overfetch=trace.plan.k_overfetch,
+        in_pool=chosen is not None,
+        rank_before=chosen.fused_rank if chosen else None,
+        rank_after=(
+            (rerank.ranks.get(chosen.chunk_id) or rerank.order.index(chosen.chunk_id) + 1) if chosen else None
+        ),
+    )
+
+
+def dropped_by(trace: Trace, journeys: Sequence[ChunkJourney]) -> DroppedBy | None:
+    """The stage that kept every chunk of the document out of the page (None: returned).
+
+    In pipeline order: ``filters`` (no chunk passes the scopes/metadata), ``hidden``
+    (the rest are hidden from searches that name no scope), ``overfetch`` (no chunk
+    within the depth fusion read either arm to), ``threshold`` (within it, but the
+    weighted fusion dropped it), ``rerank`` (its best fused chunk was inside the page window and the reranker
+    moved it out), else ``top-k`` (fused, but outside ``[offset, offset + k)``).
+    """
+    if any(j.returned for j in journeys) or not journeys:
+        return None
+    visible = [j for j in journeys if j.passes_filters]
+    if not visible:
+        return "filters"
+    visible = [j for j in visible if not j.hidden]
+    if not visible:
+        return "hidden"
+    fused = [j for j in visible if j.fused_rank is not None]
+    if not fused:
+        seen = trace.fused_depth
+        in_arms = any((j.lexical_rank or seen + 1) <= seen or (j.dense_rank or seen + 1) <= seen for j in visible)
+        return "threshold" if in_arms else "overfetch"
+    plan = trace.plan
+    if trace.rerank is not None and trace.rerank.reranked:
+        pool = {item.chunk_id for _, item in trace.rerank.pool}
+        if any(j.chunk_id in pool and plan.offset < (j.fused_rank or 0) <= plan.need for j in fused):
+            return "rerank"
+    return "top-k"
+
+
 def _fusion_stage(
-    settings: FusionSettings,
-    req: SearchRequest,
+    trace: Trace,
     journeys: Sequence[ChunkJourney],
     best_fused: ChunkJourney | None,
-    returned: bool,
-    best_score: float | None,
 ) -> FusionStage:
-    dropped: str | None = None
-    if not returned and journeys:
-        if not any(j.passes_filters for j in journeys):
-            dropped = "filters"
-        elif best_fused is not None:
-            dropped = "top-k"
-        elif any(
-            (j.lexical_rank or 10**9) <= settings.overfetch or (j.dense_rank or 10**9) <= settings.overfetch
-            for j in journeys
-        ):
-            dropped = "threshold"
-        else:
-            dropped = "overfetch"
     score = best_fused.fused_score if best_fused else None
+    best_score = trace.best_score
     return FusionStage(
-        settings=settings,
+        settings=trace.settings,
         chunk_id=best_fused.chunk_id if best_fused else None,
         rank=best_fused.fused_rank if best_fused else None,
         score=score,
         score_normalised=(
             round(min(1.0, score / best_score), 6) if score is not None and best_score else None
         ),
-        k=req.k,
-        offset=req.offset,
-        returned=returned,
-        dropped_by=dropped,  # type: ignore[arg-type]
+        k=trace.plan.k,
+        offset=trace.plan.offset,
+        returned=any(j.returned for j in journeys),
+        dropped_by=dropped_by(trace, journeys),
     )
-

@@ -3,8 +3,10 @@
 :func:`diagnose` walks the pipeline in order and returns the first case that fits:
 ingestion (never indexed / skipped), filters, absent from both arms, beyond the
 over-fetch in both arms, demoted by rerank, missed by the lexical arm, fusion worked
-(one arm rescued what the other ranked low), found, the weighted threshold, missed by
-the dense arm, and finally the top-k cut.
+(one arm rescued what the other ranked low) or fusion demoted it (the other arm pulled
+it further from the first arm's rank than it lifted it), found, the weighted threshold,
+missed by the dense arm, and finally the top-k cut. A diagnosis never credits or blames
+an arm that did not run.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from plait.search import SearchRequest
+from plait.retrieval.request import SearchRequest
 from plait.types import FusionSettings, Model
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "ChunkJourney",
     "Diagnosis",
     "DiagnosisCode",
+    "DroppedBy",
     "ExplainResult",
     "FusionStage",
     "IngestionStage",
@@ -39,18 +42,22 @@ class DiagnosisCode(StrEnum):
     NOT_INDEXED = "not-indexed"
     SKIPPED = "skipped"
     FILTERED = "filtered"
+    HIDDEN = "hidden"
     ABSENT_BOTH = "absent-both"
     BEYOND_OVERFETCH = "beyond-overfetch"
     RERANK_DEMOTED = "rerank-demoted"
     LEXICAL_MISS = "lexical-miss"
     DENSE_MISS = "dense-miss"
     FUSION_WORKED = "fusion-worked"
+    FUSION_DEMOTED = "fusion-demoted"
     TOP_K = "top-k"
     THRESHOLD = "threshold"
     FOUND = "found"
 
 
 Stage = Literal["ingestion", "filters", "lexical", "dense", "fusion", "rerank"]
+#: The stage that kept a document out of the page (see :func:`plait.explain.dropped_by`).
+DroppedBy = Literal["filters", "hidden", "overfetch", "threshold", "top-k", "rerank"]
 
 
 class Diagnosis(Model):
@@ -85,6 +92,8 @@ class ChunkJourney(Model):
     heading_path: list[str] = Field(default_factory=list)
     has_vector: bool
     passes_filters: bool
+    hidden: bool = False
+    """Left out of this search: its scope is searched only when named (``searchHidden``)."""
     lexical_rank: int | None = None
     lexical_score: float | None = None
     dense_rank: int | None = None
@@ -142,7 +151,7 @@ class FusionStage(Model):
     k: int
     offset: int = 0
     returned: bool = False
-    dropped_by: Literal["overfetch", "top-k", "threshold", "filters"] | None = None
+    dropped_by: DroppedBy | None = None
 
 
 class RerankStage(Model):
@@ -177,6 +186,12 @@ def _rank(value: int | None) -> str:
     return "absent" if value is None else str(value)
 
 
+def _ranks(lexical: int | None, dense: int | None, fused: int | None, *, dense_ran: bool) -> str:
+    if not dense_ran:
+        return f"lexical {_rank(lexical)}, fused {_rank(fused)}; no dense arm"
+    return f"lexical {_rank(lexical)}, dense {_rank(dense)}, fused {_rank(fused)}"
+
+
 def diagnose(
     req: SearchRequest,
     settings: FusionSettings,
@@ -186,8 +201,12 @@ def diagnose(
     dense: ArmStage,
     fusion: FusionStage,
     rerank: RerankStage | None,
+    *,
+    depth: int | None = None,
 ) -> Diagnosis:
-    """The one-line diagnosis: the first case that fits, in pipeline order."""
+    """The one-line diagnosis: the first case that fits, in pipeline order.
+
+    ``depth`` is how deep each arm was fetched (default: the over-fetch)."""
     if not ingestion.indexed:
         code = DiagnosisCode.SKIPPED if ingestion.skipped else DiagnosisCode.NOT_INDEXED
         return Diagnosis(code=code, stage="ingestion", message=f"ingestion: {ingestion.message}")
@@ -199,12 +218,26 @@ def diagnose(
             + ", ".join(sorted({j.scope for j in journeys}))
             + f") are outside the requested scopes {req.scopes or 'any'} / metadata {req.metadata or {}}",
         )
+    if all(j.hidden for j in journeys if j.passes_filters):
+        scopes = ", ".join(sorted({j.scope for j in journeys if j.hidden}))
+        return Diagnosis(
+            code=DiagnosisCode.HIDDEN,
+            stage="filters",
+            message=f"hidden: its chunks (scope {scopes}) are searched only when the request names "
+            f"their scope (the collection's searchHidden, e.g. FAQ cards): pass scopes [{scopes}]",
+        )
     ov, cut = settings.overfetch, req.offset + req.k
+    depth = depth or ov
     lex_rank, dense_rank, fused_rank = lexical.rank, dense.rank, fusion.rank
-    ranks = f"lexical {_rank(lex_rank)}, dense {_rank(dense_rank)}, fused {_rank(fused_rank)}"
+    ranks = _ranks(lex_rank, dense_rank, fused_rank, dense_ran=dense.ran)
     unmatched = [t.reason for t in lexical.terms if t.reason and not t.stopword]
     if lex_rank is None and dense_rank is None:
-        why = "no vector" if ingestion.chunks_with_vector == 0 else f"dense arm off: {dense.reason}"
+        if ingestion.chunks_with_vector == 0:
+            why = "no vector"
+        elif not dense.ran:
+            why = f"no dense arm: {dense.reason}"
+        else:
+            why = "the dense arm did not return it"
         return Diagnosis(
             code=DiagnosisCode.ABSENT_BOTH,
             stage="ingestion",
@@ -212,10 +245,11 @@ def diagnose(
             "ingestion, not ranking — check the indexed text and that vectors were written",
         )
     if not lexical.within_overfetch and not dense.within_overfetch:
+        arms = "both arms" if dense.ran else "the lexical arm (no dense arm ran)"
         return Diagnosis(
             code=DiagnosisCode.BEYOND_OVERFETCH,
             stage="fusion",
-            message=f"beyond the over-fetch in both arms ({ranks}; over-fetch {ov}): fusion never saw "
+            message=f"beyond the over-fetch in {arms} ({ranks}; over-fetch {ov}): fusion never saw "
             "it — the query does not resemble it; rephrase, or raise overfetch",
         )
     if (
@@ -242,21 +276,35 @@ def diagnose(
             f"— check the tokenisation and the indexed field{detail}",
         )
     if fusion.returned:
-        if lexical.within_overfetch and (dense_rank is None or dense_rank > cut) and lex_rank <= cut:  # type: ignore[operator]
-            return Diagnosis(
-                code=DiagnosisCode.FUSION_WORKED,
-                stage="fusion",
-                message=f"fusion worked ({ranks}): the lexical arm rescued the exact term the dense "
-                "arm did not see",
-            )
-        if dense.within_overfetch and lex_rank is not None and lex_rank > cut and dense_rank <= cut:  # type: ignore[operator]
-            return Diagnosis(
-                code=DiagnosisCode.FUSION_WORKED,
-                stage="fusion",
-                message=f"fusion worked ({ranks}): the dense arm rescued what BM25 ranked low",
-            )
-        return Diagnosis(
+        found = Diagnosis(
             code=DiagnosisCode.FOUND, stage=None, message=f"returned at position {fused_rank} ({ranks})"
+        )
+        if not dense.ran or fused_rank is None:
+            return found  # one arm ran: there was nothing for fusion to rescue or demote
+        if lex_rank is not None and lex_rank <= cut and (dense_rank is None or dense_rank > cut):
+            strong, strong_rank, weak, weak_rank = "lexical", lex_rank, "dense", dense_rank
+        elif dense_rank is not None and dense_rank <= cut and (lex_rank is None or lex_rank > cut):
+            strong, strong_rank, weak, weak_rank = "dense", dense_rank, "lexical", lex_rank
+        else:
+            return found
+        # Absent from the weak arm: past everything it returned.
+        low = weak_rank if weak_rank is not None else depth + 1
+        if fused_rank - strong_rank > low - fused_rank:
+            where = f"rank {weak_rank}" if weak_rank is not None else "leaving it out"
+            return Diagnosis(
+                code=DiagnosisCode.FUSION_DEMOTED,
+                stage="fusion",
+                message=f"fusion demoted it ({ranks}): the {strong} arm had it at {strong_rank}, and "
+                f"the {weak} arm ({where}) pulled it down further than the {strong} arm held it up "
+                f"— if it should rank higher, tilt the fusion weight towards the {strong} arm",
+            )
+        rescue = (
+            "the lexical arm rescued the exact term the dense arm did not see"
+            if strong == "lexical"
+            else "the dense arm rescued what BM25 ranked low"
+        )
+        return Diagnosis(
+            code=DiagnosisCode.FUSION_WORKED, stage="fusion", message=f"fusion worked ({ranks}): {rescue}"
         )
     if fused_rank is None:
         return Diagnosis(
@@ -264,13 +312,19 @@ def diagnose(
             stage="fusion",
             message=f"dropped by the weighted threshold {settings.threshold} ({ranks})",
         )
+    if not dense.ran:
+        return Diagnosis(
+            code=DiagnosisCode.TOP_K,
+            stage="fusion",
+            message=f"lexical only ({ranks}): lexical rank {lex_rank} left it at fused {fused_rank}, "
+            f"past the cut at {cut}: raise k, or rephrase with the document's own terms",
+        )
     if lexical.within_overfetch and not dense.within_overfetch:
-        off = f"dense arm off: {dense.reason}" if not dense.ran else f"dense rank {_rank(dense_rank)}"
         return Diagnosis(
             code=DiagnosisCode.DENSE_MISS,
             stage="dense",
-            message=f"the dense arm did not put it in its top {ov} ({off}); lexical alone (rank "
-            f"{lex_rank}) left it at fused {fused_rank}, past the cut at {cut}",
+            message=f"the dense arm did not put it in its top {depth} (dense rank {_rank(dense_rank)}); "
+            f"lexical alone (rank {lex_rank}) left it at fused {fused_rank}, past the cut at {cut}",
         )
     return Diagnosis(
         code=DiagnosisCode.TOP_K,
@@ -278,4 +332,3 @@ def diagnose(
         message=f"both arms found it ({ranks}) but fusion ranked it past the cut at {cut}: "
         "raise k, or tilt lexical_weight towards the arm that ranks it better",
     )
-

@@ -50,6 +50,7 @@ __all__ = [
     "resolve_fusion",
     "rrf",
     "tiered",
+    "tiers",
     "weighted",
 ]
 
@@ -303,6 +304,18 @@ def tiered(
     of one arm lifts chunks past others). ``lexical`` and ``dense`` must each hold at
     least :func:`fetch_depth` ``(overfetch, need)`` candidates when the arm has them.
     """
+    return tiers(fuser, settings, lexical, dense, need=need)[0]
+
+
+def tiers(
+    fuser: Callable[[FusionSettings, Ranked, Ranked], list[Fused]],
+    settings: FusionSettings,
+    lexical: Ranked,
+    dense: Ranked,
+    *,
+    need: int,
+) -> tuple[list[Fused], int]:
+    """:func:`tiered`'s order and the depth of its last tier (how deep fusion read each arm)."""
     order: list[Fused] = []
     seen: set[str] = set()
     depth = settings.overfetch
@@ -312,5 +325,5 @@ def tiered(
                 seen.add(item.chunk_id)
                 order.append(item)
         if len(order) >= need or (depth >= len(lexical) and depth >= len(dense)):
-            return order
+            return order, depth
         depth *= 2

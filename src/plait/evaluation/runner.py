@@ -3,11 +3,10 @@
 The corpus is indexed with the product's own path (:class:`plait.service.Plait`,
 ``corpus.jsonl`` read by :class:`~plait.sources.jsonl.JsonlSource`, chunked and analysed
 as ``plait index`` does). Then, per query, each arm is asked **once** for its
-candidates, exactly as :class:`plait.search.SearchService` asks them:
-
-* lexical: :func:`plait.analysis.analyse_query`, stopwords dropped from the exact field
-  unless the query is nothing but stopwords, :meth:`Store.lexical_search`;
-* dense: :meth:`Embedder.embed_query`, :meth:`Store.vector_search`.
+candidates through the search pipeline's own stages: a
+:class:`~plait.retrieval.plan.QueryPlan` per query (the terms, the vector, the settings
+resolved for the query) and :func:`plait.retrieval.pipeline.run_arms`; every fused
+strategy is :func:`plait.retrieval.pipeline.fuse` of those lists (the over-fetch tier).
 
 The strategies are built from those two lists:
 
@@ -50,8 +49,9 @@ from plait.evaluation.datasets import BeirDataset
 from plait.evaluation.metrics import MEASURES, mean_scores, per_query, run_from_rankings
 from plait.evaluation.models import Comparison, EvalReport, SliceMetrics, StrategyResult
 from plait.evaluation.slices import SLICES, slice_ids
-from plait.fusion import FUSERS, for_query
-from plait.search import lexical_terms
+from plait.retrieval.pipeline import fuse, run_arms
+from plait.retrieval.plan import lexical_terms, plan_for_text
+from plait.retrieval.plan import saved_fusion as _saved_fusion
 from plait.stores.base import Store
 from plait.types import FusionMethod, FusionSettings, IndexReport
 
@@ -108,7 +108,7 @@ class Arms:
     def query_settings(self, settings: FusionSettings, qid: str) -> FusionSettings:
         """``settings`` for one query as search makes them (its language, the embedder's cover)."""
         text = self.texts.get(qid)
-        return settings if text is None else for_query(settings, text, self.languages)
+        return settings if text is None else plan_for_text(text, settings, languages=self.languages).settings
 
 
 def collect_arms(
@@ -128,16 +128,19 @@ def collect_arms(
         dense_reason = f"collection {collection!r} has no vectors"
     lexical: dict[str, Ranked] = {}
     dense: dict[str, Ranked] | None = None if dense_reason else {}
+    base = FusionSettings()
     for qid, text in queries.items():
-        exact, stems = lexical_terms(text)
-        lexical[qid] = store.lexical_search(collection, exact, stems, limit=limit)
+        vector = None
         if dense is not None and embedder is not None:
             try:
                 vector = embedder.embed_query(text)
             except ProviderError as exc:
                 dense, dense_reason = None, f"query embedding failed: {exc}"
-                continue
-            dense[qid] = store.vector_search(collection, vector, limit=limit)
+        lexical[qid], dense_list = run_arms(
+            store, collection, plan_for_text(text, base, vector=vector), depth=limit
+        )
+        if dense is not None and vector is not None:
+            dense[qid] = dense_list
     ids: set[str] = set()
     for lists in (lexical, dense or {}):
         for ranked in lists.values():
@@ -156,9 +159,9 @@ def collect_arms(
 
 
 def fused_chunk_ids(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> list[str]:
-    """Chunk ids in fused order, each arm cut to ``settings.overfetch`` first (as search does)."""
-    fused = FUSERS[settings.method](settings, lexical[: settings.overfetch], dense[: settings.overfetch])
-    return [item.chunk_id for item in fused]
+    """Chunk ids in fused order, each arm cut to ``settings.overfetch`` first (as search does:
+    the pipeline's fusion, its first tier)."""
+    return [item.chunk_id for item in fuse(settings, lexical, dense, need=0)[1]]
 
 
 def doc_ranking(chunk_ids: Sequence[str], doc_of: Mapping[str, str], depth: int) -> list[str]:
@@ -175,8 +178,7 @@ def doc_ranking(chunk_ids: Sequence[str], doc_of: Mapping[str, str], depth: int)
 
 def saved_fusion(store: Store, collection: str) -> FusionSettings:
     """The collection's saved fusion defaults (what search uses), else the built-in ones."""
-    saved = store.get_settings(collection).get("fusion", {}) if store.get_collection(collection) else {}
-    return FusionSettings.model_validate(saved) if saved else FusionSettings()
+    return _saved_fusion(store.get_settings(collection) if store.get_collection(collection) else {})
 
 
 def machine_info() -> dict[str, str]:

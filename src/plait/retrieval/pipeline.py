@@ -1,0 +1,278 @@
+"""The one retrieval pipeline: arms → fusion → cut → rerank, with a trace of every stage.
+
+:func:`run` executes a :class:`~plait.retrieval.plan.QueryPlan` against a store and
+returns a :class:`Trace`: each arm's ranked candidates (hidden chunks removed, cut at
+the fetch depth), the fusion settings as resolved for this query, the fused order,
+the rerank pool and outcome, the page and the hits. Search returns the trace's hits;
+explain reads the same trace, so it cannot disagree with search. The stages are also
+callable one by one (:func:`run_arms`, :func:`fuse`) for the calibration and the
+evaluation harness, which reuse the arms' answers across many fusions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from plait.fusion import FUSERS, Fused, max_fused_score, resolve_fusion, tiers
+from plait.rerank.base import Reranker, complete_order
+from plait.retrieval.plan import QueryPlan
+from plait.stores.base import Store
+from plait.types import Chunk, FusionSettings, Hit, Match, Ranks
+
+__all__ = [
+    "Ranked",
+    "RerankTrace",
+    "Trace",
+    "fuse",
+    "hits_for",
+    "rerank_order",
+    "run",
+    "run_arms",
+    "without_hidden",
+]
+
+Ranked = list[tuple[str, float]]
+
+
+def without_hidden(ranked: Ranked, hidden: frozenset[str], limit: int | None) -> Ranked:
+    """``ranked`` minus the hidden chunk ids, cut to ``limit`` (None: not cut)."""
+    if not hidden:
+        return ranked
+    kept = [item for item in ranked if item[0] not in hidden]
+    return kept if limit is None else kept[:limit]
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def run_arms(
+    store: Store,
+    collection: str,
+    plan: QueryPlan,
+    *,
+    depth: int | None,
+    timings: dict[str, float] | None = None,
+) -> tuple[Ranked, Ranked]:
+    """Each arm's candidates for ``plan``, hidden chunks removed, ``depth`` deep (None: all).
+
+    The dense list is empty when the plan has no vector (the dense arm does not run).
+    """
+    timings = timings if timings is not None else {}
+    extra = len(plan.hidden)
+    limit = None if depth is None else depth + extra
+    t = time.perf_counter()
+    lexical = store.lexical_search(
+        collection, list(plan.exact), list(plan.stems), limit=limit, filters=plan.filters
+    )
+    lexical = without_hidden(lexical, plan.hidden, depth)
+    timings["lexical"] = _ms(t)
+    dense: Ranked = []
+    if plan.vector is not None:
+        t = time.perf_counter()
+        dense = store.vector_search(collection, plan.vector, limit=limit, filters=plan.filters)
+        dense = without_hidden(dense, plan.hidden, depth)
+        timings["dense"] = _ms(t)
+    return lexical, dense
+
+
+def fuse(
+    settings: FusionSettings, lexical: Ranked, dense: Ranked, *, need: int
+) -> tuple[FusionSettings, list[Fused], int]:
+    """The settings resolved for this query (dense weight of the linear fusions, fixed on
+    the over-fetch cut), the tiered fused order reaching ``need`` positions, and how deep
+    that fusion read each arm.
+
+    ``need`` 0 fuses the over-fetch cut only (the evaluation harness ranks every candidate
+    of that one fusion)."""
+    resolved = resolve_fusion(settings, lexical, dense)
+    fused, depth = tiers(FUSERS[resolved.method], resolved, lexical, dense, need=need)
+    return resolved, fused, depth
+
+
+@dataclass(frozen=True)
+class RerankTrace:
+    """What the reranker was given and what it did."""
+
+    method: str
+    pool: list[tuple[int, Fused]]
+    """(fused position, candidate) handed to the reranker: the fused top ``max(k, k_overfetch)``
+    whose chunks still exist."""
+    order: list[str]
+    """The pool's chunk ids in the reranked order (the fused order when it failed)."""
+    reranked: bool
+    reason: str | None
+    ranks: dict[str, int]
+    """chunk id → rerank position (1-based); empty when the reranker kept the fused order."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Every stage of one search (see the module docstring)."""
+
+    plan: QueryPlan
+    depth: int
+    """How deep each arm was fetched."""
+    fused_depth: int
+    """How deep fusion read each arm: a chunk ranked deeper in both was never fused."""
+    lexical: Ranked
+    dense: Ranked
+    settings: FusionSettings
+    fused: list[Fused]
+    best_score: float | None
+    rerank: RerankTrace | None
+    page: list[tuple[int, Fused]]
+    """(fused position, candidate) in the returned order, before hydration."""
+    hits: list[Hit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dense_ran(self) -> bool:
+        return self.plan.vector is not None
+
+    @property
+    def returned(self) -> frozenset[str]:
+        """Chunk ids of the hits."""
+        return frozenset(hit.chunk_id for hit in self.hits)
+
+    def positions(self, arm: str) -> dict[str, tuple[int, float]]:
+        """``lexical`` / ``dense``: chunk id → (1-based rank, score) in that arm's list."""
+        ranked = self.lexical if arm == "lexical" else self.dense
+        return {cid: (n, score) for n, (cid, score) in enumerate(ranked, start=1)}
+
+    def fused_positions(self) -> dict[str, tuple[int, Fused]]:
+        return {item.chunk_id: (n, item) for n, item in enumerate(self.fused, start=1)}
+
+
+def rerank_order(
+    store: Store,
+    collection: str,
+    query: str,
+    reranker: Reranker,
+    fused: Sequence[Fused],
+    *,
+    size: int,
+    method: str | None = None,
+    timings: dict[str, float] | None = None,
+) -> tuple[RerankTrace, dict[str, Chunk]]:
+    """Rerank the fused top ``size`` (chunks that still exist); also returns their chunks.
+
+    ``method`` is the name the request gave (default: the reranker's own)."""
+    timings = timings if timings is not None else {}
+    t = time.perf_counter()
+    pool = list(enumerate(fused[:size], start=1))
+    chunks = store.get_chunks(collection, [item.chunk_id for _, item in pool])
+    pool = [(position, item) for position, item in pool if item.chunk_id in chunks]
+    timings["hydrate"] = _ms(t)
+    t = time.perf_counter()
+    candidates = [(item.chunk_id, chunks[item.chunk_id].content) for _, item in pool]
+    outcome = reranker.rerank(query, candidates)
+    timings["rerank"] = _ms(t)
+    order, _, _ = complete_order(candidates, outcome.order)  # a permutation, whatever came back
+    ranks = {cid: n for n, cid in enumerate(order, start=1)} if outcome.reranked else {}
+    trace = RerankTrace(
+        method=method or reranker.name,
+        pool=pool,
+        order=order,
+        reranked=outcome.reranked,
+        reason=outcome.reason,
+        ranks=ranks,
+    )
+    return trace, chunks
+
+
+def run(
+    store: Store,
+    collection: str,
+    plan: QueryPlan,
+    *,
+    reranker: Reranker | None = None,
+    timings: dict[str, float] | None = None,
+) -> Trace:
+    """Run ``plan``: both arms, fusion, the ``[offset, offset + k)`` cut, the rerank."""
+    timings = timings if timings is not None else {}
+    depth = plan.depth
+    lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
+    t = time.perf_counter()
+    settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=plan.need)
+    timings["fuse"] = _ms(t)
+    best = max_fused_score(settings, lexical=True, dense=plan.vector is not None)
+    rerank: RerankTrace | None = None
+    t = time.perf_counter()
+    if reranker is None:
+        page = list(enumerate(fused, start=1))[plan.offset : plan.need]
+        chunks = store.get_chunks(collection, [item.chunk_id for _, item in page])
+        timings["hydrate"] = _ms(t)
+    else:
+        rerank, chunks = rerank_order(
+            store, collection, plan.query, reranker, fused,
+            size=plan.pool_size, method=plan.rerank, timings=timings,
+        )
+        # Positions past the reranked pool keep their fused order, so pages of one size
+        # do not overlap.
+        by_id = {item.chunk_id: (position, item) for position, item in rerank.pool}
+        rest = list(enumerate(fused, start=1))[plan.pool_size : plan.need]
+        page = ([by_id[cid] for cid in rerank.order] + rest)[plan.offset : plan.need]
+        if rest:
+            chunks = {**chunks, **store.get_chunks(collection, [i.chunk_id for _, i in rest])}
+    hits = hits_for(page, chunks, rerank_ranks=rerank.ranks if rerank else None, best=best)
+    return Trace(
+        plan=plan,
+        depth=depth,
+        fused_depth=fused_depth,
+        lexical=lexical,
+        dense=dense,
+        settings=settings,
+        fused=fused,
+        best_score=best,
+        rerank=rerank,
+        page=page,
+        hits=hits,
+        timings_ms=timings,
+    )
+
+
+def hits_for(
+    page: Sequence[tuple[int, Fused]],
+    chunks: Mapping[str, Chunk],
+    *,
+    rerank_ranks: Mapping[str, int] | None = None,
+    best: float | None = None,
+) -> list[Hit]:
+    """Hits for ``(fused position, candidate)`` pairs, in the order given; a chunk deleted
+    between the arms and now is left out."""
+    rerank_ranks = rerank_ranks or {}
+    hits = []
+    for position, item in page:
+        chunk = chunks.get(item.chunk_id)
+        if chunk is None:  # deleted between the arms and now
+            continue
+        if item.lexical_rank is not None and item.dense_rank is not None:
+            match = Match.BOTH
+        elif item.lexical_rank is not None:
+            match = Match.LEXICAL
+        else:
+            match = Match.SEMANTIC
+        hits.append(
+            Hit(
+                chunk_id=item.chunk_id,
+                content=chunk.content,
+                score=item.score,
+                vector_score=item.dense_score,
+                lexical_score=item.lexical_score,
+                match=match,
+                scope=chunk.scope,
+                ranks=Ranks(
+                    dense=item.dense_rank,
+                    lexical=item.lexical_rank,
+                    fused=position,
+                    rerank=rerank_ranks.get(item.chunk_id),
+                ),
+                origin=chunk.origin,
+                metadata=chunk.metadata,
+                score_normalised=None if best is None else round(min(1.0, item.score / best), 6),
+            )
+        )
+    return hits

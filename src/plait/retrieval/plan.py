@@ -1,0 +1,240 @@
+"""The query plan: everything a search decided before it asks the store.
+
+A :class:`QueryPlan` holds the lexical terms, the query vector (or why there is none),
+the query's language, the fusion settings with the request's overrides and this
+query's weights resolved, the filters, the chunks hidden from this search, and the
+page asked for. :func:`plan_query` builds it exactly once per search, and
+:func:`plait.retrieval.pipeline.run` runs it; search, explain, calibration and the
+evaluation harness all go through these two.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.analysis import STOPWORDS, analyse_query
+from plait.autoweight import resolve_weight
+from plait.embeddings.base import Embedder, embedder_languages
+from plait.errors import NotFoundError, ProviderError
+from plait.fusion import fetch_depth, for_query
+from plait.retrieval.request import DEFAULT_K_OVERFETCH, SearchRequest
+from plait.stores.base import Filters, Store
+from plait.types import CollectionInfo, FusionSettings, LexicalWeightMode
+
+__all__ = [
+    "SEARCH_HIDDEN_KEY",
+    "QueryPlan",
+    "embed_query",
+    "hidden_chunks",
+    "lexical_terms",
+    "plan_for_text",
+    "plan_query",
+    "request_settings",
+    "saved_fusion",
+]
+
+#: Collection setting: ``{scope: [chunk ids]}`` left out of searches that name no scope.
+SEARCH_HIDDEN_KEY = "searchHidden"
+
+
+def lexical_terms(query: str) -> tuple[list[str], list[str]]:
+    """The (exact, stems) terms the lexical arm is asked for ``query``.
+
+    A match on "the" or "what" alone is not a lexical hit: stopwords are dropped from
+    the exact field unless the query is nothing but stopwords (the stems field has
+    none already).
+    """
+    analysed = analyse_query(query)
+    exact = [term for term in analysed.exact if term not in STOPWORDS] or analysed.exact
+    return exact, analysed.stems
+
+
+def saved_fusion(saved_settings: Mapping[str, Any]) -> FusionSettings:
+    """The collection's saved fusion defaults, else the built-in ones."""
+    saved = saved_settings.get("fusion", {})
+    return FusionSettings.model_validate(saved) if saved else FusionSettings()
+
+
+def request_settings(saved_settings: Mapping[str, Any], request: SearchRequest) -> FusionSettings:
+    """The collection's saved fusion defaults, overridden by the request."""
+    base = saved_fusion(saved_settings)
+    overrides: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("method", request.fusion),
+            ("rrf_k", request.rrf_k),
+            ("overfetch", request.overfetch),
+            ("threshold", request.threshold),
+            ("language_prior", request.language_prior),
+        )
+        if value is not None
+    }
+    if request.lexical_weight == "auto":
+        overrides["lexical_weight_mode"] = LexicalWeightMode.AUTO
+    elif request.lexical_weight is not None:
+        overrides["lexical_weight"] = request.lexical_weight
+        overrides["lexical_weight_mode"] = LexicalWeightMode.FIXED
+    return base.model_copy(update=overrides)
+
+
+def hidden_chunks(saved_settings: Mapping[str, Any], scopes: Sequence[str] | None) -> frozenset[str]:
+    """Chunk ids of scopes searched only when named (FAQ cards: ``searchHidden``).
+
+    The collection setting ``searchHidden`` maps a scope to its chunk ids; a request
+    that names no scopes never sees them, as if they were not indexed.
+    """
+    if scopes:
+        return frozenset()
+    saved = saved_settings.get(SEARCH_HIDDEN_KEY) or {}
+    return frozenset(cid for ids in saved.values() for cid in ids)
+
+
+def embed_query(
+    embedder: Embedder | None,
+    query: str,
+    *,
+    info: CollectionInfo | None,
+    note: str | None = None,
+) -> tuple[Any | None, str | None]:
+    """(the query vector, None) or (None, why the dense arm does not run)."""
+    if embedder is None:
+        return None, note or "no embedder selected"
+    if info is None or info.chunks - info.chunks_without_vector == 0:
+        return None, "the collection has no vectors yet"
+    try:
+        return embedder.embed_query(query), note
+    except ProviderError as exc:
+        return None, f"query embedding failed: {exc}"
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What one search will ask the store and how it will fuse and cut the answers."""
+
+    query: str
+    exact: tuple[str, ...]
+    stems: tuple[str, ...]
+    settings: FusionSettings
+    """The request over the collection's defaults, with this query's language, the
+    embedder's coverage of it and the lexical weight (``auto``) resolved. The dense
+    weight of the linear fusions is resolved later, on the arms' answers."""
+    vector: Any | None = None
+    vector_reason: str | None = None
+    filters: Filters = field(default_factory=Filters)
+    hidden: frozenset[str] = frozenset()
+    k: int = 8
+    offset: int = 0
+    rerank: str | None = None
+    k_overfetch: int = DEFAULT_K_OVERFETCH
+
+    @property
+    def language(self) -> str | None:
+        """The query's language by its stopwords (None: undetermined)."""
+        return self.settings.query_language
+
+    @property
+    def need(self) -> int:
+        """Fused positions the page needs: ``offset + k``."""
+        return self.offset + self.k
+
+    @property
+    def depth(self) -> int:
+        """How deep each arm is fetched: the over-fetch, doubled until it reaches :attr:`need`."""
+        return fetch_depth(self.settings.overfetch, self.need)
+
+    @property
+    def pool_size(self) -> int:
+        """Fused candidates a reranker reads: ``max(k, k_overfetch)``."""
+        return max(self.k, self.k_overfetch)
+
+    def with_vector(self, vector: Any | None, reason: str | None = None) -> QueryPlan:
+        """This plan with the dense arm's query vector set (None: lexical only, ``reason`` why)."""
+        from dataclasses import replace
+
+        return replace(self, vector=vector, vector_reason=None if vector is not None else reason)
+
+
+def plan_for_text(
+    query: str,
+    settings: FusionSettings,
+    *,
+    languages: frozenset[str] | None = None,
+    vector: Any | None = None,
+    vector_reason: str | None = None,
+    filters: Filters | None = None,
+    hidden: frozenset[str] = frozenset(),
+    k: int = 8,
+    offset: int = 0,
+    rerank: str | None = None,
+    k_overfetch: int = DEFAULT_K_OVERFETCH,
+) -> QueryPlan:
+    """A plan for ``query`` over ``settings`` (the request's and collection's merged)."""
+    exact, stems = lexical_terms(query)
+    return QueryPlan(
+        query=query,
+        exact=tuple(exact),
+        stems=tuple(stems),
+        settings=for_query(resolve_weight(settings, query), query, languages),
+        vector=vector,
+        vector_reason=vector_reason,
+        filters=filters if filters is not None else Filters(),
+        hidden=hidden,
+        k=k,
+        offset=offset,
+        rerank=rerank,
+        k_overfetch=k_overfetch,
+    )
+
+
+def plan_query(
+    store: Store,
+    collection: str,
+    request: SearchRequest,
+    *,
+    embedder: Embedder | None,
+    embedder_note: str | None = None,
+    info: CollectionInfo | None = None,
+    saved_settings: Mapping[str, Any] | None = None,
+    timings: dict[str, float] | None = None,
+) -> QueryPlan:
+    """The plan for ``request`` on ``collection`` (reads the collection's settings once).
+
+    ``info`` and ``saved_settings`` are the collection and its settings when the
+    caller already read them; ``timings`` receives ``analyse`` and ``embed`` (ms).
+    """
+    if info is None:
+        info = store.get_collection(collection)
+    if info is None:
+        raise NotFoundError(f"collection {collection!r} does not exist")
+    if saved_settings is None:
+        saved_settings = store.get_settings(collection)
+    timings = timings if timings is not None else {}
+    started = time.perf_counter()
+    plan = plan_for_text(
+        request.query,
+        request_settings(saved_settings, request),
+        languages=embedder_languages(embedder),
+        filters=Filters(
+            scopes=tuple(request.scopes) if request.scopes else None, metadata=request.metadata or {}
+        ),
+        hidden=hidden_chunks(saved_settings, request.scopes),
+        k=request.k,
+        offset=request.offset,
+        rerank=request.rerank,
+        k_overfetch=request.k_overfetch,
+    )
+    timings["analyse"] = _ms(started)
+    if embedder is not None and info.chunks - info.chunks_without_vector > 0:
+        started = time.perf_counter()
+        vector, reason = embed_query(embedder, request.query, info=info, note=embedder_note)
+        timings["embed"] = _ms(started)
+    else:
+        vector, reason = embed_query(embedder, request.query, info=info, note=embedder_note)
+    return plan.with_vector(vector, reason)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
