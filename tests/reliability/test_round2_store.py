@@ -55,7 +55,9 @@ def test_a_held_write_lock_is_store_unavailable(locked: tuple[Plait, Path]) -> N
 def test_over_http_it_is_a_503_with_retry_after(locked: tuple[Plait, Path]) -> None:
     engine, _ = locked
     with UvicornThread(create_app(engine, auth=False)) as server:
-        response = httpx.post(f"{server.url}/v1/collections/default/reindex", timeout=30)
+        response = httpx.post(
+            f"{server.url}/v1/collections/default/reindex", headers={"X-Plait-Request": "1"}, timeout=30
+        )
         assert response.status_code == 503, response.text
         assert response.headers["retry-after"] == "5"
         assert "is busy: another process has held its write lock" in response.json()["error"]

@@ -15,6 +15,10 @@ library's own models in their camelCase JSON form, and errors map from
     anything else                                    500 "internal error" (no traceback)
     body over ``max_body_bytes``                     413
     more than ``max_in_flight`` requests at once     503 with ``Retry-After: 1``
+    a body not received within ``body_deadline``     408
+    auth off: a Host that is not loopback            403
+    auth off: POST/PUT/PATCH/DELETE without a JSON
+    content type or ``X-Plait-Request``               415
 
 Every error body is ``{"error": "<one-line message>"}``. With auth on, each request
 carries ``Authorization: Bearer <token>`` (or ``X-API-Key``): no or unknown key → 401,
@@ -24,13 +28,14 @@ body of a collection that does not exist, so existence never leaks.
 FastAPI and uvicorn are the ``server`` extra: ``pip install 'plait[server]'``.
 """
 
-import json
 import threading
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plait._text import surrogate_error
+from plait.api.guards import BODY_DEADLINE, Admission, BodyLimit, LoopbackOnly, NoSimpleRequests
 from plait.api.keys import ApiKey, KeyStore, Role
 from plait.coverage import CoverageReport
 from plait.errors import (
@@ -59,6 +64,7 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_IN_FLIGHT = 64
 """Concurrent requests served before the rest get a quick 503 (``create_app(max_in_flight=)``)."""
 _MAX_MESSAGE_CHARS = 300
+_UNAUTHORIZED = "a valid API key is required: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'"
 RETRY_AFTER_UNAVAILABLE = 5
 """Seconds in ``Retry-After`` of a 503 for a busy store or an unreachable provider."""
 
@@ -133,96 +139,6 @@ def _describe_validation(errors: list[dict[str, Any]]) -> str:
     return _short("; ".join(parts))
 
 
-class _BodyLimit:
-    """ASGI middleware: refuse request bodies over ``limit`` bytes with 413."""
-
-    def __init__(self, app: Any, *, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        message = f"the request body is over {self.limit} bytes"
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await _send_error(send, 413, message)
-                return
-        seen = 0
-        rejected = False
-
-        async def limited_receive() -> Any:
-            nonlocal seen, rejected
-            if rejected:
-                return {"type": "http.disconnect"}
-            event = await receive()
-            if event["type"] == "http.request":
-                seen += len(event.get("body", b""))
-                if seen > self.limit:
-                    # Answer 413 now; the app sees a disconnect and whatever it sends is dropped.
-                    rejected = True
-                    await _send_error(send, 413, message)
-                    return {"type": "http.disconnect"}
-            return event
-
-        async def guarded_send(event: Any) -> None:
-            if not rejected:
-                await send(event)
-
-        try:
-            await self.app(scope, limited_receive, guarded_send)
-        except Exception:
-            if not rejected:
-                raise
-
-
-class _InFlightLimit:
-    """ASGI middleware: over ``limit`` requests in flight, answer 503 at once.
-
-    Overload then costs a quick ``503`` with ``Retry-After: 1`` instead of a queue that
-    grows until every client times out; ``/healthz`` is never refused. The counter is
-    only touched on the event loop, so it needs no lock.
-    """
-
-    def __init__(self, app: Any, *, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-        self.in_flight = 0
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("path") == "/healthz":
-            await self.app(scope, receive, send)
-            return
-        if self.in_flight >= self.limit:
-            message = f"server busy: {self.in_flight} requests in flight (limit {self.limit}); retry shortly"
-            await _send_error(send, 503, message, extra=[(b"retry-after", b"1")])
-            return
-        self.in_flight += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.in_flight -= 1
-
-
-async def _send_error(
-    send: Any, status: int, message: str, *, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    body = json.dumps({"error": message}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(extra or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 def _web_dir() -> Path:
     return Path(str(resources.files("plait") / "web"))
 
@@ -235,10 +151,19 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     default_collection: str = "default",
     max_in_flight: int = MAX_IN_FLIGHT,
+    reserved_for_keys: int | None = None,
+    body_deadline: float = BODY_DEADLINE,
+    allowed_hosts: Sequence[str] = (),
 ) -> "FastAPI":
     """The FastAPI app for ``engine``; ``keys`` is required when ``auth`` is on.
 
-    Over ``max_in_flight`` concurrent requests the rest get 503 with ``Retry-After``.
+    Over ``max_in_flight`` concurrent requests the rest get 503 with ``Retry-After``;
+    ``reserved_for_keys`` of them (default a quarter, at least 1) only requests with a
+    valid key may take. With auth on, an API request without a valid key is a 401 before
+    its body is read; every body must arrive within ``body_deadline`` seconds (408).
+    With auth off, only loopback ``Host`` names (and ``allowed_hosts``) are served and
+    state-changing requests need a JSON content type or an ``X-Plait-Request`` header
+    (:mod:`plait.api.guards`).
     """
     _require_fastapi()
     from fastapi import Depends, FastAPI, Request
@@ -251,6 +176,9 @@ def create_app(
         raise ConfigError("auth is on but no key store was given: pass keys=KeyStore(path)")
     if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
         raise ConfigError(f"max_in_flight must be an integer of at least 1, got {max_in_flight!r}")
+    if not body_deadline > 0:
+        raise ConfigError(f"body_deadline must be > 0 seconds, got {body_deadline!r}")
+    reserved = max(1, max_in_flight // 4) if reserved_for_keys is None else reserved_for_keys
 
     app = FastAPI(
         title="plait",
@@ -299,11 +227,7 @@ def create_app(
 
     @app.exception_handler(_Unauthorized)
     async def _unauthorized(_: Request, __: Exception) -> JSONResponse:
-        return error(
-            401,
-            "a valid API key is required: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'",
-            {"WWW-Authenticate": "Bearer"},
-        )
+        return error(401, _UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(_Forbidden)
     async def _forbidden(_: Request, exc: Exception) -> JSONResponse:
@@ -433,6 +357,17 @@ def create_app(
         def page() -> FileResponse:
             return FileResponse(web / "index.html", headers=_PAGE_HEADERS)
 
-    app.add_middleware(_BodyLimit, limit=max_body_bytes)
-    app.add_middleware(_InFlightLimit, limit=max_in_flight)
+    # innermost first: body limits, admission (key check before the body), then the
+    # browser-facing checks a server without keys needs
+    app.add_middleware(BodyLimit, limit=max_body_bytes, deadline=body_deadline)
+    app.add_middleware(
+        Admission,
+        limit=max_in_flight,
+        reserved=reserved if auth else 0,
+        authenticate=keys.authenticate if auth and keys is not None else None,
+        unauthorized=_UNAUTHORIZED,
+    )
+    if not auth:
+        app.add_middleware(NoSimpleRequests)
+        app.add_middleware(LoopbackOnly, allowed=tuple(allowed_hosts))
     return app
