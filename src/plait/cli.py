@@ -76,6 +76,7 @@ def _engine(
     llm: str | None = None,
     cross_encoder: str | None = None,
     create: bool = True,
+    keys: Path | None = None,
 ) -> Iterator[Plait]:
     """The engine for a command; ``create=False`` (read-only commands) never creates a store."""
     settings = Settings.resolve(store=store, embedder=embedder)
@@ -86,6 +87,7 @@ def _engine(
             llm=llm,
             cross_encoder=cross_encoder,
             create_store=create,
+            keys=keys,
         )
     except PlaitError as exc:  # e.g. the store server is unreachable: one line, exit 1
         err.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -348,6 +350,10 @@ def calibrate(
 def delete_collection(
     name: Annotated[str, typer.Argument(help="The collection to delete, with all its chunks.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    keys: Annotated[
+        Path | None,
+        typer.Option("--keys", help="Also revoke in this API key file (PLAIT_KEYS and keys.db next to the store always)."),
+    ] = None,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
@@ -355,7 +361,7 @@ def delete_collection(
     debug: DebugOpt = False,
 ) -> None:
     """Delete a collection: its chunks, vectors, lexical index and settings."""
-    with _engine(store, embedder) as engine:
+    with _engine(store, embedder, keys=keys) as engine:
 
         def action() -> dict[str, Any]:
             info = engine.store.get_collection(name)
@@ -363,13 +369,13 @@ def delete_collection(
                 raise NotFoundError(f"collection {name!r} does not exist")
             if not yes and not typer.confirm(f"delete collection {name!r} ({info.chunks} chunks)?"):
                 raise typer.Abort()
-            engine.delete_collection(name)
+            done = engine.delete_collection_report(name)  # revokes its keys in every key file
             return {
                 "name": name,
-                "deleted": True,
+                "deleted": done.deleted,
                 "chunks": info.chunks,
                 "sources": info.sources,
-                "revokedKeys": _revoke_keys_of(store, name),
+                "revokedKeys": done.revoked_keys,
             }
 
         result = _run(debug, action)
@@ -382,20 +388,6 @@ def delete_collection(
             f"deleted collection {name} ({result['chunks']} chunks, {result['sources']} sources{keys_note})",
             highlight=False,
         )
-
-
-def _revoke_keys_of(store: str | None, collection: str) -> list[int]:
-    """Revoke the API keys scoped to a deleted collection (if the store has a key file)."""
-    from plait.api.keys import KeyStore, default_keys_path
-
-    path = default_keys_path(Settings.resolve(store=store).store)
-    if not path.exists():
-        return []
-    keys = KeyStore(path)
-    try:
-        return [key.id for key in keys.revoke_collection(collection)]
-    finally:
-        keys.close()
 
 
 def _origin_text(hit: Any) -> str:

@@ -5,6 +5,7 @@
 | store      | ``PLAIT_STORE``    | ``./.plait/plait.db`` |
 | collection | ``PLAIT_COLLECTION`` | ``default``          |
 | embedder   | ``PLAIT_EMBEDDER``   | the collection's recorded embedder, else the default |
+| keys       | ``PLAIT_KEYS``       | ``keys.db`` next to the store |
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Settings:
     store: str = DEFAULT_STORE
     collection: str = DEFAULT_COLLECTION
     embedder: str | None = None
+    keys: str | None = None
 
     @classmethod
     def resolve(
@@ -33,9 +35,11 @@ class Settings:
         store: str | None = None,
         collection: str | None = None,
         embedder: str | None = None,
+        keys: str | None = None,
     ) -> Settings:
         return cls(
             store=store or os.environ.get("PLAIT_STORE") or DEFAULT_STORE,
             collection=collection or os.environ.get("PLAIT_COLLECTION") or DEFAULT_COLLECTION,
             embedder=embedder or os.environ.get("PLAIT_EMBEDDER") or None,
+            keys=keys or os.environ.get("PLAIT_KEYS") or None,
         )

@@ -34,7 +34,7 @@ from plait.sources.base import Scan, SourceDocument
 from plait.sources.roots import describe_root, open_root, root_key
 from plait.sources.sessions import DEFAULT_SESSION_SCOPE
 from plait.stores import Store, open_store
-from plait.types import CollectionInfo, IndexReport, SearchResult
+from plait.types import CollectionInfo, DeletedCollection, IndexReport, SearchResult
 
 if TYPE_CHECKING:
     from plait.ask import AskRequest, AskResult
@@ -67,6 +67,7 @@ class Plait:
         create_store: bool = True,
         query_deadline: float = DEFAULT_QUERY_DEADLINE,
         probe_interval: float = DEFAULT_PROBE_INTERVAL,
+        keys: str | Path | None = None,
     ) -> None:
         """``llm`` (a provider name or an :class:`~plait.llm.LLM`; None reads ``PLAIT_LLM``)
         serves ``rerank="llm"``; ``cross_encoder`` (a model directory, a package name or a
@@ -75,8 +76,11 @@ class Plait:
         SQLite store that does not exist (``NotFoundError``). Each query embedding is
         bounded by ``query_deadline`` seconds in total, and after a provider failure
         searches go lexical at once until a probe (every ``probe_interval`` seconds)
-        succeeds (:mod:`plait.embeddings.guard`)."""
+        succeeds (:mod:`plait.embeddings.guard`). ``keys`` names an API key file whose
+        keys for a deleted collection are revoked (as are those of ``PLAIT_KEYS`` and of
+        ``keys.db`` next to the store)."""
         self._query_guard = QueryGuard(deadline=query_deadline, probe_interval=probe_interval)
+        self._keys = Path(keys) if keys is not None else None
         if store is None or isinstance(store, str):
             store = open_store(Settings.resolve(store=store).store, create=create_store)
         self.store: Store = store
@@ -528,14 +532,53 @@ class Plait:
 
     @valid_text
     def delete_collection(self, name: str) -> bool:
-        """Remove the collection from the store, and its refinery runs and FAQ cards."""
+        """Remove the collection from the store, its refinery runs and FAQ cards, and
+        revoke the API keys scoped to it (see :meth:`delete_collection_report`)."""
+        return self.delete_collection_report(name).deleted
+
+    @valid_text
+    def delete_collection_report(self, name: str) -> DeletedCollection:
+        """Delete ``name`` and revoke the keys scoped to it in every key file the engine
+        knows (:meth:`key_files`), so a later collection of the same name does not
+        inherit old grants; keys for all collections (``*``) are kept."""
         from plait.refinery.store import default_refinery_path
 
         deleted = self.store.delete_collection(name)
         path = default_refinery_path(getattr(self.store, "path", None))
         if self._refinery is not None or path.exists():
             self.refinery.store.delete_collection(name)
-        return deleted
+        return DeletedCollection(name=name, deleted=deleted, revoked_keys=self._revoke_keys(name))
+
+    def key_files(self) -> list[Path]:
+        """The API key files this engine revokes in: ``keys`` given, ``PLAIT_KEYS``, and
+        ``keys.db`` next to the store (each once)."""
+        from plait.api.keys import default_keys_path
+
+        store_path = getattr(self.store, "path", None)
+        candidates = [
+            self._keys,
+            Path(env) if (env := Settings.resolve().keys) else None,
+            default_keys_path(str(store_path) if store_path is not None else "postgresql://"),
+        ]
+        out: list[Path] = []
+        for candidate in candidates:
+            if candidate is not None and candidate.expanduser().absolute() not in {p.absolute() for p in out}:
+                out.append(candidate.expanduser())
+        return out
+
+    def _revoke_keys(self, collection: str) -> list[int]:
+        from plait.api.keys import KeyStore
+
+        revoked: list[int] = []
+        for path in self.key_files():
+            if not path.exists():  # never create a key file to revoke nothing
+                continue
+            keys = KeyStore(path)
+            try:
+                revoked += [key.id for key in keys.revoke_collection(collection)]
+            finally:
+                keys.close()
+        return revoked
 
     def close(self) -> None:
         if self._refinery is not None:

@@ -18,6 +18,7 @@ __all__ = [
     "CardSource",
     "Chunk",
     "CollectionInfo",
+    "DeletedCollection",
     "EmbeddingReport",
     "FileOrigin",
     "FusionMethod",
@@ -303,6 +304,14 @@ class IndexReport(Model):
     embedding: EmbeddingReport
     complete: bool
     elapsed_ms: float = 0.0
+
+
+class DeletedCollection(Model):
+    """What deleting a collection did: whether it existed, and the API keys revoked."""
+
+    name: str
+    deleted: bool
+    revoked_keys: list[int] = Field(default_factory=list)
 
 
 class CollectionInfo(Model):
