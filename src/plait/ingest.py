@@ -203,6 +203,12 @@ def check_model(
         )
 
 
+def _conflict(source_id: str, owner: str) -> SkippedSource:
+    return SkippedSource(
+        path=source_id, reason=f"already indexed from another root ({owner}); not overwritten"
+    )
+
+
 @dataclass
 class _Run:
     """Mutable counters of one indexing run."""
@@ -222,6 +228,7 @@ class _Run:
     scopes: set[str] = field(default_factory=set)
     sources: dict[str, SourceInfo] | None = None  # as stored when the run began; read once
     written: set[str] = field(default_factory=set)  # source ids this run has handled
+    conflicts: list[SkippedSource] = field(default_factory=list)  # lost to another root mid-run
 
 
 class Indexer:
@@ -337,8 +344,12 @@ class Indexer:
             known = states[doc.source_id]
             stored = [_stored(chunk, known.get(chunk.id), vectors.get(chunk.id)) for chunk in chunks]
             counts = self.store.replace_source(
-                collection, doc.source_id, doc.scope, stored, root=root
+                collection, doc.source_id, doc.scope, stored, root=root, claim=bool(root)
             )
+            if counts.conflict is not None:  # another root took it since this run began
+                run.conflicts.append(_conflict(doc.source_id, counts.conflict))
+                run.written.discard(doc.source_id)
+                continue
             run.added += counts.added
             run.updated += counts.updated
             run.unchanged += counts.unchanged
@@ -441,12 +452,7 @@ class Indexer:
             in_scope += 1
             owner = owners.get(doc.source_id, "")
             if root is not None and owner not in ("", root):
-                conflicts.append(
-                    SkippedSource(
-                        path=doc.source_id,
-                        reason=f"already indexed from another root ({owner}); not overwritten",
-                    )
-                )
+                conflicts.append(_conflict(doc.source_id, owner))
                 continue
             yielded.add(doc.source_id)
             chunks = build_chunks(doc, self.chunk_settings)
@@ -457,6 +463,8 @@ class Indexer:
                 batch, pending = [], 0
         if batch:
             self._write(collection, batch, run, progress, root or "")
+        conflicts += run.conflicts  # lost inside the write's own transaction (a concurrent run)
+        yielded -= {c.path for c in run.conflicts}
         kept: list[SkippedSource] = []
         if root is not None:
             stale = [s for s in self.store.list_sources(collection, scope, root=root) if s.source_id not in yielded]

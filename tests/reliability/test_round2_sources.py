@@ -126,3 +126,42 @@ def test_an_unreadable_folder_is_reported_and_blocks_deletions(tmp_path: Path) -
         assert report.sources_deleted == 0 and report.complete is False
         assert sorted(s.source_id for s in engine.store.list_sources("default")) == ["good.md", "old.md"]
         assert engine.reindex(allow_empty=True).sources_deleted == 1
+
+
+def test_a_root_that_takes_sources_mid_run_wins_them_and_the_other_run_reports_conflicts(tmp_path: Path) -> None:
+    """D14: run B commits between run A's ownership read and A's writes (what two
+    concurrent `plait index` processes do); A must report the conflicts, not steal."""
+    from plait.sources.base import Scan
+    from plait.sources.roots import describe_root, open_root, root_key
+
+    names = [f"page-{i:02d}.md" for i in range(30)]
+    roots = {}
+    for label in ("a", "b"):
+        root = tmp_path / label
+        root.mkdir()
+        for name in names:
+            (root / name).write_text(f"# {name}\n\nfrom {label.upper()}-ROOT", encoding="utf-8")
+        roots[label] = describe_root(root, kind="folder")
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16)) as engine:
+        indexer, _ = engine._indexer("default")
+        engine.store.ensure_collection("default")
+        reports = {}
+
+        def a_documents(scan: Scan):  # type: ignore[no-untyped-def]
+            reports["b"] = indexer.index("default", open_root(roots["b"]).scan(), root=root_key(roots["b"]))
+            yield from scan
+
+        a_scan = open_root(roots["a"]).scan()
+        racing = Scan(documents=a_documents(a_scan), skipped=a_scan.skipped)
+        racing.seen = len(names)
+        reports["a"] = indexer.index("default", racing, root=root_key(roots["a"]))
+
+        assert reports["b"].complete is True and reports["b"].sources_indexed == 30
+        assert reports["a"].complete is False and reports["a"].sources_indexed == 0
+        assert sorted(s.path for s in reports["a"].skipped) == names
+        assert {s.reason for s in reports["a"].skipped} == {
+            f"already indexed from another root ({root_key(roots['b'])}); not overwritten"
+        }
+        owners = {s.source_id: s.root for s in engine.store.list_sources("default")}
+        assert owners == {name: root_key(roots["b"]) for name in names}
+        assert all("B-ROOT" in h.content for h in engine.search("ROOT", k=30).hits)

@@ -57,6 +57,8 @@ class ReplaceCounts:
     updated: int = 0
     unchanged: int = 0
     deleted: int = 0
+    conflict: str | None = None
+    """With ``claim``: the other root that owns the source (nothing was written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +158,17 @@ class Store(Protocol):
         chunks: Sequence[StoredChunk],
         *,
         root: str = "",
+        claim: bool = False,
     ) -> ReplaceCounts:
         """Make the source hold exactly ``chunks``, atomically: old or new, never half.
 
         A chunk whose id and content hash are unchanged keeps its stored vector when
         the new one is None, and has it overwritten when a vector is given (a full
         reindex re-embeds in place). ``root`` is stored with the source (replacing the
-        previous value) and reported by :meth:`list_sources`.
+        previous value) and reported by :meth:`list_sources`. With ``claim``, a source
+        recorded under another non-empty root is left untouched and the counts name
+        that root (``conflict``): the check and the write are one transaction, so two
+        concurrent runs of different roots cannot both take a source.
         """
         ...
 

@@ -154,10 +154,15 @@ class MilvusStore(MilvusBase):
         chunks: Sequence[StoredChunk],
         *,
         root: str = "",
+        claim: bool = False,
     ) -> ReplaceCounts:
         with self._lock:
             rec = self._record(collection)
             key = self._source_key(rec, source_id)
+            if claim and rec.get("layout") is not None:
+                owner = (self._get_source(rec, source_id) or {}).get("root", "")
+                if owner and owner != root:
+                    return ReplaceCounts(conflict=str(owner))
             if rec.get("layout") is None and not chunks:
                 return ReplaceCounts()
             dim = next((len(i.vector) for i in chunks if i.vector is not None), None)

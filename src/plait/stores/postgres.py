@@ -417,10 +417,18 @@ class PostgresStore:
         chunks: Sequence[StoredChunk],
         *,
         root: str = "",
+        claim: bool = False,
     ) -> ReplaceCounts:
         added = updated = unchanged = 0
         with self._tx() as conn:
-            cid, dimension = self._collection(conn, collection, lock=True)
+            cid, dimension = self._collection(conn, collection, lock=True)  # writers queue here
+            if claim:
+                owner = conn.execute(
+                    "SELECT root FROM plait_sources WHERE collection_id = %s AND source_id = %s",
+                    (cid, source_id),
+                ).fetchone()
+                if owner is not None and owner[0] and owner[0] != root:
+                    return ReplaceCounts(conflict=str(owner[0]))
             existing = {
                 r[0]: (r[1], r[2], r[3])
                 for r in conn.execute(

@@ -424,10 +424,18 @@ class SQLiteStore:
         chunks: Sequence[StoredChunk],
         *,
         root: str = "",
+        claim: bool = False,
     ) -> ReplaceCounts:
         cid = self._cid(collection)
         added = updated = unchanged = 0
         with self._tx() as db:
+            if claim:
+                owner = db.execute(
+                    "SELECT root FROM sources WHERE collection_id = ? AND source_id = ?",
+                    (cid, source_id),
+                ).fetchone()
+                if owner is not None and owner[0] and owner[0] != root:
+                    return ReplaceCounts(conflict=str(owner[0]))
             existing = {
                 r[0]: (r[1], r[2])
                 for r in db.execute(

@@ -283,3 +283,21 @@ class StoreContract:
         assert [s.source_id for s in store.list_sources("c", root="folder:/r1")] == ["b.md"]
         store.delete_source("c", "b.md")
         assert store.list_sources("c", root="folder:/r1") == []
+
+    def test_claim_leaves_another_roots_source_untouched(self, store: Store) -> None:
+        """``claim=True``: a source owned by another root is not written and the counts name
+        the owner; one owned by the same root, by no root, or not stored yet is written."""
+        store.ensure_collection("c")
+        store.replace_source("c", "a.md", "docs", [make_chunk("a", "from one", source_id="a.md")], root="folder:/one")
+        lost = store.replace_source(
+            "c", "a.md", "docs", [make_chunk("a2", "from two", source_id="a.md")], root="folder:/two", claim=True
+        )
+        assert (lost.conflict, lost.added, lost.deleted) == ("folder:/one", 0, 0)
+        assert [c for c in store.get_chunks("c", ["a", "a2"])] == ["a"]
+        assert [(s.source_id, s.root) for s in store.list_sources("c")] == [("a.md", "folder:/one")]
+        same = store.replace_source(
+            "c", "a.md", "docs", [make_chunk("a3", "again", source_id="a.md")], root="folder:/one", claim=True
+        )
+        assert (same.conflict, same.added, same.deleted) == (None, 1, 1)
+        new = store.replace_source("c", "n.md", "docs", [make_chunk("n", "n", source_id="n.md")], root="folder:/two", claim=True)
+        assert (new.conflict, new.added) == (None, 1)
