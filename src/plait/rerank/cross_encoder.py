@@ -15,10 +15,11 @@ failure while scoring falls back to the fused order with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,24 @@ def resolve_model_path(model: str | Path) -> Path:
     )
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Hide transformers' weight-loading progress bar, restoring it afterwards."""
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # pragma: no cover - sentence-transformers needs transformers
+        yield
+        return
+    hf_logging: Any = transformers_logging  # untyped module
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _load(path: Path, *, device: str, max_length: int | None) -> Any:
     """Open the CrossEncoder at ``path`` offline."""
     # Set before sentence-transformers imports huggingface_hub, which reads them once.
@@ -82,7 +101,6 @@ def _load(path: Path, *, device: str, max_length: int | None) -> Any:
             f"the cross-encoder reranker needs sentence-transformers and torch "
             f"({exc.name or exc}): {CROSS_ENCODER_INSTALL_HINT}"
         ) from exc
-    from plait.embeddings.local import _quiet_transformers
 
     try:
         with _quiet_transformers():
