@@ -298,9 +298,13 @@ def test_heading_without_body_is_a_chunk_and_empty_preamble_is_not() -> None:
     ]
 
 
-def test_setext_headings_are_body_text() -> None:
-    chunks = chunk_markdown("Title\n=====\n\ntext\n")
-    assert paths(chunks) == [()]
+def test_setext_headings_are_headings() -> None:
+    # Issue 20: CommonMark setext headings (=== is level 1, --- level 2) start sections.
+    chunks = chunk_markdown("Title\n=====\n\ntext\n\nSub\n---\n\nmore\n")
+    assert [(chunk.text, chunk.heading_path) for chunk in chunks] == [
+        ("Title\n=====\n\ntext", ("Title",)),
+        ("Sub\n---\n\nmore", ("Title", "Sub")),
+    ]
 
 
 def test_large_section_is_split_and_keeps_its_path() -> None:
@@ -402,7 +406,7 @@ def test_chunk_markdown_properties(text: str, config: ChunkSettings) -> None:
     chunks = chunk_markdown(text, config)
     check_invariants(text, chunks, config)
     assert chunk_markdown(text, config) == chunks
-    if "#" not in text:
+    if not any(marker in text for marker in "#=-"):  # no ATX or setext heading
         assert chunks == chunk_text(text, config)
     for chunk in chunks:
         assert all("\n" not in title for title in chunk.heading_path)

@@ -82,12 +82,13 @@ def test_unchanged_reindex_analyses_embeds_and_writes_nothing(
     before = _tables(tmp_path / "plait.db")
     assert len(before["chunks"]) == TOTAL
     assert all(row[10] is not None for row in before["chunks"])  # every chunk has its vector
-    # "Guide\nAlpha\n\n## Alpha\n\nAlpha keys ERR-4012 rotate." (heading path first): exact
-    # field guide, alpha x3, keys, err-4012, rotate -> 5 distinct terms, 5 exact postings
+    # "guide docs\nGuide\nAlpha\n\nAlpha\nAlpha keys ERR-4012 rotate." (path words and
+    # scope, heading path, visible text; issue 20): exact field guide x2, docs, alpha x3,
+    # keys, err-4012, rotate -> 6 distinct terms, 6 exact postings
     guide_alpha = next(r[0] for r in before["chunks"] if "ERR-4012" in r[6])
     exact_postings = [p for p in before["postings"] if p[1] == guide_alpha and p[0] in
                       {t[0] for t in before["terms"] if t[2] == 0}]
-    assert sorted(p[2] for p in exact_postings) == [1, 1, 1, 1, 3]
+    assert sorted(p[2] for p in exact_postings) == [1, 1, 1, 1, 2, 3]
 
     spy.texts.clear()
     calls = fake.calls
@@ -110,7 +111,7 @@ def test_one_changed_chunk_is_the_only_one_analysed_and_embedded(
     embedded = fake.texts_embedded
     report = engine.reindex()
     assert (report.chunks_added, report.chunks_updated, report.chunks_unchanged) == (0, 1, 3)
-    assert spy.texts == ["Guide\nBeta\n\n## Beta\n\nBeta refunds settle fast."]
+    assert spy.texts == ["guide docs\nGuide\nBeta\n\nBeta\nBeta refunds settle fast."]
     assert fake.texts_embedded - embedded == 1
     after = _tables(tmp_path / "plait.db")
     untouched = {r[2] for r in before["chunks"]} - {r[2] for r in after["chunks"] if "fast" in r[6]}

@@ -5,18 +5,20 @@ by size only. Every chunk is an exact slice of the input (``text[start:end]``), 
 citation can always point back at the original characters.
 
 Sections
-    An ATX heading (``#`` to ``######`` at the start of a line, after at most three
-    spaces, followed by a space, a tab or the end of the line) starts a section that
-    runs up to the next heading. A heading of level *n* closes every open heading of
-    level *n* or deeper, so ``# A`` / ``### C`` / ``## B`` gives ``B`` the path
-    ``("A", "B")``. Lines inside fenced code blocks (opened by three or more backticks
-    or tildes, closed by a run of the same character at least as long; an unclosed
-    fence runs to the end of the input) are never headings. Setext headings (text
-    underlined with ``===`` or ``---``) are *not* recognised: they stay body text of
-    the enclosing section. The heading line belongs to its own section, so a
-    section's first chunk starts with it, and a heading with no body still yields a
-    chunk. Text before the first heading has the path ``()``. Only ``\\n`` (and so
-    ``\\r\\n``) ends a line; a byte-order mark may precede a heading.
+    Markdown is read as CommonMark (:mod:`plait.markdown`, markdown-it-py): every
+    top-level ATX heading (``#`` to ``######``) and setext heading (text underlined
+    with ``===`` or ``---``) starts a section that runs up to the next one; nothing
+    inside a code fence, an HTML block, a list item or a block quote is a heading. A
+    heading of level *n* closes every open heading of level *n* or deeper, so
+    ``# A`` / ``### C`` / ``## B`` gives ``B`` the path ``("A", "B")``. Titles in the
+    path are the visible titles (``Module: aws::node\\_group`` gives
+    ``Module: aws::node_group``); :attr:`TextChunk.heading_key` keeps the source
+    titles, which chunk ids are built from so that they do not change for a heading
+    whose source did not. The heading (its line, or a setext heading's lines and
+    underline) belongs to its own section, so a section's first chunk starts with
+    it, and a heading with no body still yields a chunk. Text before the first
+    heading has the path ``()``. Only ``\\n`` (and so ``\\r\\n``) ends a line; a
+    byte-order mark may precede a heading.
 
 The size rule (:func:`split_by_size`), applied to each section
     Chunks never start or end with whitespace (:meth:`str.isspace`), so no chunk is
@@ -58,6 +60,7 @@ import re
 from dataclasses import dataclass
 
 from plait.errors import ConfigError
+from plait.markdown import fences, headings
 
 __all__ = [
     "ChunkSettings",
@@ -68,6 +71,7 @@ __all__ = [
 ]
 
 _NON_WS = re.compile(r"\S")
+_NEWLINE = re.compile(r"\n")
 _WS = re.compile(r"\s")
 # Matched from a window's start with ``endpos`` at the ideal cut: the greedy ``.*``
 # leaves ``\s`` on the last whitespace character of the range.
@@ -76,14 +80,6 @@ _LAST_WS = re.compile(r".*\s", re.DOTALL)
 _WORD_START = re.compile(r"\s\S")
 # The rest of a line after a "\n" when that line is blank (it may hold a "\r").
 _BLANK_LINE_REST = re.compile(r"[^\S\n]*\n")
-# The only lines that matter to sectioning: ATX headings and code fences.
-_MD_LINE = re.compile(
-    r"^\ufeff? {0,3}(?:"
-    r"(?P<hashes>#{1,6})(?P<title>(?:[ \t][^\n]*)?)\r?$"
-    r"|(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$"
-    r")",
-    re.MULTILINE,
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,13 +118,20 @@ class TextChunk:
     """One chunk: an exact slice of the input and the headings that enclose it.
 
     ``text == input[start:end]``; ``heading_path`` holds the enclosing headings'
-    titles, outermost first, without ``#`` markers and stripped.
+    visible titles, outermost first; ``heading_key`` the same headings' source titles
+    (both empty for plain text). ``bare`` is True for a chunk that is
+    a heading and nothing else. ``fence`` is the opening run of the fenced code block
+    the chunk starts inside (after its opening line), else None: read on its own, the
+    chunk's text would be taken for Markdown (:func:`plait.markdown.plain_text`).
     """
 
     text: str
     start: int
     end: int
     heading_path: tuple[str, ...]
+    heading_key: tuple[str, ...] = ()
+    bare: bool = False
+    fence: str | None = None
 
 
 _DEFAULT_SETTINGS = ChunkSettings()
@@ -140,16 +143,22 @@ def chunk_markdown(text: str, settings: ChunkSettings = _DEFAULT_SETTINGS) -> li
     Returns the chunks in input order; ``[]`` for empty or whitespace-only input.
     """
     sections = _sections(text)
+    line_starts = _line_starts(text)
+    inside = [(_offset(text, line_starts, a), _offset(text, line_starts, b), run) for a, b, run in fences(text)]
     chunks: list[TextChunk] = []
-    for index, (start, path) in enumerate(sections):
-        stop = sections[index + 1][0] if index + 1 < len(sections) else len(text)
-        for span_start, span_end in _split_range(text, start, stop, settings):
+    for index, section in enumerate(sections):
+        stop = sections[index + 1].start if index + 1 < len(sections) else len(text)
+        heading_only = not text[section.heading_end : stop].strip()
+        for span_start, span_end in _split_range(text, section.start, stop, settings):
             chunks.append(
                 TextChunk(
                     text=text[span_start:span_end],
                     start=span_start,
                     end=span_end,
-                    heading_path=path,
+                    heading_path=section.path,
+                    heading_key=section.key,
+                    bare=heading_only and section.heading_end > section.start,
+                    fence=next((run for a, b, run in inside if a <= span_start < b), None),
                 )
             )
     return chunks
@@ -175,48 +184,46 @@ def split_by_size(text: str, settings: ChunkSettings) -> list[tuple[int, int]]:
 # --- sections -------------------------------------------------------------------------
 
 
-def _sections(text: str) -> list[tuple[int, tuple[str, ...]]]:
-    """Each section's start offset and heading path, in order; the first starts at 0."""
-    sections: list[tuple[int, tuple[str, ...]]] = [(0, ())]
-    open_headings: list[tuple[int, str]] = []
-    fence: str | None = None  # the opening run of the fenced block we are in
-    for match in _MD_LINE.finditer(text):
-        run = match.group("fence")
-        if fence is not None:
-            if (
-                run is not None
-                and run[0] == fence[0]
-                and len(run) >= len(fence)
-                and not match.group("info").strip()
-            ):
-                fence = None
-            continue
-        if run is not None:
-            if run[0] == "`" and "`" in match.group("info"):
-                continue  # CommonMark: a backtick fence's info string has no backtick
-            fence = run
-            continue
-        level = len(match.group("hashes"))
-        while open_headings and open_headings[-1][0] >= level:
+def _line_starts(text: str) -> list[int]:
+    return [0, *(m.end() for m in _NEWLINE.finditer(text))]
+
+
+def _offset(text: str, line_starts: list[int], line: int) -> int:
+    return line_starts[line] if line < len(line_starts) else len(text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    start: int
+    heading_end: int  # where the heading's lines end (== start without a heading)
+    path: tuple[str, ...]
+    key: tuple[str, ...]
+
+
+def _sections(text: str) -> list[_Section]:
+    """Each section's offsets and heading paths, in order; the first starts at 0."""
+    line_starts = _line_starts(text)
+
+    def offset(line: int) -> int:
+        return _offset(text, line_starts, line)
+
+    sections = [_Section(0, 0, (), ())]
+    open_headings: list[tuple[int, str, str]] = []
+    for heading in headings(text):
+        while open_headings and open_headings[-1][0] >= heading.level:
             open_headings.pop()
-        open_headings.append((level, _heading_title(match.group("title"))))
-        path = tuple(title for _, title in open_headings)
-        if match.start() == 0:
-            sections[0] = (0, path)
+        open_headings.append((heading.level, heading.title, heading.source))
+        section = _Section(
+            start=offset(heading.line),
+            heading_end=offset(heading.end_line),
+            path=tuple(title for _, title, _ in open_headings),
+            key=tuple(source for _, _, source in open_headings),
+        )
+        if section.start == 0:
+            sections[0] = section
         else:
-            sections.append((match.start(), path))
+            sections.append(section)
     return sections
-
-
-def _heading_title(raw: str) -> str:
-    """A heading's text: stripped, without an optional closing run of ``#``."""
-    title = raw.strip()
-    bare = title.rstrip("#")
-    if not bare:
-        return ""
-    if bare != title and bare[-1] in " \t":
-        return bare.rstrip()
-    return title
 
 
 # --- the size rule --------------------------------------------------------------------

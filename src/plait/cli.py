@@ -32,6 +32,7 @@ from plait.config import Settings
 from plait.errors import NotFoundError, PlaitError
 from plait.service import Plait
 from plait.sources.roots import parse_scope_rules
+from plait.terminal import safe
 from plait.types import FusionSettings, IndexReport, SearchResult, to_json
 
 __all__ = ["app", "main"]
@@ -119,8 +120,11 @@ def _print_report(report: IndexReport) -> None:
     if report.skipped_by_type:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped_by_type.items()))
         console.print(f"events not indexed by type: {kinds}", highlight=False)
+    for folder, count in sorted(report.adr_folders.items()):
+        noun = "ADR" if count == 1 else "ADRs"
+        console.print(f"{count} {noun} under {safe(folder)} → adr", highlight=False)
     for item in report.skipped:
-        console.print(f"  [yellow]skipped[/yellow] {item.path}: {item.reason}", highlight=False)
+        console.print(f"  [yellow]skipped[/yellow] {safe(item.path)}: {safe(item.reason)}", highlight=False)
     state = "[green]complete[/green]" if report.complete else "[yellow]incomplete[/yellow]"
     console.print(f"{state} in {report.elapsed_ms / 1000:.1f}s")
 
@@ -170,7 +174,7 @@ def index(
         list[str] | None,
         typer.Option(
             "--scope-rule",
-            help="PREFIX=SCOPE, first match wins (repeatable; default docs/adr/=adr then =docs).",
+            help="PREFIX=SCOPE, first match wins (repeatable; default: ADR folders and ADR-shaped files → adr, the rest → docs).",
         ),
     ] = None,
     max_bytes: Annotated[
@@ -180,7 +184,7 @@ def index(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Index a folder or git repository (docs/adr/ → scope adr, the rest → docs) or a JSONL/BEIR corpus.
+    """Index a folder or git repository (ADRs by convention → scope adr, the rest → docs) or a JSONL/BEIR corpus.
 
     A folder holding .git is read as a git working tree: only tracked files.
     """

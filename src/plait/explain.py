@@ -8,7 +8,7 @@ path) or ``chunk`` (chunk id), every stage in order:
    too large, not UTF-8, outside the root, no glob matches, hidden folder) or never
    seen; nothing new is stored for that.
 2. **lexical** — the query's terms against each chunk's indexed fields (the heading
-   path and content, :func:`plait.ingest.index_text`): which matched, and for each
+   path and content, :func:`plait.fields.lexical_text`): which matched, and for each
    that did not, why (a stopword, an identifier split apart, a word only inside a
    whole identifier, a stem that changed it, not there); the BM25 score and the
    *exact* rank among every matching chunk, even past the over-fetch depth.
@@ -55,7 +55,7 @@ from plait.explain_models import (
     TermMatch,
     diagnose,
 )
-from plait.ingest import index_text
+from plait.fields import lexical_text
 from plait.retrieval.pipeline import Ranked, Trace, run_arms
 from plait.retrieval.request import SearchRequest
 from plait.retrieval.request import validated as _validated
@@ -248,7 +248,7 @@ def _heading(chunk: Chunk) -> list[str]:
 
 def _term_matches(query: str, sent_exact: set[str], chunk: Chunk) -> list[TermMatch]:
     """Each query token against the chunk's indexed fields, with a reason when it missed."""
-    text = index_text(chunk.content, _heading(chunk))
+    text = lexical_text(chunk)
     fields = analyse(text)
     exact_set, stems_set = set(fields.exact), set(fields.stems)
     language = detect_language(text)

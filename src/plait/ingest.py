@@ -37,6 +37,7 @@ from plait.analysis import analyse
 from plait.chunking import ChunkSettings, TextChunk, chunk_markdown, chunk_text
 from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
+from plait.fields import embedding_text, hash_text, lexical_text
 from plait.sources.base import Scan, SourceDocument
 from plait.stores.base import ChunkState, SourceInfo, Store, StoredChunk
 from plait.types import (
@@ -85,14 +86,13 @@ def index_text(content: str, heading_path: Sequence[str]) -> str:
 
 
 def _bare_parent_heading(pieces: Sequence[TextChunk], index: int) -> bool:
-    """A section that is only its heading line, followed by its own subsections.
+    """A section that is only its heading, followed by its own subsections.
 
     Its words are indexed with every subsection (through their heading paths), so a
     chunk of its own would only be a citation with nothing in it.
     """
     piece = pieces[index]
-    text = piece.text.strip()
-    if "\n" in text or not text.startswith("#") or index + 1 >= len(pieces):
+    if not piece.bare or index + 1 >= len(pieces):
         return False
     following = pieces[index + 1].heading_path
     return len(following) > len(piece.heading_path) and following[: len(piece.heading_path)] == piece.heading_path
@@ -109,29 +109,35 @@ def build_chunks(doc: SourceDocument, settings: ChunkSettings) -> list[Chunk]:
             if not text or _bare_parent_heading(pieces, index):
                 continue
             heading = tuple(piece.heading_path)
-            n = seen[(part.key, heading)]
-            seen[(part.key, heading)] += 1
+            # Ids are built from the headings' source titles: unchanged where the source is.
+            key = piece.heading_key
+            n = seen[(part.key, key)]
+            seen[(part.key, key)] += 1
             origin = part.origin
             if isinstance(origin, FileOrigin):
                 origin = origin.model_copy(update={"heading_path": list(heading)})
-            chunks.append(
-                Chunk(
-                    id=chunk_id(doc.source_id, part.key, heading, n),
-                    source_id=doc.source_id,
-                    scope=doc.scope,
-                    content=text,
-                    content_hash=content_hash(index_text(text, heading)),
-                    origin=origin,
-                    ordinal=len(chunks),
-                    metadata={**doc.metadata, "charStart": piece.start, "charEnd": piece.end},
-                )
+            chunk = Chunk(
+                id=chunk_id(doc.source_id, part.key, key, n),
+                source_id=doc.source_id,
+                scope=doc.scope,
+                content=text,
+                content_hash="",
+                origin=origin,
+                ordinal=len(chunks),
+                metadata={
+                    **doc.metadata,
+                    "charStart": piece.start,
+                    "charEnd": piece.end,
+                    **({"fence": piece.fence} if piece.fence else {}),
+                },
             )
+            chunks.append(chunk.model_copy(update={"content_hash": content_hash(hash_text(chunk))}))
     return chunks
 
 
 def _indexed(chunk: Chunk) -> str:
-    heading = chunk.origin.heading_path if isinstance(chunk.origin, FileOrigin) else []
-    return index_text(chunk.content, heading)
+    """What the dense arm embeds (:func:`plait.fields.embedding_text`)."""
+    return embedding_text(chunk)
 
 
 class _Deferred:
@@ -150,7 +156,7 @@ class _Deferred:
 
     def get(self, which: int) -> list[str]:
         if self._fields is None:
-            fields = analyse(_indexed(self._chunk))
+            fields = analyse(lexical_text(self._chunk))
             self._fields = (list(fields.exact), list(fields.stems))
         return self._fields[which]
 
@@ -161,7 +167,7 @@ def _stored(chunk: Chunk, state: ChunkState | None, vector: np.ndarray | None) -
     if state is not None and state.content_hash == chunk.content_hash:
         deferred = _Deferred(chunk)
         return StoredChunk(chunk, _LazyTokens(deferred, 0), _LazyTokens(deferred, 1), vector)
-    fields = analyse(_indexed(chunk))
+    fields = analyse(lexical_text(chunk))
     return StoredChunk(chunk, fields.exact, fields.stems, vector)
 
 
@@ -500,7 +506,8 @@ class Indexer:
         if self.embedder is not None and run.available:
             self.backfill(collection, run)
         report = self._report(collection, run, seen, skipped, started)
-        return report.model_copy(update={"skipped_by_type": by_type})
+        adr_folders = dict(documents.conventions) if isinstance(documents, Scan) else {}
+        return report.model_copy(update={"skipped_by_type": by_type, "adr_folders": adr_folders})
 
     def backfill(self, collection: str, run: _Run | None = None) -> int:
         """Embed every chunk of the collection that has no vector yet."""

@@ -627,6 +627,9 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
     by_type = dict(a.skipped_by_type)
     for kind, count in b.skipped_by_type.items():
         by_type[kind] = by_type.get(kind, 0) + count
+    adr_folders = dict(a.adr_folders)
+    for folder, count in b.adr_folders.items():
+        adr_folders[folder] = adr_folders.get(folder, 0) + count
     return IndexReport(
         collection=a.collection,
         sources_seen=a.sources_seen + b.sources_seen,
@@ -634,6 +637,7 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
         sources_deleted=a.sources_deleted + b.sources_deleted,
         skipped=skipped,
         skipped_by_type=by_type,
+        adr_folders=adr_folders,
         chunks_added=a.chunks_added + b.chunks_added,
         chunks_updated=a.chunks_updated + b.chunks_updated,
         chunks_unchanged=a.chunks_unchanged + b.chunks_unchanged,

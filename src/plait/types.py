@@ -288,7 +288,9 @@ class IndexReport(Model):
     a vector (or the collection has no embedder). ``sources_deleted`` counts sources a
     recorded root no longer yields, whose chunks were removed; ``skipped_by_type``
     counts session events left out on purpose by their type (tool calls, statuses,
-    errors) — they do not make a run incomplete.
+    errors) — they do not make a run incomplete. ``adr_folders`` names each folder
+    whose files were made scope ``adr`` by convention (no scope rules given), with how
+    many sources under it (:mod:`plait.sources.conventions`).
     """
 
     collection: str
@@ -297,6 +299,7 @@ class IndexReport(Model):
     sources_deleted: int = 0
     skipped: list[SkippedSource] = Field(default_factory=list)
     skipped_by_type: dict[str, int] = Field(default_factory=dict)
+    adr_folders: dict[str, int] = Field(default_factory=dict)
     chunks_added: int = 0
     chunks_updated: int = 0
     chunks_unchanged: int = 0

@@ -55,6 +55,9 @@ class Scan:
     skipped_by_type: dict[str, int] = field(default_factory=dict)
     unmatched: set[str] = field(default_factory=set)
     walk_errors: list[str] = field(default_factory=list)
+    conventions: dict[str, int] = field(default_factory=dict)
+    """Folders whose files became scope ``adr`` by convention, with how many
+    (:mod:`plait.sources.conventions`); filled while ``documents`` is consumed."""
 
     def __iter__(self) -> Iterator[SourceDocument]:
         return iter(self.documents)

@@ -1,7 +1,8 @@
 """A folder of Markdown and text files.
 
-Scopes come from path prefixes relative to the root (first match wins): by default
-``docs/adr/`` → ``adr`` and everything else → ``docs``. Files that resolve outside
+Scopes come from path prefixes relative to the root (first match wins) when scope
+rules are given; by default from conventions (:mod:`plait.sources.conventions`: the
+usual ADR folders and ADR-shaped files → ``adr``, everything else → ``docs``). Files that resolve outside
 the root (symlinks), binary files (a NUL byte in the first 8 KiB), files that are not
 valid UTF-8 and files over the size limit are skipped with the reason.
 """
@@ -16,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from plait.errors import SourceError
+from plait.markdown import document_title
 from plait.sources.base import Scan, SourceDocument, SourcePart
+from plait.sources.conventions import DEFAULT_SCOPE_RULES, scope_of
 from plait.types import FileOrigin, SkippedSource
 
 __all__ = [
@@ -32,7 +35,6 @@ __all__ = [
 ]
 
 DEFAULT_GLOBS: tuple[str, ...] = ("*.md", "*.markdown", "*.txt", "*.rst")
-DEFAULT_SCOPE_RULES: tuple[tuple[str, str], ...] = (("docs/adr/", "adr"), ("", "docs"))
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 _MARKDOWN = (".md", ".markdown")
 
@@ -78,14 +80,9 @@ def undecodable_name(relative: str) -> str | None:
 
 
 def title_of(text: str, fallback: str) -> str:
-    """The first Markdown heading, else the file name."""
-    for line in text.splitlines()[:50]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            title = stripped.lstrip("#").strip()
-            if title:
-                return title
-    return fallback
+    """A Markdown document's title (front-matter ``title``, else the first level-1
+    heading, read as CommonMark: :func:`plait.markdown.document_title`), else ``fallback``."""
+    return document_title(text) or fallback
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,7 +157,7 @@ class FolderSource:
             )
             yield SourceDocument(
                 source_id=relative,
-                scope=scope_for(relative, self.scope_rules),
+                scope=scope_of(relative, text, self.scope_rules, scan),
                 parts=(SourcePart(text=text, origin=origin, markdown=markdown),),
                 metadata={"path": relative},
             )

@@ -34,10 +34,10 @@ from plait.sources.folder import (
     DEFAULT_SCOPE_RULES,
     decode_text,
     resolve_path,
-    scope_for,
     title_of,
     undecodable_name,
 )
+from plait.sources.conventions import scope_of
 from plait.types import FileOrigin, SkippedSource
 
 __all__ = ["GitSource", "is_git_work_tree"]
@@ -177,7 +177,7 @@ class GitSource:
             if text is None:
                 scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
                 continue
-            yield self._document(relative, text, {"path": relative})
+            yield self._document(relative, text, {"path": relative}, scan)
 
     # a commit -----------------------------------------------------------------------
     def _listing(self, root: Path, sha: str) -> dict[str, _Entry]:
@@ -267,10 +267,10 @@ class GitSource:
                 if text is None:
                     scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
                     continue
-                yield self._document(relative, text, {"path": relative, "commit": sha})
+                yield self._document(relative, text, {"path": relative, "commit": sha}, scan)
 
     # shared -------------------------------------------------------------------------
-    def _document(self, relative: str, text: str, metadata: dict[str, str]) -> SourceDocument:
+    def _document(self, relative: str, text: str, metadata: dict[str, str], scan: Scan) -> SourceDocument:
         name = posixpath.basename(relative)
         markdown = name.lower().endswith(_MARKDOWN)
         origin = FileOrigin(
@@ -278,7 +278,7 @@ class GitSource:
         )
         return SourceDocument(
             source_id=relative,
-            scope=scope_for(relative, self.scope_rules),
+            scope=scope_of(relative, text, self.scope_rules, scan),
             parts=(SourcePart(text=text, origin=origin, markdown=markdown),),
             metadata=metadata,
         )
