@@ -224,3 +224,10 @@ def test_every_visible_word_is_covered_in_order(text: str, target: int) -> None:
             position += 1
         assert position < len(stream), f"{token!r} not covered"
         position += 1
+
+
+def test_nesting_past_the_parsers_limit_keeps_the_text() -> None:
+    # markdown-it drops what lies deeper than its nesting limit; plait indexes it as written.
+    text = "- " * 10_000 + "ID-NEST-10000 innermost\n"
+    assert "ID-NEST-10000" in plain_text(text)
+    assert plain_text("- " * 30 + "deep item\n") == "deep item"

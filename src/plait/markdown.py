@@ -24,7 +24,9 @@ Visible text (:func:`plain_text`)
     kept, an autolink keeps its address), HTML tags and comments dropped (the text
     between them kept), code blocks verbatim, each table row on one line with its
     cells separated by `` | ``, the front matter's lines as written. Blocks are
-    separated by one newline. This is what the lexical arm indexes and what snippets
+    separated by one newline. A text nested deeper than the parser follows (100 lists or
+    quotes inside each other) is its own visible text, as written, since the parser
+    would drop what lies deeper. This is what the lexical arm indexes and what snippets
     show; the stored chunk keeps the raw Markdown.
 
 The text is parsed with each ``\\r\\n`` read as ``\\n`` and a lone ``\\r`` read as a
@@ -63,9 +65,18 @@ class MarkdownHeading:
     source: str
 
 
+_MAX_NESTING = 100
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": True}).use(front_matter_plugin).enable("table")
+    md = MarkdownIt("commonmark", {"html": True, "maxNesting": _MAX_NESTING})
+    return md.use(front_matter_plugin).enable("table")
+
+
+def _truncated(tokens: tuple[Token, ...]) -> bool:
+    """Whether the parser reached its nesting limit (it drops what lies deeper)."""
+    return any(token.level >= _MAX_NESTING - 1 for token in tokens)
 
 
 def _normalised(text: str) -> str:
@@ -139,9 +150,12 @@ def plain_text(text: str, *, fence: str | None = None) -> str:
     """
     if fence:
         text = fence + "\n" + text
+    tokens = _tokens(text)
+    if _truncated(tokens):
+        return _normalised(text)  # nested past the parser's limit: indexed as written
     lines: list[str] = []
     row: list[str] | None = None
-    for token in _tokens(text):
+    for token in tokens:
         kind = token.type
         if kind == "tr_open":
             row = []

@@ -31,7 +31,7 @@ HEADING_QUESTIONS = [
     "Can I restrict a key to certain endpoints?",
     "How do I test without moving real money?",
     "Which currencies are supported?",
-    "Why is a payment stuck in `pending`?",
+    "Why is a payment stuck in pending?",  # the heading's visible title (issue 20: CommonMark)
     "When do I receive my money?",
     "Why did a payout fail?",
     "How do I verify a webhook signature?",
