@@ -76,16 +76,22 @@ def test_search_auto_echoes_the_weight_used_and_fuses_with_it(engine: Plait) -> 
             w / (60 + r) for w, r in ((1.4, hit.ranks.lexical), (0.6, hit.ranks.dense)) if r is not None
         )
         assert hit.score == pytest.approx(expected)
-    prose = engine.search("bank rejected purchase", k=3, lexical_weight="auto").fusion
+    prose = engine.search("bank rejected purchase", k=3, lexical_weight="auto", fusion="rrf").fusion
     assert (prose.lexical_weight, prose.lexical_weight_mode) == (0.5, LexicalWeightMode.AUTO)
-    fixed = engine.search("ERR-4012", k=3, lexical_weight=0.2).fusion
+    fixed = engine.search("ERR-4012", k=3, lexical_weight=0.2, fusion="rrf").fusion
     assert (fixed.lexical_weight, fixed.lexical_weight_mode, fixed.lexical_weight_reason) == (0.2, "fixed", None)
     with pytest.raises(ValidationError, match="lexicalWeight"):
         engine.search("ERR-4012", lexical_weight="heavy")
+    # issue 19: under the default adaptive fusion the lexical weight is not used, so it is refused
+    for weight in (0.1, 0.9, "auto"):
+        with pytest.raises(ValidationError, match="lexicalWeight does not apply to fusion 'adaptive'"):
+            engine.search("ERR-4012", k=3, lexical_weight=weight)
 
 
 def test_collection_default_can_be_auto(engine: Plait) -> None:
     engine.index_documents(documents(ARTICLE_DOCS))
-    engine.store.update_settings("default", {"fusion": {"lexicalWeightMode": "auto", "autoIdentifierWeight": 0.9}})
+    engine.store.update_settings(
+        "default", {"fusion": {"method": "rrf", "lexicalWeightMode": "auto", "autoIdentifierWeight": 0.9}}
+    )
     assert engine.search("SKU-88213-B", k=1).fusion.lexical_weight == 0.9
     assert engine.search("SKU-88213-B", k=1, lexical_weight=0.4).fusion.lexical_weight_mode == "fixed"

@@ -131,22 +131,31 @@ corpus = st.lists(
     min_size=2,
     max_size=9,
 )
-requests = st.fixed_dictionaries(
-    {
-        "query": st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
-        "k": st.integers(1, 5),
-        "offset": st.integers(0, 4),
-        "fusion": st.sampled_from(METHODS),
-        "overfetch": st.integers(1, 6),
-    },
-    optional={
-        "threshold": st.sampled_from((0.0, 0.2, 0.5)),
-        "lexicalWeight": st.sampled_from((0.2, 0.5, 0.8, "auto")),
-        "scopes": st.sampled_from((["docs"], ["notes"], ["docs", "notes"])),
-        "metadata": st.sampled_from(({"tag": "x"}, {"tag": "y"})),
-        "rerank": st.just("llm"),
-        "kOverfetch": st.integers(1, 6),
-    },
+#: Each method's own knobs (issue 19: a knob the method does not take is refused).
+KNOBS = {
+    "rrf": {"lexicalWeight": st.sampled_from((0.2, 0.5, 0.8, "auto")), "rrfK": st.sampled_from((1, 60))},
+    "weighted": {"threshold": st.sampled_from((0.0, 0.2, 0.5))},
+    "minmax": {},
+    "dbsf": {},
+    "adaptive": {"languagePrior": st.booleans()},
+}
+COMMON = {
+    "scopes": st.sampled_from((["docs"], ["notes"], ["docs", "notes"])),
+    "metadata": st.sampled_from(({"tag": "x"}, {"tag": "y"})),
+    "rerank": st.just("llm"),
+    "kOverfetch": st.integers(1, 6),
+}
+requests = st.sampled_from(METHODS).flatmap(
+    lambda method: st.fixed_dictionaries(
+        {
+            "query": st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+            "k": st.integers(1, 5),
+            "offset": st.integers(0, 4),
+            "fusion": st.just(method),
+            "overfetch": st.integers(1, 6),
+        },
+        optional={**KNOBS[method], **COMMON},
+    )
 )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError
 from plait.rerank.base import Reranker
+from plait.retrieval.fusion_choice import decision
 from plait.retrieval.pipeline import Trace, run, without_hidden
 from plait.retrieval.plan import (
     SEARCH_HIDDEN_KEY,
@@ -181,5 +182,10 @@ def result_of(trace: Trace, req: SearchRequest, collection: str) -> SearchResult
         timings_ms=trace.timings_ms,
         offset=req.offset,
         notes=notes,
+        fusion_asked=req.model_dump(
+            mode="json", by_alias=True, exclude_none=True,
+            include={"fusion", "lexical_weight", "rrf_k", "overfetch", "threshold", "language_prior"},
+        ),
+        fusion_decided=decision(trace.settings, plan.method_from),
         **rerank_echo,
     )

@@ -21,6 +21,7 @@ __all__ = [
     "DeletedCollection",
     "EmbeddingReport",
     "FileOrigin",
+    "FusionDecision",
     "FusionMethod",
     "FusionSettings",
     "Hit",
@@ -166,6 +167,29 @@ class FusionSettings(Model):
     embedder_covers_query: bool | None = None
 
 
+class FusionDecision(Model):
+    """What fusion used for one query, apart from what the request asked (``fusionAsked``).
+
+    ``method_from`` says where the method came from (the request, the collection's saved
+    settings, or the default); ``parameters`` holds only the knobs that method takes,
+    with the values in effect (``rrf``: ``k``, ``lexicalWeight`` — the weight chosen when
+    ``auto``; ``weighted``: ``vectorWeight``, ``lexicalWeight``, ``threshold``;
+    ``minmax``/``dbsf``: ``denseWeight``; ``adaptive``: ``denseWeight`` (the base),
+    ``languagePrior``) plus ``overfetch``. The rest are this query's decisions: the
+    dense weight the linear fusions used and why, the auto lexical weight's reason, the
+    query's language and whether the embedder declares it.
+    """
+
+    method: FusionMethod
+    method_from: Literal["request", "collection", "default"]
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    dense_weight_used: float | None = None
+    reason: str | None = None
+    lexical_weight_reason: str | None = None
+    query_language: str | None = None
+    embedder_covers_query: bool | None = None
+
+
 class Ranks(Model):
     """1-based position of a hit in each stage; None where the stage did not return it."""
 
@@ -261,6 +285,11 @@ class SearchResult(Model):
     notes: list[str] = Field(default_factory=list)
     answered_by: Literal["card", "search"] | None = None
     card: CardHit | None = None
+    fusion_asked: dict[str, Any] = Field(default_factory=dict)
+    """The fusion fields exactly as the request gave them (camelCase; unset ones left out)."""
+    fusion_decided: FusionDecision | None = None
+    """What fusion used for this query (see :class:`FusionDecision`); ``fusion`` is the
+    full settings record, kept for compatibility."""
 
 
 class EmbeddingReport(Model):

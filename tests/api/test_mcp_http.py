@@ -82,7 +82,7 @@ def test_tools_over_streamable_http(url: str) -> None:
     tools, (search, answer, missing) = _run(
         url,
         [
-            ("search", {"query": "ERR-4012", "k": 3, "lexical_weight": "auto"}),
+            ("search", {"query": "ERR-4012", "k": 3, "lexical_weight": "auto", "fusion": "rrf"}),
             ("ask", {"question": "What does ERR-4012 mean?", "k": 3}),
             ("search", {"query": "x", "collection": "nope"}),
         ],

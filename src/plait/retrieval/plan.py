@@ -18,11 +18,11 @@ from typing import Any
 from plait.analysis import STOPWORDS, analyse_query
 from plait.autoweight import resolve_weight
 from plait.embeddings.base import Embedder, embedder_languages
-from plait.errors import NotFoundError, ProviderError
+from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.fusion import fetch_depth, for_query
 from plait.retrieval.request import DEFAULT_K_OVERFETCH, SearchRequest
 from plait.stores.base import Filters, Store
-from plait.types import CollectionInfo, FusionSettings, LexicalWeightMode
+from plait.types import CollectionInfo, FusionMethod, FusionSettings, LexicalWeightMode
 
 __all__ = [
     "SEARCH_HIDDEN_KEY",
@@ -59,12 +59,23 @@ def saved_fusion(saved_settings: Mapping[str, Any]) -> FusionSettings:
 
 
 def request_settings(saved_settings: Mapping[str, Any], request: SearchRequest) -> FusionSettings:
-    """The collection's saved fusion defaults, overridden by the request."""
+    """The collection's saved fusion defaults, overridden by the request.
+
+    Raises :class:`~plait.errors.ValidationError` when the request gives a knob the
+    method it ends up with does not take (the request names no method and the
+    collection's saved one, or the default ``adaptive``, does not take it)."""
     base = saved_fusion(saved_settings)
+    if request.fusion is None:
+        where = " (the collection's method)" if saved_settings.get("fusion", {}).get("method") else " (the default)"
+        problem = request.knob_problem(base.method, where=where)
+        if problem:
+            raise ValidationError(problem)
+    elif not isinstance(request.fusion, FusionMethod):
+        base = request.fusion.apply(base)
     overrides: dict[str, Any] = {
         name: value
         for name, value in (
-            ("method", request.fusion),
+            ("method", request.fusion if isinstance(request.fusion, FusionMethod) else None),
             ("rrf_k", request.rrf_k),
             ("overfetch", request.overfetch),
             ("threshold", request.threshold),
@@ -129,6 +140,8 @@ class QueryPlan:
     offset: int = 0
     rerank: str | None = None
     k_overfetch: int = DEFAULT_K_OVERFETCH
+    method_from: str = "default"
+    """Where the fusion method came from: ``request``, ``collection`` or ``default``."""
 
     @property
     def language(self) -> str | None:
@@ -177,7 +190,11 @@ def plan_for_text(
         query=query,
         exact=tuple(exact),
         stems=tuple(stems),
-        settings=for_query(resolve_weight(settings, query), query, languages),
+        settings=for_query(
+            resolve_weight(settings, query) if settings.method == FusionMethod.RRF else settings,
+            query,
+            languages,
+        ),
         vector=vector,
         vector_reason=vector_reason,
         filters=filters if filters is not None else Filters(),
@@ -226,6 +243,11 @@ def plan_query(
         rerank=request.rerank,
         k_overfetch=request.k_overfetch,
     )
+    saved_method = (saved_settings.get("fusion") or {}).get("method")
+    method_from = "request" if request.fusion is not None else ("collection" if saved_method else "default")
+    from dataclasses import replace
+
+    plan = replace(plan, method_from=method_from)
     timings["analyse"] = _ms(started)
     if embedder is not None and info.chunks - info.chunks_without_vector > 0:
         started = time.perf_counter()

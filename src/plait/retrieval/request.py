@@ -5,9 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic import ValidationError as PydanticValidationError
 
 from plait.errors import ValidationError
+from plait.retrieval.fusion_choice import (
+    REQUEST_KNOBS,
+    AdaptiveFusion,
+    DbsfFusion,
+    FusionChoice,
+    MinmaxFusion,
+    RrfFusion,
+    WeightedFusion,
+    _Choice,
+    knob_error,
+)
 from plait.types import FusionMethod, Model
 
 __all__ = [
@@ -25,6 +37,10 @@ MAX_K = 200
 MAX_OFFSET = 1000
 #: Fused candidates handed to a reranker when the request names none.
 DEFAULT_K_OVERFETCH = 20
+_CHOICES: dict[str, type[_Choice]] = {
+    model.model_fields["method"].default: model
+    for model in (RrfFusion, WeightedFusion, MinmaxFusion, DbsfFusion, AdaptiveFusion)
+}
 _METADATA_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -33,13 +49,18 @@ class SearchRequest(Model):
 
     query: str
     k: int = Field(default=8, ge=1, le=MAX_K)
-    fusion: FusionMethod | None = None
+    fusion: FusionMethod | FusionChoice | None = None
+    """A method name (its knobs as the top-level fields below) or a method's own object
+    (see :mod:`plait.retrieval.fusion_choice`); None: the collection's saved method."""
     lexical_weight: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] | None = None
+    """``rrf`` only."""
     rrf_k: int | None = Field(default=None, ge=1, le=10_000)
+    """``rrf`` only."""
     overfetch: int | None = Field(default=None, ge=1, le=10_000)
     threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """``weighted`` only."""
     language_prior: bool | None = None
-    """``adaptive``: False ignores the embedder's languages (see FusionSettings)."""
+    """``adaptive`` only: False ignores the embedder's languages (see FusionSettings)."""
     scopes: list[str] | None = None
     metadata: dict[str, str | int | float | bool] | None = None
     rerank: Literal["llm", "cross-encoder"] | None = None
@@ -56,6 +77,69 @@ class SearchRequest(Model):
         if len(value) > MAX_QUERY_CHARS:
             raise ValueError(f"query has {len(value)} characters; the limit is {MAX_QUERY_CHARS}")
         return value
+
+    @field_validator("fusion", mode="before")
+    @classmethod
+    def _fusion(cls, value: Any) -> Any:
+        """A method name or a method's object, with one clear error either way."""
+        names = [repr(m.value) for m in FusionMethod]
+        methods = f"{', '.join(names[:-1])} or {names[-1]}"
+        if value is None or isinstance(value, (FusionMethod, _Choice)):
+            return value
+        if isinstance(value, str):
+            try:
+                return FusionMethod(value)
+            except ValueError:
+                raise ValueError(f"Input should be {methods}") from None
+        if isinstance(value, Mapping):
+            method = value.get("method")
+            model = _CHOICES.get(str(method)) if method is not None else None
+            if model is None:
+                raise ValueError(f"a fusion object needs a method: {methods} (got {method!r})")
+            try:
+                return model.model_validate(dict(value))
+            except PydanticValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                message = str(first["msg"]).removeprefix("Value error, ")
+                raise ValueError(f"{where}: {message}" if where else message) from None
+        raise ValueError(f"fusion is a method name ({methods}) or a method's object")
+
+    @property
+    def fusion_method(self) -> FusionMethod | None:
+        """The method the request names (None: the collection's saved one)."""
+        if self.fusion is None or isinstance(self.fusion, FusionMethod):
+            return self.fusion
+        return FusionMethod(self.fusion.method)
+
+    def fusion_knobs(self) -> list[str]:
+        """The top-level fusion knobs the request gives (camelCase)."""
+        given = (
+            ("rrfK", self.rrf_k),
+            ("lexicalWeight", self.lexical_weight),
+            ("threshold", self.threshold),
+            ("languagePrior", self.language_prior),
+        )
+        return [name for name, value in given if value is not None]
+
+    def knob_problem(self, method: FusionMethod, *, where: str = "") -> str | None:
+        """Why the top-level knobs do not fit ``method`` (None: they do)."""
+        given = self.fusion_knobs()
+        if given and self.fusion is not None and not isinstance(self.fusion, FusionMethod):
+            return (
+                f"{', '.join(given)} given beside a fusion object: put the knobs inside it "
+                f"(fusion {method.value!r} takes {', '.join(type(self.fusion).KNOBS) or 'no knobs'})"
+            )
+        bad = [name for name in given if name not in REQUEST_KNOBS[method]]
+        return knob_error(method, bad, REQUEST_KNOBS[method], where=where) if bad else None
+
+    @model_validator(mode="after")
+    def _knobs_fit_the_method(self) -> SearchRequest:
+        method = self.fusion_method
+        problem = self.knob_problem(method) if method is not None else None
+        if problem:
+            raise ValueError(problem)
+        return self
 
     @field_validator("metadata")
     @classmethod
@@ -77,6 +161,9 @@ def validated(request: SearchRequest | Mapping[str, Any]) -> SearchRequest:
     except Exception as exc:  # pydantic.ValidationError → one clear message
         errors = getattr(exc, "errors", None)
         if callable(errors):
-            parts = [f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in errors()]
+            parts = [
+                f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
+                for e in errors()
+            ]
             raise ValidationError("; ".join(parts)) from None
         raise ValidationError(str(exc)) from None

@@ -1,0 +1,146 @@
+"""Typed fusion (issue 19): each method owns its knobs; a knob it does not take is an error.
+
+Scores are checked against the formulas by hand from each hit's per-arm ranks and scores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from http_served import Served, serve_engine
+from typer.testing import CliRunner
+
+from plait.cli import app
+from plait.errors import ValidationError
+from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, documents
+from plait.types import to_json
+
+QUERY = "ERR-4012 checkout session token"
+
+
+@pytest.fixture
+def indexed(engine: Plait) -> Plait:
+    engine.index_documents(documents(ARTICLE_DOCS))
+    return engine
+
+
+def test_an_rrf_object_owns_k_and_the_lexical_weight(indexed: Plait) -> None:
+    fusion = {"method": "rrf", "k": 10, "lexicalWeight": 0.75}
+    result = indexed.search_request("default", {"query": QUERY, "k": 5, "fusion": fusion})
+    assert result.hits
+    for hit in result.hits:  # weights 2·0.75 = 1.5 (lexical), 2·0.25 = 0.5 (dense), k = 10
+        expected = sum(w / (10 + r) for w, r in ((1.5, hit.ranks.lexical), (0.5, hit.ranks.dense)) if r is not None)
+        assert hit.score == pytest.approx(expected)
+    data = to_json(result)
+    assert data["fusionAsked"] == {"fusion": fusion}
+    assert data["fusionDecided"]["method"] == "rrf" and data["fusionDecided"]["methodFrom"] == "request"
+    assert data["fusionDecided"]["parameters"] == {"k": 10, "lexicalWeight": 0.75, "overfetch": 50}
+    assert data["fusion"]["rrfK"] == 10 and data["fusion"]["lexicalWeight"] == 0.75  # the old echo stays
+
+
+def test_a_weighted_object_owns_its_weights_and_threshold(indexed: Plait) -> None:
+    fusion = {"method": "weighted", "vectorWeight": 0.3, "lexicalWeight": 0.7, "threshold": 0.0}
+    result = indexed.search_request("default", {"query": QUERY, "k": 5, "fusion": fusion})
+    best = max(h.lexical_score or 0.0 for h in result.hits)
+    for hit in result.hits:  # 0.3·cosine + 0.7·BM25/best
+        expected = 0.3 * max(0.0, hit.vector_score or 0.0) + 0.7 * ((hit.lexical_score or 0.0) / best)
+        assert hit.score == pytest.approx(expected)
+    assert result.fusion_decided is not None
+    assert result.fusion_decided.parameters == {
+        "vectorWeight": 0.3, "lexicalWeight": 0.7, "threshold": 0.0, "overfetch": 50
+    }
+
+
+def test_minmax_object_dense_weight_is_the_weight_used(indexed: Plait) -> None:
+    result = indexed.search_request(
+        "default", {"query": QUERY, "k": 3, "fusion": {"method": "minmax", "denseWeight": 0.25}}
+    )
+    decided = result.fusion_decided
+    assert decided is not None and decided.dense_weight_used == 0.25
+    assert decided.reason == "minmax: fixed dense weight 0.25 (lexical 0.75)"
+
+
+def test_the_default_adaptive_says_what_was_asked_and_what_was_decided(indexed: Plait) -> None:
+    result = indexed.search("why was my card payment declined", k=3)
+    assert result.fusion_asked == {}
+    decided = result.fusion_decided
+    assert decided is not None and decided.method == "adaptive" and decided.method_from == "default"
+    assert decided.parameters == {"denseWeight": 0.4, "languagePrior": True, "overfetch": 50}
+    assert decided.dense_weight_used == result.fusion.dense_weight_used is not None
+    assert decided.reason == result.fusion.fusion_reason and decided.query_language == "en"
+    assert decided.lexical_weight_reason is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"lexical_weight": 0.1}, "lexicalWeight does not apply to fusion 'adaptive' (the default): it takes languagePrior (and overfetch)"),
+        ({"lexical_weight": "auto"}, "lexicalWeight does not apply to fusion 'adaptive' (the default)"),
+        ({"fusion": "rrf", "threshold": 0.3}, "threshold does not apply to fusion 'rrf': it takes rrfK, lexicalWeight (and overfetch)"),
+        ({"fusion": "minmax", "rrf_k": 3, "language_prior": False}, "rrfK, languagePrior do not apply to fusion 'minmax': it takes no knobs (and overfetch)"),
+        ({"fusion": "weighted", "language_prior": True}, "languagePrior does not apply to fusion 'weighted': it takes threshold"),
+    ],
+)
+def test_a_knob_the_method_does_not_take_is_refused(indexed: Plait, options: dict, message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        indexed.search("ERR-4012", **options)
+    assert message in str(caught.value)
+    with pytest.raises(ValidationError, match="not apply to fusion"):
+        indexed.explain("ERR-4012", doc="kb-101", **options)
+
+
+def test_object_knobs_are_the_methods_own(indexed: Plait) -> None:
+    with pytest.raises(ValidationError, match=r"fusion: k does not apply to fusion 'adaptive' \(fusion object\): it takes denseWeight, languagePrior"):
+        indexed.search_request("default", {"query": "x", "fusion": {"method": "adaptive", "k": 3}})
+    with pytest.raises(ValidationError, match="rrfK given beside a fusion object: put the knobs inside it"):
+        indexed.search_request("default", {"query": "x", "fusion": {"method": "rrf"}, "rrfK": 3})
+    with pytest.raises(ValidationError, match="a fusion object needs a method"):
+        indexed.search_request("default", {"query": "x", "fusion": {"k": 3}})
+
+
+def test_the_collections_saved_method_decides_which_knobs_apply(indexed: Plait) -> None:
+    indexed.store.update_settings("default", {"fusion": {"method": "weighted"}})
+    result = indexed.search("ERR-4012", k=3, threshold=0.5)
+    assert result.fusion.method == "weighted" and result.fusion.threshold == 0.5
+    assert result.fusion_decided is not None and result.fusion_decided.method_from == "collection"
+    with pytest.raises(ValidationError, match="lexicalWeight does not apply to fusion 'weighted' \\(the collection's method\\)"):
+        indexed.search("ERR-4012", lexical_weight=0.3)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serve_engine(tmp_path, auth=False) as s:
+        yield s
+
+
+def test_http_422_and_cli_exit_1_name_the_method_and_its_knobs(served: Served, tmp_path: Path) -> None:
+    response = httpx.post(
+        served.url + "/v1/collections/a/search", json={"query": "ERR-4012", "lexicalWeight": 0.9}, timeout=30
+    )
+    assert response.status_code == 422
+    assert "lexicalWeight does not apply to fusion 'adaptive'" in response.json()["error"]
+    assert "it takes languagePrior" in response.json()["error"]
+    typed = httpx.post(
+        served.url + "/v1/collections/a/search",
+        json={"query": "ERR-4012", "k": 2, "fusion": {"method": "rrf", "k": 5}},
+        timeout=30,
+    )
+    assert typed.status_code == 200 and typed.json()["fusionDecided"]["parameters"]["k"] == 5
+
+    store = str(tmp_path / "cli.db")
+    with Plait(store, embedder="fake") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+    runner = CliRunner()
+    bad = runner.invoke(app, ["search", "ERR-4012", "--store", store, "--lexical-weight", "0.3"])
+    assert bad.exit_code == 1
+    text = " ".join(bad.output.split())  # one message (the console may wrap it)
+    assert text.count("error:") == 1 and "Traceback" not in text
+    assert "lexicalWeight does not apply to fusion 'adaptive' (the default): it takes languagePrior" in text
+    ok = runner.invoke(app, ["search", "ERR-4012", "--store", store, "--fusion", "rrf", "--lexical-weight", "0.3", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["fusionAsked"] == {"fusion": "rrf", "lexicalWeight": 0.3}
