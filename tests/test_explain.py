@@ -228,10 +228,10 @@ def test_http_explain_route(tmp_path: Path) -> None:
 
     with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=64)) as engine:
         engine.index_documents(documents(ARTICLE_DOCS))
-        expected = to_json(engine.explain("ERR-4012", doc="kb-101", k=3, lexical_weight="auto"))
+        expected = to_json(engine.explain("ERR-4012", doc="kb-101", k=3, lexical_weight="auto", fusion="rrf"))
         with UvicornThread(create_app(engine, auth=False)) as server:
             url = f"{server.url}/v1/collections/default/explain"
-            ok = httpx.post(url, json={"query": "ERR-4012", "doc": "kb-101", "k": 3, "lexicalWeight": "auto"})
+            ok = httpx.post(url, json={"query": "ERR-4012", "doc": "kb-101", "k": 3, "lexicalWeight": "auto", "fusion": "rrf"})
             bad = httpx.post(url, json={"query": "ERR-4012"})
     assert ok.status_code == 200 and ok.json() == expected
     assert ok.json()["fusion"]["settings"]["lexicalWeight"] == 0.7
