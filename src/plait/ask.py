@@ -47,7 +47,7 @@ from plait.search import MAX_QUERY_CHARS
 from plait.types import CardHit, FileOrigin, Hit, Model, Origin
 
 if TYPE_CHECKING:
-    from plait.service import Plait
+    from plait.searcher import AskEngine
 
 __all__ = [
     "NOT_FOUND_ANSWER",
@@ -265,7 +265,7 @@ def _extractive(question: str, sources: Sequence[Hit], settings: AskSettings) ->
     return answer, list(dict.fromkeys(n for _, n, _, _ in chosen))
 
 
-def _settings(engine: Plait, collection: str, req: AskRequest) -> AskSettings:
+def _settings(engine: AskEngine, collection: str, req: AskRequest) -> AskSettings:
     saved = engine.store.get_settings(collection).get("ask") or {}
     base = AskSettings.model_validate(saved)
     overrides = {
@@ -299,7 +299,7 @@ def _from_card(question: str, collection: str, card: CardHit, vector_available: 
     )
 
 
-def answer_question(engine: Plait, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
+def answer_question(engine: AskEngine, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
     """Answer one question over ``collection`` (see the module docstring)."""
     req = _validated(request)
     if req.qa_first:

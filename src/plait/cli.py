@@ -8,13 +8,11 @@ traceback unless ``--debug``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -25,12 +23,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt
+from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli_options import collection_name as _collection
+from plait.cli_options import open_engine as _engine
 from plait.cli_options import print_json as _print_json
 from plait.cli_options import run_or_exit as _run
-from plait.config import Settings
-from plait.errors import NotFoundError, PlaitError
-from plait.service import Plait
+from plait.errors import NotFoundError
 from plait.sources.roots import parse_scope_rules
 from plait.terminal import safe
 from plait.types import FusionSettings, IndexReport, SearchResult, to_json
@@ -54,8 +52,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
 
 
 T = TypeVar("T")
@@ -67,40 +63,6 @@ AllowEmptyOpt = Annotated[
         help="Delete the indexed sources of a root that now yields none or cannot be fully read.",
     ),
 ]
-
-
-@contextmanager
-def _engine(
-    store: str | None,
-    embedder: str | None,
-    *,
-    llm: str | None = None,
-    cross_encoder: str | None = None,
-    create: bool = True,
-    keys: Path | None = None,
-) -> Iterator[Plait]:
-    """The engine for a command; ``create=False`` (read-only commands) never creates a store."""
-    settings = Settings.resolve(store=store, embedder=embedder)
-    try:
-        engine = Plait(
-            settings.store,
-            embedder=settings.embedder,
-            llm=llm,
-            cross_encoder=cross_encoder,
-            create_store=create,
-            keys=keys,
-        )
-    except PlaitError as exc:  # e.g. the store server is unreachable: one line, exit 1
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    try:
-        yield engine
-    finally:
-        engine.close()
-
-
-def _collection(name: str | None) -> str:
-    return Settings.resolve(collection=name).collection
 
 
 def _print_report(report: IndexReport) -> None:

@@ -1,21 +1,28 @@
 """What every CLI command shares: the ``--store``, ``--collection``, ``--embedder``,
 ``--json``, ``--debug`` options, running an action with one-line errors, and printing
-JSON — defined once for :mod:`plait.cli` and the command modules it registers (which
-cannot import :mod:`plait.cli` at import time: it imports them)."""
+JSON, the consoles and opening the engine — defined once for :mod:`plait.cli` and the
+command modules it registers, which import this module and never :mod:`plait.cli`
+(it imports them: no cycle)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from plait.config import Settings
 from plait.errors import PlaitError
 from plait.types import to_json
+
+if TYPE_CHECKING:
+    from plait.service import Plait
 
 __all__ = [
     "CollectionOpt",
@@ -23,12 +30,56 @@ __all__ = [
     "EmbedderOpt",
     "JsonOpt",
     "StoreOpt",
+    "collection_name",
+    "console",
+    "err",
+    "open_engine",
     "print_json",
     "run_or_exit",
 ]
 
 T = TypeVar("T")
-_err = Console(stderr=True)
+#: Where every command prints its results, and its errors.
+console = Console()
+err = Console(stderr=True)
+_err = err
+
+
+@contextmanager
+def open_engine(
+    store: str | None,
+    embedder: str | None,
+    *,
+    llm: str | None = None,
+    cross_encoder: str | None = None,
+    create: bool = True,
+    keys: Path | None = None,
+) -> Iterator[Plait]:
+    """The engine for a command; ``create=False`` (read-only commands) never creates a store."""
+    from plait.service import Plait
+
+    settings = Settings.resolve(store=store, embedder=embedder)
+    try:
+        engine = Plait(
+            settings.store,
+            embedder=settings.embedder,
+            llm=llm,
+            cross_encoder=cross_encoder,
+            create_store=create,
+            keys=keys,
+        )
+    except PlaitError as exc:  # e.g. the store server is unreachable: one line, exit 1
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def collection_name(name: str | None) -> str:
+    """The collection a command works on: ``--collection``, else ``PLAIT_COLLECTION``, else ``default``."""
+    return Settings.resolve(collection=name).collection
 
 StoreOpt = Annotated[
     str | None,

@@ -84,6 +84,7 @@ class Plait:
         if store is None or isinstance(store, str):
             store = open_store(Settings.resolve(store=store).store, create=create_store)
         self.store: Store = store
+        self._reindex_lock = threading.Lock()
         self._embedder_choice = embedder
         self._embedders: dict[str, Embedder | None] = {}
         self.chunk_settings = chunk_settings or ChunkSettings()
@@ -285,6 +286,21 @@ class Plait:
         index holds some, or whose walk hit an unreadable folder, deletes nothing (the
         kept sources are reported as skipped, ``complete`` false) unless ``allow_empty``.
         """
+        with self._reindex_lock:  # one reindex at a time per engine, whichever interface asks
+            return self._reindex(
+                collection, scope=scope, source=source, full=full, progress=progress, allow_empty=allow_empty
+            )
+
+    def _reindex(
+        self,
+        collection: str,
+        *,
+        scope: str | None,
+        source: str | Path | None,
+        full: bool,
+        progress: Progress | None,
+        allow_empty: bool,
+    ) -> IndexReport:
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         roots = self.recorded_roots(collection, source=source)

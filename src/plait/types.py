@@ -358,3 +358,4 @@ class CollectionInfo(Model):
     sources: int = 0
     created_at: str | None = None
     last_indexed_at: str | None = None
+

@@ -13,7 +13,11 @@ from typing import Annotated
 import typer
 
 from plait.api.keys import KeyStore, default_keys_path
-from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt
+from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli_options import collection_name as _collection
+from plait.cli_options import open_engine as _engine
+from plait.cli_options import print_json as _print_json
+from plait.cli_options import run_or_exit as _run
 from plait.config import Settings
 from plait.types import to_json
 
@@ -60,7 +64,6 @@ def serve(
     debug: DebugOpt = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs) and the search & debug page at /."""
-    from plait.cli import _collection, _engine, _run, err
     if no_auth and not is_loopback(host):
         err.print(
             f"[red]error:[/red] --no-auth only binds to loopback (127.0.0.1, ::1, localhost), "
@@ -108,7 +111,6 @@ def keys_create(
     debug: DebugOpt = False,
 ) -> None:
     """Create a key and print its token — shown only this once."""
-    from plait.cli import _collection, _print_json, _run, console, err
     name = _collection(collection)
     key_store = _run(debug, lambda: _key_store(keys, store))
     try:
@@ -133,7 +135,6 @@ def keys_list(
     debug: DebugOpt = False,
 ) -> None:
     """List keys (id, role, collection, token hint, revoked) — never the tokens."""
-    from plait.cli import _print_json, _run, console
     key_store = _run(debug, lambda: _key_store(keys, store))
     try:
         listed = [k for k in key_store.list_keys() if collection is None or k.collection == collection]
@@ -163,7 +164,6 @@ def keys_revoke(
     debug: DebugOpt = False,
 ) -> None:
     """Revoke a key: it stops working at once."""
-    from plait.cli import _print_json, _run, console
     key_store = _run(debug, lambda: _key_store(keys, store))
     try:
         key = _run(debug, lambda: key_store.revoke(key_id))
@@ -194,7 +194,6 @@ def mcp(
     """Serve MCP tools (collections, search, explain, ask, faq_list, coverage, reindex) for
     agents, over stdio or streamable HTTP (endpoint http://HOST:PORT/mcp)."""
     from plait.api.mcp import create_mcp_server
-    from plait.cli import _collection, _engine, _run, err
 
     if transport not in _MCP_TRANSPORTS:
         allowed = ", ".join(_MCP_TRANSPORTS)

@@ -28,7 +28,6 @@ body of a collection that does not exist, so existence never leaks.
 FastAPI and uvicorn are the ``server`` extra: ``pip install 'plait[server]'``.
 """
 
-import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -185,7 +184,6 @@ def create_app(
         version="0.1.0",
         summary="Hybrid retrieval: BM25 and dense vectors fused before the cut, with citations.",
     )
-    reindex_lock = threading.Lock()
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse({"error": _short(message)}, status_code=status, headers=headers)
@@ -328,8 +326,7 @@ def create_app(
     def reindex(collection: str, key: ApiKey | None = Caller) -> IndexReport:
         """Re-read the recorded sources (unchanged chunks are not re-embedded), backfill vectors."""
         allow(key, collection, Role.MAINTAINER, "reindex")
-        with reindex_lock:
-            return engine.reindex(collection=collection)
+        return engine.reindex(collection=collection)  # the engine runs one reindex at a time
 
     @app.get(
         "/v1/collections/{collection}/coverage",

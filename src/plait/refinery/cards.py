@@ -28,7 +28,7 @@ from plait.sources.base import SourceDocument, SourcePart
 from plait.types import CardHit, CardSource, FileOrigin, SearchResult
 
 if TYPE_CHECKING:
-    from plait.service import Plait
+    from plait.searcher import Searcher
 
 __all__ = [
     "card_document",
@@ -73,7 +73,7 @@ def card_document(card: FaqCard) -> SourceDocument:
     )
 
 
-def sync_cards(engine: Plait, collection: str, cards: Sequence[FaqCard]) -> None:
+def sync_cards(engine: Searcher, collection: str, cards: Sequence[FaqCard]) -> None:
     """Bring the index in line with ``cards``: rejected ones out, the others (re)indexed.
 
     Unchanged questions are not embedded again (the indexer keeps their vectors).
@@ -91,7 +91,7 @@ def sync_cards(engine: Plait, collection: str, cards: Sequence[FaqCard]) -> None
     refresh_hidden(engine, collection)
 
 
-def refresh_hidden(engine: Plait, collection: str) -> None:
+def refresh_hidden(engine: Searcher, collection: str) -> None:
     """Record the chunk ids of the collection's card scope in ``searchHidden``."""
     store = engine.store
     ids: list[str] = []
@@ -102,7 +102,7 @@ def refresh_hidden(engine: Plait, collection: str) -> None:
     store.update_settings(collection, {SEARCH_HIDDEN_KEY: hidden})
 
 
-def _sources(engine: Plait, collection: str, chunk_ids: Sequence[str]) -> list[CardSource]:
+def _sources(engine: Searcher, collection: str, chunk_ids: Sequence[str]) -> list[CardSource]:
     found = engine.store.get_chunks(collection, list(chunk_ids))
     out = []
     for cid in chunk_ids:
@@ -116,7 +116,7 @@ def _sources(engine: Plait, collection: str, chunk_ids: Sequence[str]) -> list[C
 
 
 def match_card(
-    engine: Plait,
+    engine: Searcher,
     cards: RefineryStore,
     collection: str,
     query: str,
@@ -171,7 +171,7 @@ def match_card(
 
 
 def qa_first_search(
-    engine: Plait,
+    engine: Searcher,
     cards: RefineryStore,
     settings: RefinerySettings,
     collection: str,

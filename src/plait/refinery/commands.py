@@ -12,7 +12,11 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt
+from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli_options import collection_name as _collection
+from plait.cli_options import open_engine as _engine
+from plait.cli_options import print_json as _print_json
+from plait.cli_options import run_or_exit as _run
 from plait.refinery.models import FaqCard, RefineryRun, RunProgress
 from plait.types import to_json
 
@@ -46,7 +50,6 @@ def ask(
     debug: DebugOpt = False,
 ) -> None:
     """Answer a question from the collection, citing numbered sources; says so when nothing fits."""
-    from plait.cli import _collection, _engine, _print_json, _run, console
 
     name = _collection(collection)
     with _engine(store, embedder, llm=llm, create=False) as engine:
@@ -93,7 +96,6 @@ refinery_app = typer.Typer(help="Knowledge Refinery: distil FAQ cards from a col
 
 
 def _print_run(run: RefineryRun) -> None:
-    from plait.cli import console
 
     p = run.progress
     colour = {"succeeded": "green", "failed": "red", "cancelled": "yellow"}.get(run.status.value, "cyan")
@@ -131,7 +133,6 @@ def refinery_run(
     debug: DebugOpt = False,
 ) -> None:
     """Distil FAQ cards from the collection: waits with a progress bar, or --detach."""
-    from plait.cli import _collection, _engine, _print_json, _run, err
     from plait.config import Settings
 
     name = _collection(collection)
@@ -161,7 +162,6 @@ def refinery_run(
     else:
         _print_run(run)
         if detach:
-            from plait.cli import console
 
             console.print(f"follow it with: plait refinery status {run.id}", highlight=False)
     if run.status.value == "failed":
@@ -177,7 +177,6 @@ def _with_bar(debug: bool, action: Any) -> RefineryRun:
         TimeElapsedColumn,
     )
 
-    from plait.cli import _run, err
 
     with Progress(
         TextColumn("[bold]refining"),
@@ -207,7 +206,6 @@ def refinery_status(
     debug: DebugOpt = False,
 ) -> None:
     """A run's status, progress, timestamps and error."""
-    from plait.cli import _engine, _print_json, _run
 
     with _engine(store, embedder) as engine:
         run = _run(debug, lambda: engine.refinery.get_run(run_id))
@@ -224,7 +222,6 @@ def refinery_cancel(
     debug: DebugOpt = False,
 ) -> None:
     """Ask a run to stop (a queued run stops at once; a running one after its current group)."""
-    from plait.cli import _engine, _print_json, _run
 
     with _engine(store, embedder) as engine:
         run = _run(debug, lambda: engine.refinery.cancel(run_id))
@@ -242,7 +239,6 @@ def refinery_list(
     """The collection's runs, newest first."""
     from rich.table import Table
 
-    from plait.cli import _collection, _engine, _print_json, _run, console
 
     name = _collection(collection)
     with _engine(store, embedder) as engine:
@@ -277,7 +273,6 @@ def refinery_settings(
     debug: DebugOpt = False,
 ) -> None:
     """Show or change the collection's refinery settings."""
-    from plait.cli import _collection, _engine, _print_json, _run, console
 
     name = _collection(collection)
     changes: dict[str, Any] = {}
@@ -308,7 +303,6 @@ faq_app = typer.Typer(help="FAQ cards: list and review (approve, reject, edit)."
 
 
 def _print_card(card: FaqCard, *, full: bool = True) -> None:
-    from plait.cli import console
 
     colour = {"approved": "green", "rejected": "red"}.get(card.status.value, "yellow")
     console.print(
@@ -330,7 +324,6 @@ def faq_list(
     debug: DebugOpt = False,
 ) -> None:
     """The collection's FAQ cards, oldest first."""
-    from plait.cli import _collection, _engine, _print_json, _run, console
 
     name = _collection(collection)
     with _engine(store, embedder) as engine:
@@ -346,7 +339,6 @@ def faq_list(
 
 def _review(action: str, card_id: str, store: str | None, collection: str | None, embedder: str | None,
             as_json: bool, debug: bool, **changes: Any) -> None:
-    from plait.cli import _collection, _engine, _print_json, _run
 
     name = _collection(collection)
     with _engine(store, embedder) as engine:

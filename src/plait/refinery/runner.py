@@ -49,7 +49,7 @@ from plait.refinery.store import RefineryStore
 from plait.types import Chunk
 
 if TYPE_CHECKING:
-    from plait.service import Plait
+    from plait.searcher import Searcher
 
 __all__ = ["RunProgressFn", "execute_run", "is_live", "pid_alive", "recover_runs"]
 
@@ -142,7 +142,7 @@ class _Cancelled(Exception):
 class _Distiller:
     """The work of one run."""
 
-    engine: Plait
+    engine: Searcher
     store: RefineryStore
     run: RefineryRun
     settings: RefinerySettings
@@ -249,7 +249,7 @@ class _Distiller:
 
 
 def execute_run(
-    engine: Plait,
+    engine: Searcher,
     store: RefineryStore,
     run_id: str,
     settings: RefinerySettings,

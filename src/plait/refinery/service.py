@@ -34,7 +34,7 @@ from plait.search import SearchRequest
 from plait.types import CardHit, SearchResult, to_json
 
 if TYPE_CHECKING:
-    from plait.service import Plait
+    from plait.searcher import Searcher
 
 __all__ = ["DEFAULT_STALE_AFTER", "SETTINGS_KEY", "Refinery"]
 
@@ -48,7 +48,7 @@ _MAX_ANSWER = 4000
 
 
 class Refinery:
-    """FAQ-card runs and review over one :class:`~plait.service.Plait` engine.
+    """FAQ-card runs and review over one engine (a :class:`~plait.searcher.Searcher`, e.g. Plait).
 
     ``path`` is the refinery file (default ``refinery.db`` next to a SQLite store,
     else ``./.plait/refinery.db``). Opening it marks interrupted runs failed.
@@ -56,7 +56,7 @@ class Refinery:
 
     def __init__(
         self,
-        engine: Plait,
+        engine: Searcher,
         *,
         path: str | Path | None = None,
         stale_after: float = DEFAULT_STALE_AFTER,

@@ -1,0 +1,56 @@
+"""The small engine protocol ask and the Knowledge Refinery depend on (not :class:`~plait.service.Plait`).
+
+Ask and the refinery need a store, searching with a request, indexing documents (the
+refinery indexes FAQ cards) and the chat LLM; ask also matches FAQ cards first.
+:class:`plait.service.Plait` satisfies both protocols, and so can anything else that
+offers these methods, so neither module imports the service that builds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from plait.llm.base import LLM
+from plait.retrieval.request import SearchRequest
+from plait.sources.base import SourceDocument
+from plait.stores.base import Store
+from plait.types import CardHit, IndexReport, SearchResult
+
+__all__ = ["AskEngine", "CardMatcher", "Searcher"]
+
+
+class Searcher(Protocol):
+    """A store, search, indexing and the chat LLM: what the refinery uses."""
+
+    store: Store
+
+    @property
+    def llm(self) -> LLM | None:
+        """The chat LLM, or None when none is configured."""
+        ...
+
+    def search_request(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> SearchResult:
+        """Search ``collection`` with a request model (or its camelCase JSON form)."""
+        ...
+
+    def index_documents(self, documents: Iterable[SourceDocument], *, collection: str = "default") -> IndexReport:
+        """Index documents built in code."""
+        ...
+
+
+class CardMatcher(Protocol):
+    """Finds the FAQ card that answers a query (the refinery's ``match``)."""
+
+    def match(self, collection: str, query: str, *, include_drafts: bool | None = None) -> CardHit | None:
+        """The card that answers ``query``, or None."""
+        ...
+
+
+class AskEngine(Searcher, Protocol):
+    """A :class:`Searcher` that can also match FAQ cards (``refinery``): what ask uses."""
+
+    @property
+    def refinery(self) -> CardMatcher:
+        """The FAQ cards of this engine."""
+        ...
