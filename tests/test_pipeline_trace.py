@@ -227,7 +227,9 @@ def test_explain_is_the_trace_of_search(
                 deep_hit = deep_pos[cid]
                 assert j.fused_rank is not None and deep_hit.ranks.fused == j.fused_rank
                 assert j.fused_score == deep_hit.score
-                _same_arm_ranks(j.lexical_rank, j.lexical_score, deep_hit.ranks.lexical, deep_hit.lexical_score, request)
+                _same_arm_ranks(
+                    j.lexical_rank, j.lexical_score, deep_hit.ranks.lexical, deep_hit.lexical_score, request
+                )
                 _same_arm_ranks(j.dense_rank, j.cosine, deep_hit.ranks.dense, deep_hit.vector_score, request)
                 in_window = request["offset"] < j.fused_rank <= need
                 if dropped == "rerank":

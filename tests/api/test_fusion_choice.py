@@ -79,11 +79,23 @@ def test_the_default_adaptive_says_what_was_asked_and_what_was_decided(indexed: 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"lexical_weight": 0.1}, "lexicalWeight does not apply to fusion 'adaptive' (the default): it takes languagePrior (and overfetch)"),
+        (
+            {"lexical_weight": 0.1},
+            "lexicalWeight does not apply to fusion 'adaptive' (the default): it takes languagePrior (and overfetch)",
+        ),
         ({"lexical_weight": "auto"}, "lexicalWeight does not apply to fusion 'adaptive' (the default)"),
-        ({"fusion": "rrf", "threshold": 0.3}, "threshold does not apply to fusion 'rrf': it takes rrfK, lexicalWeight (and overfetch)"),
-        ({"fusion": "minmax", "rrf_k": 3, "language_prior": False}, "rrfK, languagePrior do not apply to fusion 'minmax': it takes no knobs (and overfetch)"),
-        ({"fusion": "weighted", "language_prior": True}, "languagePrior does not apply to fusion 'weighted': it takes threshold"),
+        (
+            {"fusion": "rrf", "threshold": 0.3},
+            "threshold does not apply to fusion 'rrf': it takes rrfK, lexicalWeight (and overfetch)",
+        ),
+        (
+            {"fusion": "minmax", "rrf_k": 3, "language_prior": False},
+            "rrfK, languagePrior do not apply to fusion 'minmax': it takes no knobs (and overfetch)",
+        ),
+        (
+            {"fusion": "weighted", "language_prior": True},
+            "languagePrior does not apply to fusion 'weighted': it takes threshold",
+        ),
     ],
 )
 def test_a_knob_the_method_does_not_take_is_refused(indexed: Plait, options: dict, message: str) -> None:
@@ -95,7 +107,8 @@ def test_a_knob_the_method_does_not_take_is_refused(indexed: Plait, options: dic
 
 
 def test_object_knobs_are_the_methods_own(indexed: Plait) -> None:
-    with pytest.raises(ValidationError, match=r"fusion: k does not apply to fusion 'adaptive' \(fusion object\): it takes denseWeight, languagePrior"):
+    own = r"fusion: k does not apply to fusion 'adaptive' \(fusion object\): it takes denseWeight, languagePrior"
+    with pytest.raises(ValidationError, match=own):
         indexed.search_request("default", {"query": "x", "fusion": {"method": "adaptive", "k": 3}})
     with pytest.raises(ValidationError, match="rrfK given beside a fusion object: put the knobs inside it"):
         indexed.search_request("default", {"query": "x", "fusion": {"method": "rrf"}, "rrfK": 3})
@@ -108,7 +121,8 @@ def test_the_collections_saved_method_decides_which_knobs_apply(indexed: Plait) 
     result = indexed.search("ERR-4012", k=3, threshold=0.5)
     assert result.fusion.method == "weighted" and result.fusion.threshold == 0.5
     assert result.fusion_decided is not None and result.fusion_decided.method_from == "collection"
-    with pytest.raises(ValidationError, match="lexicalWeight does not apply to fusion 'weighted' \\(the collection's method\\)"):
+    saved = "lexicalWeight does not apply to fusion 'weighted' \\(the collection's method\\)"
+    with pytest.raises(ValidationError, match=saved):
         indexed.search("ERR-4012", lexical_weight=0.3)
 
 
@@ -141,6 +155,8 @@ def test_http_422_and_cli_exit_1_name_the_method_and_its_knobs(served: Served, t
     text = " ".join(bad.output.split())  # one message (the console may wrap it)
     assert text.count("error:") == 1 and "Traceback" not in text
     assert "lexicalWeight does not apply to fusion 'adaptive' (the default): it takes languagePrior" in text
-    ok = runner.invoke(app, ["search", "ERR-4012", "--store", store, "--fusion", "rrf", "--lexical-weight", "0.3", "--json"])
+    ok = runner.invoke(
+        app, ["search", "ERR-4012", "--store", store, "--fusion", "rrf", "--lexical-weight", "0.3", "--json"]
+    )
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["fusionAsked"] == {"fusion": "rrf", "lexicalWeight": 0.3}
