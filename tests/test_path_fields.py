@@ -29,7 +29,7 @@ def engine(tmp_path: Path) -> Plait:
     for name, text in ADRS.items():
         (decisions / name).write_text(text, encoding="utf-8")
     (root / "docs" / "guide.md").write_text(GUIDE, encoding="utf-8")
-    engine = Plait(str(tmp_path / "plait.db"), embedder=None)
+    engine = Plait(str(tmp_path / "plait.db"), embedder="none")
     engine.index(root)
     return engine
 

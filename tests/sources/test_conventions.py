@@ -59,7 +59,7 @@ def _repo(tmp_path: Path) -> Path:
 
 
 def test_index_report_says_what_it_found(tmp_path: Path) -> None:
-    with Plait(str(tmp_path / "plait.db"), embedder=None) as engine:
+    with Plait(str(tmp_path / "plait.db"), embedder="none") as engine:
         report = engine.index(_repo(tmp_path))
         assert report.adr_folders == {"docs/architecture/decisions": 3, "notes": 1}
         scopes = {s.scope: s.chunks for s in engine.store.scopes("default")}
@@ -77,5 +77,5 @@ def test_scope_rule_still_overrides(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["adrFolders"] == {}
-    with Plait(store, embedder=None) as engine:
+    with Plait(store, embedder="none") as engine:
         assert {s.scope for s in engine.store.scopes("default")} == {"misc"}
