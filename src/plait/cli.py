@@ -30,7 +30,7 @@ from plait.cli_options import print_json as _print_json
 from plait.cli_options import run_or_exit as _run
 from plait.errors import NotFoundError
 from plait.sources.roots import parse_scope_rules
-from plait.terminal import safe
+from plait.terminal import highlighted, safe
 from plait.types import FusionSettings, IndexReport, SearchResult, to_json
 
 __all__ = ["app", "main"]
@@ -278,14 +278,14 @@ def coverage(
     for root in report.roots:
         where = root.path + (f" @ {root.ref}" if root.ref else "")
         if not root.available:
-            console.print(f"[red]unreadable[/red] {root.kind} {where}: {root.reason}", highlight=False)
+            console.print(f"[red]unreadable[/red] {root.kind} {safe(where)}: {safe(root.reason)}", highlight=False)
             continue
         console.print(
-            f"{root.kind} {where}: {root.sources_present} sources, {len(root.skipped)} skipped",
+            f"{root.kind} {safe(where)}: {root.sources_present} sources, {len(root.skipped)} skipped",
             highlight=False,
         )
         for item in root.skipped:
-            console.print(f"  [yellow]skipped[/yellow] {item.path}: {item.reason}", highlight=False)
+            console.print(f"  [yellow]skipped[/yellow] {safe(item.path)}: {safe(item.reason)}", highlight=False)
     if report.sources_without_root:
         console.print(f"{report.sources_without_root} sources indexed from code (no recorded root)")
 
@@ -360,8 +360,8 @@ def _origin_text(hit: Any) -> str:
     origin = hit.origin
     if origin.kind == "file":
         path = origin.source_path
-        return path + (" › " + " › ".join(origin.heading_path) if origin.heading_path else "")
-    return f"session {origin.session_id} · event {origin.event_id}"
+        return safe(path + (" › " + " › ".join(origin.heading_path) if origin.heading_path else ""))
+    return safe(f"session {origin.session_id} · event {origin.event_id}")
 
 
 _BADGE = {
@@ -372,15 +372,15 @@ _BADGE = {
 
 
 def _print_result(result: SearchResult, debug: bool) -> None:
-    console.print(f"[bold]“{result.query}”[/bold] — {result.collection}", highlight=False)
+    console.print(f"[bold]“{safe(result.query)}”[/bold] — {safe(result.collection)}", highlight=False)
     if result.card is not None:
         card = result.card
         console.print(
             f"[green]FAQ card[/green] {card.card_id} ({card.status}, score {card.score:.2f}): "
-            f"[bold]{card.question}[/bold]",
+            f"[bold]{safe(card.question)}[/bold]",
             highlight=False,
         )
-        console.print(f"   {card.answer}", highlight=False, soft_wrap=True)
+        console.print(f"   {safe(card.answer)}", highlight=False, soft_wrap=True)
         for source in card.sources:
             where = "no longer indexed" if source.origin is None else _origin_text(source)
             console.print(f"   [blue]{source.chunk_id}[/blue] {where}", highlight=False)
@@ -398,7 +398,10 @@ def _print_result(result: SearchResult, debug: bool) -> None:
             f"dense {dense} · lexical {lexical}{reranked}  [blue]{_origin_text(hit)}[/blue]",
             highlight=False,
         )
-        console.print("   [dim]" + " ".join(hit.content.split())[:200] + "[/dim]", highlight=False)
+        if hit.snippet:
+            console.print("   " + highlighted(hit.snippet, hit.highlights), highlight=False)
+        else:
+            console.print("   [dim]" + safe(" ".join(hit.content.split())[:200]) + "[/dim]", highlight=False)
     f = result.fusion
     line = f"fusion {f.method.value}"
     if f.method.value == "rrf":
@@ -578,9 +581,9 @@ def _num(value: float | None) -> str:
 
 def _print_explain(result: Any) -> None:
     target = result.target
-    console.print(f"[bold]“{result.query}”[/bold] — {target['kind']} {target['value']}", highlight=False)
+    console.print(f"[bold]“{safe(result.query)}”[/bold] — {target['kind']} {safe(target['value'])}", highlight=False)
     ing = result.ingestion
-    console.print(f"[bold]ingestion[/bold]  {ing.message}", highlight=False)
+    console.print(f"[bold]ingestion[/bold]  {safe(ing.message)}", highlight=False)
     lex = result.lexical
     console.print(
         f"[bold]lexical[/bold]    rank {lex.rank if lex.rank is not None else 'absent'} of {lex.candidates} "

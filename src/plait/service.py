@@ -34,6 +34,7 @@ from plait.sources.base import Scan, SourceDocument
 from plait.sources.roots import describe_root, open_root, root_key
 from plait.sources.sessions import DEFAULT_SESSION_SCOPE
 from plait.stores import Store, open_store
+from plait.snippets import with_snippets
 from plait.types import CollectionInfo, DeletedCollection, IndexReport, SearchResult
 
 if TYPE_CHECKING:
@@ -448,7 +449,8 @@ class Plait:
         check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         guarded = self._guarded(embedder, info)
-        return self._search.search(collection, request, embedder=guarded, embedder_note=note, info=info)
+        result = self._search.search(collection, request, embedder=guarded, embedder_note=note, info=info)
+        return with_snippets(result)
 
     def _guarded(self, embedder: Embedder | None, info: CollectionInfo) -> Embedder | None:
         """The embedder with its query embeddings bounded and circuit-broken."""

@@ -14,7 +14,7 @@ import re
 
 from rich.markup import escape
 
-__all__ = ["plain", "safe"]
+__all__ = ["highlighted", "plain", "safe"]
 
 # C0 controls except \t and \n, DEL, C1 controls.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -28,3 +28,17 @@ def plain(text: object) -> str:
 def safe(text: object) -> str:
     """``text`` ready to embed in a rich markup string: controls replaced, markup escaped."""
     return escape(plain(text))
+
+
+def highlighted(text: str, highlights: list[list[int]]) -> str:
+    """``text`` as safe rich markup with each ``[start, end)`` of ``highlights`` in bold."""
+    parts: list[str] = []
+    at = 0
+    for start, end in sorted(highlights):
+        if start < at or end > len(text):
+            continue
+        parts.append(safe(text[at:start]))
+        parts.append(f"[bold]{safe(text[start:end])}[/bold]")
+        at = end
+    parts.append(safe(text[at:]))
+    return "".join(parts)

@@ -211,6 +211,10 @@ class Hit(Model):
     (rank 1 in both arms), for the weighted sum ``vector_weight + lexical_score_weight``
     (cosine 1 and the best BM25 score). 1.0 means "as good as these settings can
     score"; it is comparable between hits of one result, not between collections.
+
+    ``snippet`` is plain text around the chunk's best passage for the query, and
+    ``highlights`` the ``[start, end)`` offsets in it of the words that matched a query
+    term in either lexical field (:mod:`plait.snippets`); ``content`` is the raw chunk.
     """
 
     chunk_id: str
@@ -224,6 +228,8 @@ class Hit(Model):
     origin: Origin
     metadata: dict[str, Any] = Field(default_factory=dict)
     score_normalised: float | None = None
+    snippet: str = ""
+    highlights: list[list[int]] = Field(default_factory=list)
 
 
 class CardSource(Model):

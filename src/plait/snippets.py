@@ -1,0 +1,108 @@
+"""Readable hits: a plain-text snippet around a chunk's best passage, with highlights.
+
+The snippet is cut from the chunk's visible text (for Markdown,
+:func:`plait.markdown.plain_text`: no ``#``, backticks, tags or link targets), with runs of
+whitespace collapsed to one space. A word of it is *matched* when its analysis shares a
+term with the query's, in either lexical field: the exact field (``ERR-4012``,
+``create_service_dns_name``) or the stems field (``rotating`` matches ``rotate``); query
+stopwords match nothing. The best passage is the window of at most ``width`` characters
+matching the most distinct query words (ties: the earliest); without a match the
+snippet is the text's start. The window is widened to whole words, and ``…`` marks a cut
+at either end.
+
+``highlights`` are ``[start, end)`` character offsets of the matched words in the snippet.
+The hit's ``content`` stays the raw chunk.
+"""
+
+from __future__ import annotations
+
+import re
+
+from plait.analysis import analyse, explain_query
+from plait.fields import is_markdown_path
+from plait.markdown import plain_text
+from plait.types import Hit, SearchResult
+
+__all__ = ["DEFAULT_WIDTH", "query_terms", "snippet", "with_snippets"]
+
+DEFAULT_WIDTH = 240
+_WORD = re.compile(r"\w+(?:[-.]\w+)*")
+_SPACE = re.compile(r"\s+")
+
+
+def query_terms(query: str) -> list[frozenset[str]]:
+    """Each distinct query word's exact token and stems, stopwords left out."""
+    words: dict[frozenset[str], None] = {}
+    for token in explain_query(query):
+        if token.stopword:
+            continue
+        terms = set(token.stems)
+        if token.exact is not None:
+            terms.add(token.exact)
+        if terms:
+            words[frozenset(terms)] = None
+    return list(words)
+
+
+def _matches(text: str, words: list[frozenset[str]]) -> list[tuple[int, int, frozenset[int]]]:
+    """Each matched word of ``text``: its span and which query words it matches."""
+    found = []
+    for match in _WORD.finditer(text):
+        fields = analyse(match.group())
+        mine = set(fields.exact) | set(fields.stems)
+        hit = frozenset(i for i, terms in enumerate(words) if terms & mine)
+        if hit:
+            found.append((match.start(), match.end(), hit))
+    return found
+
+
+def snippet(text: str, query: str, *, width: int = DEFAULT_WIDTH) -> tuple[str, list[list[int]]]:
+    """(snippet, highlights) of a visible text for a query (see the module docstring)."""
+    flat = _SPACE.sub(" ", text).strip()
+    terms = query_terms(query)
+    matches = _matches(flat, terms) if terms else []
+    start = 0
+    if matches:
+        best = (-1, 0)
+        for i, (first, _, _) in enumerate(matches):
+            covered: set[int] = set()
+            for s, e, hit in matches[i:]:
+                if e - first > width:
+                    break
+                covered |= hit
+            if len(covered) > best[0]:
+                best = (len(covered), first)
+        start = best[1]
+        # Some context before the first match, up to a third of the window.
+        start = max(0, start - width // 3)
+    end = min(len(flat), start + width)
+    if start > 0:
+        space = flat.rfind(" ", 0, start)
+        start = space + 1 if space >= 0 else 0
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > start else end
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if end < len(flat) else ""
+    shown = prefix + flat[start:end] + suffix
+    shift = len(prefix) - start
+    highlights = [[s + shift, e + shift] for s, e, _ in matches if s >= start and e <= end]
+    return shown, highlights
+
+
+def visible_text(hit: Hit) -> str:
+    """The hit's visible text: Markdown rendered to plain text, other text as stored."""
+    path = hit.metadata.get("path")
+    if isinstance(path, str) and is_markdown_path(path):
+        fence = hit.metadata.get("fence")
+        return plain_text(hit.content, fence=fence if isinstance(fence, str) else None)
+    return hit.content
+
+
+def with_snippets(result: SearchResult) -> SearchResult:
+    """The result with every hit's ``snippet`` and ``highlights`` filled in."""
+    hits = []
+    for hit in result.hits:
+        shown, highlights = snippet(visible_text(hit), result.query)
+        hits.append(hit.model_copy(update={"snippet": shown, "highlights": highlights}))
+    return result.model_copy(update={"hits": hits})

@@ -1,0 +1,68 @@
+"""Readable hits and safe terminal output (issue 20)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from plait.cli import app
+from plait.service import Plait
+from plait.snippets import snippet
+from plait.terminal import highlighted, safe
+
+runner = CliRunner()
+
+
+def test_snippet_is_the_best_passage_with_highlights_in_both_fields() -> None:
+    text = "Rotate the keys. " + "filler words here " * 30 + "When ERR-4012 appears, rotating keys fixes it. " + "tail " * 40
+    shown, highlights = snippet(text, "how to rotate keys for ERR-4012", width=120)
+    assert shown.startswith("…filler words here") and shown.endswith("tail…")
+    # exact field: ERR-4012; stems field: rotating ~ rotate, keys ~ keys; "how to for" are stopwords
+    assert [shown[a:b] for a, b in highlights] == ["ERR-4012", "rotating", "keys"]
+    assert len(shown) <= 120 + 2
+
+
+def test_snippet_without_a_match_is_the_start() -> None:
+    assert snippet("one two\n\nthree", "zebra") == ("one two three", [])
+
+
+def test_search_hits_carry_plain_snippets_and_raw_content(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    raw = "# Pools\n\n## `EPP_POOL_SIZE`\n\nSet <b>EPP\\_POOL\\_SIZE</b> as in the [guide](https://e.x/g).\n"
+    (root / "pools.md").write_text(raw, encoding="utf-8")
+    with Plait(str(tmp_path / "p.db"), embedder="none") as engine:
+        engine.index(root)
+        [hit] = engine.search("EPP_POOL_SIZE guide", k=1).hits
+    assert hit.content == raw.split("\n\n", 1)[1].strip()  # raw ("# Pools" alone is a bare parent)
+    assert hit.snippet == "EPP_POOL_SIZE Set EPP_POOL_SIZE as in the guide."
+    assert [hit.snippet[a:b] for a, b in hit.highlights] == ["EPP_POOL_SIZE", "EPP_POOL_SIZE", "guide"]
+
+
+def test_safe_escapes_markup_and_replaces_control_characters() -> None:
+    assert safe("[/bold].md") == "\\[/bold].md"
+    assert safe("a\x1b[31mred\x07") == "a\ufffd[31mred\ufffd"  # "[31m" is no rich tag
+    assert highlighted("[x] key", [[4, 7]]) == "\\[x] [bold]key[/bold]"
+
+
+def test_cli_prints_corpus_text_as_written(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    body = "# Notes\n\nThe pool is developed to be [compatible](https://e.x/c) with zebras.\n"
+    (root / "[").mkdir()  # the relative path "[/bold].md" closes a tag rich never opened
+    for name in ("[/bold].md", "[red]x.md", "esc\x1b[2Jname.md"):
+        (root / name).write_text(body, encoding="utf-8")
+    store = str(tmp_path / "p.db")
+    index = runner.invoke(app, ["index", str(root), "--store", store, "--embedder", "none"])
+    assert index.exit_code == 0, index.output
+    result = runner.invoke(app, ["search", "compatible zebras [bold]", "--store", store, "--embedder", "none"])
+    assert result.exit_code == 0, result.output
+    assert "[/bold].md" in result.output and "[red]x.md" in result.output
+    assert "\x1b" not in result.output and "esc\ufffd[2Jname.md" in result.output
+    assert "developed to be compatible with zebras" in result.output
+    assert "“compatible zebras [bold]”" in result.output
+    data = json.loads(runner.invoke(app, ["search", "zebras", "--store", store, "--embedder", "none", "--json"]).stdout)
+    assert data["hits"][0]["snippet"].endswith("compatible with zebras.")
+    assert data["hits"][0]["highlights"]
