@@ -34,6 +34,7 @@ from plait.sources.base import Scan, SourceDocument
 from plait.sources.roots import describe_root, open_root, root_key
 from plait.sources.sessions import DEFAULT_SESSION_SCOPE
 from plait.stores import Store, open_store
+from plait.retrieval.request import validated
 from plait.snippets import with_snippets
 from plait.types import CollectionInfo, DeletedCollection, IndexReport, SearchResult
 
@@ -450,7 +451,23 @@ class Plait:
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         guarded = self._guarded(embedder, info)
         result = self._search.search(collection, request, embedder=guarded, embedder_note=note, info=info)
+        empty = self._empty_scopes(collection, validated(request).scopes)
+        if empty:
+            result = result.model_copy(update={"notes": [*result.notes, empty]})
         return with_snippets(result)
+
+    def _empty_scopes(self, collection: str, scopes: Sequence[str] | None) -> str | None:
+        """A note naming the asked scopes that hold no chunk, and the scopes that do."""
+        if not scopes:
+            return None
+        counts = {s.scope: s.chunks for s in self.store.scopes(collection) if s.chunks}
+        missing = [name for name in scopes if name not in counts]
+        if not missing:
+            return None
+        held = ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "none"
+        names = ", ".join(repr(name) for name in missing)
+        noun = "scope" if len(missing) == 1 else "scopes"
+        return f"{noun} {names} {'has' if len(missing) == 1 else 'have'} no chunks in collection {collection!r} (chunks per scope: {held})"
 
     def _guarded(self, embedder: Embedder | None, info: CollectionInfo) -> Embedder | None:
         """The embedder with its query embeddings bounded and circuit-broken."""

@@ -63,7 +63,7 @@ def test_search_returns_the_library_model_in_camel_case(served: Served, admin: h
     top = data["hits"][0]
     assert set(top) == {
         "chunkId", "content", "score", "vectorScore", "lexicalScore", "match", "scope", "ranks",
-        "origin", "metadata", "scoreNormalised",
+        "origin", "metadata", "scoreNormalised", "snippet", "highlights",  # issue 20: readable hits
     }
     assert top["metadata"]["docId"] == "kb-101" and top["match"] == "both"
     assert top["ranks"]["lexical"] == 1 and top["ranks"]["fused"] == 1

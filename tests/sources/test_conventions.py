@@ -79,3 +79,18 @@ def test_scope_rule_still_overrides(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["adrFolders"] == {}
     with Plait(store, embedder="none") as engine:
         assert {s.scope for s in engine.store.scopes("default")} == {"misc"}
+
+
+def test_a_search_in_an_empty_scope_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "guide.md").write_text("# Guide\n\nqueues\n", encoding="utf-8")
+    store = str(tmp_path / "p.db")
+    assert runner.invoke(app, ["index", str(root), "--store", store, "--embedder", "none"]).exit_code == 0
+    result = runner.invoke(app, ["search", "queues", "--store", store, "--embedder", "none", "--scope", "adr"])
+    assert result.exit_code == 0, result.output
+    assert "no hits" in result.output
+    flat = " ".join(result.output.split())  # rich wraps long lines
+    assert "note: scope 'adr' has no chunks in collection 'default' (chunks per scope: docs 1)" in flat
+    with Plait(store, embedder="none") as engine:
+        assert engine.search("queues", scopes=["docs"]).notes == []
