@@ -66,3 +66,24 @@ def test_cli_prints_corpus_text_as_written(tmp_path: Path) -> None:
     data = json.loads(runner.invoke(app, ["search", "zebras", "--store", store, "--embedder", "none", "--json"]).stdout)
     assert data["hits"][0]["snippet"].endswith("compatible with zebras.")
     assert data["hits"][0]["highlights"]
+
+
+def test_explain_text_lists_each_content_term_once_names_the_chunk_and_a_missing_path(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "keys.md").write_text("# Keys\n\nRotate the keys when ERR-4012 shows.\n", encoding="utf-8")
+    store = str(tmp_path / "p.db")
+    assert runner.invoke(app, ["index", str(root), "--store", store, "--embedder", "none"]).exit_code == 0
+    with Plait(store, embedder="none") as engine:
+        chunk_id = engine.search("keys", k=1).hits[0].chunk_id
+    out = runner.invoke(app, ["explain", "the keys of the keys ERR-4012", "--path", "keys.md", "--store", store, "--embedder", "none"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert f"    terms evaluated against chunk {chunk_id}" in lines
+    assert sum(line.strip() == "✓ keys" for line in lines) == 1  # "keys" asked twice, one row
+    assert sum(line.strip() == "✓ ERR-4012" for line in lines) == 1
+    assert "    stopwords, not counted: the, of" in lines
+    missing = runner.invoke(app, ["explain", "keys", "--path", "nope.md", "--store", store, "--embedder", "none"])
+    assert missing.exit_code == 0, missing.output
+    flat = " ".join(missing.output.split())
+    assert "not returned (no such source)" in flat and "None" not in flat

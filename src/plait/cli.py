@@ -65,6 +65,9 @@ AllowEmptyOpt = Annotated[
 ]
 
 
+_LISTED = 20  # sources named per list in a text report; --json has them all
+
+
 def _print_report(report: IndexReport) -> None:
     emb = report.embedding
     console.print(
@@ -73,7 +76,8 @@ def _print_report(report: IndexReport) -> None:
         f"-{report.chunks_deleted}",
         highlight=False,
     )
-    vec = f"vectors: {emb.embedded} embedded, {emb.reused} reused, {emb.skipped} missing"
+    dedup = f", {emb.deduplicated} deduplicated (same text as another chunk)" if emb.deduplicated else ""
+    vec = f"vectors: {emb.embedded} embedded, {emb.reused} reused{dedup}, {emb.skipped} missing"
     if emb.reason:
         vec += f" — {emb.reason}"
     console.print(vec, highlight=False)
@@ -82,6 +86,15 @@ def _print_report(report: IndexReport) -> None:
     if report.skipped_by_type:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped_by_type.items()))
         console.print(f"events not indexed by type: {kinds}", highlight=False)
+    for label, names in (
+        ("added", report.added_sources),
+        ("changed", report.changed_sources),
+        ("deleted", report.deleted_sources),
+    ):
+        if names:
+            shown = ", ".join(safe(name) for name in names[:_LISTED])
+            more = f" … and {len(names) - _LISTED} more (all in --json)" if len(names) > _LISTED else ""
+            console.print(f"{label} ({len(names)}): {shown}{more}", highlight=False)
     for folder, count in sorted(report.adr_folders.items()):
         noun = "ADR" if count == 1 else "ADRs"
         console.print(f"{count} {noun} under {safe(folder)} → adr", highlight=False)
@@ -579,6 +592,27 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f}"
 
 
+def _print_terms(lex: Any) -> None:
+    """The lexical term table: each distinct content term once, stopwords on one line,
+    and the chunk the terms were evaluated against."""
+    if lex.chunk_id:
+        console.print(f"    terms evaluated against chunk {safe(lex.chunk_id)}", highlight=False)
+    seen: set[str] = set()
+    stopwords: list[str] = []
+    for term in lex.terms:
+        key = term.exact or term.raw.casefold()
+        if key in seen:
+            continue
+        seen.add(key)
+        if term.stopword:
+            stopwords.append(term.raw)
+            continue
+        mark = "[green]✓[/green]" if term.reason is None else "[red]✗[/red]"
+        console.print(f"    {mark} {safe(term.raw)}" + (f" — {safe(term.reason)}" if term.reason else ""), highlight=False)
+    if stopwords:
+        console.print(f"    [dim]stopwords, not counted: {safe(', '.join(stopwords))}[/dim]", highlight=False)
+
+
 def _print_explain(result: Any) -> None:
     target = result.target
     console.print(f"[bold]“{safe(result.query)}”[/bold] — {target['kind']} {safe(target['value'])}", highlight=False)
@@ -590,9 +624,7 @@ def _print_explain(result: Any) -> None:
         f"matching (over-fetch {lex.overfetch}) · BM25 {_num(lex.score)}",
         highlight=False,
     )
-    for term in lex.terms:
-        mark = "[green]✓[/green]" if term.reason is None else "[red]✗[/red]"
-        console.print(f"    {mark} {escape(term.raw)}" + (f" — {escape(term.reason)}" if term.reason else ""), highlight=False)
+    _print_terms(lex)
     dense = result.dense
     if dense.ran:
         console.print(
@@ -603,7 +635,12 @@ def _print_explain(result: Any) -> None:
     else:
         console.print(f"[bold]dense[/bold]      off: {dense.reason}", highlight=False)
     fus = result.fusion
-    state = "returned" if fus.returned else f"not returned ({fus.dropped_by})"
+    if fus.returned:
+        state = "returned"
+    elif not ing.indexed and not ing.chunks:
+        state = "not returned (no such source)" if target["kind"] == "path" else "not returned (not indexed)"
+    else:
+        state = f"not returned ({fus.dropped_by or 'not reached'})"
     console.print(
         f"[bold]fusion[/bold]     rank {fus.rank if fus.rank is not None else 'absent'} · score "
         f"{_num(fus.score)} ({_num(fus.score_normalised)} of the best) · k {fus.k} offset {fus.offset} · {state}",

@@ -229,6 +229,10 @@ class _Run:
     calls: int = 0
     docs: int = 0
     sources_deleted: int = 0
+    deduplicated: int = 0  # chunks given the vector embedded for an equal text of this run
+    added_sources: list[str] = field(default_factory=list)
+    changed_sources: list[str] = field(default_factory=list)
+    deleted_sources: list[str] = field(default_factory=list)
     available: bool = True
     reason: str | None = None
     scopes: set[str] = field(default_factory=set)
@@ -322,6 +326,7 @@ class Indexer:
                 for chunk in group:
                     vectors[chunk.id] = row
             run.embedded += len(texts)
+            run.deduplicated += sum(len(group) - 1 for group in to_embed.values())
         return vectors
 
     # writing -------------------------------------------------------------------
@@ -356,6 +361,8 @@ class Indexer:
                 run.conflicts.append(_conflict(doc.source_id, counts.conflict))
                 run.written.discard(doc.source_id)
                 continue
+            if counts.added or counts.updated or counts.deleted:
+                (run.changed_sources if known else run.added_sources).append(doc.source_id)
             run.added += counts.added
             run.updated += counts.updated
             run.unchanged += counts.unchanged
@@ -492,6 +499,7 @@ class Indexer:
                 for source in stale:
                     run.deleted += self.store.delete_source(collection, source.source_id)
                     run.sources_deleted += 1
+                    run.deleted_sources.append(source.source_id)
                     run.scopes.add(source.scope)
         skipped = list(documents.skipped) if isinstance(documents, Scan) else []
         skipped += conflicts
@@ -552,6 +560,7 @@ class Indexer:
             available=run.available and self.embedder is not None,
             embedded=run.embedded,
             reused=run.reused,
+            deduplicated=run.deduplicated,
             skipped=without,
             reason=run.reason if without or not run.available else None,
             calls=run.calls,
@@ -561,6 +570,9 @@ class Indexer:
             sources_seen=seen,
             sources_indexed=run.docs,
             sources_deleted=run.sources_deleted,
+            added_sources=run.added_sources,
+            changed_sources=run.changed_sources,
+            deleted_sources=run.deleted_sources,
             skipped=skipped,
             chunks_added=run.added,
             chunks_updated=run.updated,

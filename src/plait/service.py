@@ -653,6 +653,7 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
         update={
             "embedded": a.embedding.embedded + b.embedding.embedded,
             "reused": a.embedding.reused + b.embedding.reused,
+            "deduplicated": a.embedding.deduplicated + b.embedding.deduplicated,
             "calls": a.embedding.calls + b.embedding.calls,
             "available": a.embedding.available and b.embedding.available,
             "reason": b.embedding.reason or a.embedding.reason,
@@ -673,6 +674,9 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
         skipped=skipped,
         skipped_by_type=by_type,
         adr_folders=adr_folders,
+        added_sources=[*a.added_sources, *b.added_sources],
+        changed_sources=[*a.changed_sources, *b.changed_sources],
+        deleted_sources=[*a.deleted_sources, *b.deleted_sources],
         chunks_added=a.chunks_added + b.chunks_added,
         chunks_updated=a.chunks_updated + b.chunks_updated,
         chunks_unchanged=a.chunks_unchanged + b.chunks_unchanged,

@@ -299,11 +299,18 @@ class SearchResult(Model):
 
 
 class EmbeddingReport(Model):
-    """What indexing did with vectors: never claims more than it did."""
+    """What indexing did with vectors: never claims more than it did.
+
+    ``embedded`` counts texts sent to the embedder, ``reused`` chunks given a vector
+    already stored for the same text, ``deduplicated`` chunks given the vector embedded
+    in this run for an equal text of another chunk; on a fresh store they add up to
+    the chunks that got a vector.
+    """
 
     available: bool
     embedded: int = 0
     reused: int = 0
+    deduplicated: int = 0
     skipped: int = 0
     reason: str | None = None
     calls: int = 0
@@ -335,6 +342,12 @@ class IndexReport(Model):
     skipped: list[SkippedSource] = Field(default_factory=list)
     skipped_by_type: dict[str, int] = Field(default_factory=dict)
     adr_folders: dict[str, int] = Field(default_factory=dict)
+    added_sources: list[str] = Field(default_factory=list)
+    """Sources this run wrote for the first time."""
+    changed_sources: list[str] = Field(default_factory=list)
+    """Sources already stored whose chunks this run added, changed or removed."""
+    deleted_sources: list[str] = Field(default_factory=list)
+    """Sources a recorded root no longer yields, removed by this run."""
     chunks_added: int = 0
     chunks_updated: int = 0
     chunks_unchanged: int = 0
