@@ -10,17 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
@@ -28,10 +21,14 @@ from plait.cli_options import collection_name as _collection
 from plait.cli_options import open_engine as _engine
 from plait.cli_options import print_json as _print_json
 from plait.cli_options import run_or_exit as _run
+from plait.cli_progress import coverage_text, run_indexing
 from plait.errors import NotFoundError
 from plait.sources.roots import parse_scope_rules
 from plait.terminal import highlighted, safe
 from plait.types import FusionSettings, IndexReport, SearchResult, to_json
+
+if TYPE_CHECKING:
+    from plait.service import Plait
 
 __all__ = ["app", "main"]
 
@@ -104,29 +101,31 @@ def _print_report(report: IndexReport) -> None:
     console.print(f"{state} in {report.elapsed_ms / 1000:.1f}s")
 
 
-def _progress_bar() -> Progress:
-    return Progress(
-        TextColumn("[bold]indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("sources · {task.fields[chunks]} chunks"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
+DetachOpt = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="Return once every chunk is written (searchable lexically); the vectors are embedded "
+        "later by 'plait reindex' or 'plait serve'.",
+    ),
+]
 
 
-def _with_progress(as_json: bool, debug: bool, action: Callable[[Any], IndexReport]) -> IndexReport:
-    """Run an indexing action, with a progress bar on a terminal."""
-    if as_json or not err.is_terminal:
-        return _run(debug, lambda: action(None))
-    with _progress_bar() as bar:
-        task = bar.add_task("index", total=None, chunks=0)
+def _indexing(
+    engine: Plait,
+    name: str,
+    store: str | None,
+    as_json: bool,
+    debug: bool,
+    action: Callable[[Any, Any], IndexReport],
+) -> IndexReport:
+    """Run an indexing action in the foreground (bars, Ctrl-C; see :mod:`plait.cli_progress`)."""
+    resume = f"plait reindex --collection {name}" + (f" --store {store}" if store else "")
 
-        def tick(docs: int, chunks: int) -> None:
-            bar.update(task, completed=docs, chunks=chunks)
+    def coverage() -> float | None:
+        return engine.vector_coverage(name) if engine.store.get_collection(name) else None
 
-        return _run(debug, lambda: action(tick))
+    return run_indexing(debug, action, console=err, as_json=as_json, coverage=coverage, resume=resume)
 
 
 @app.command()
@@ -156,17 +155,20 @@ def index(
         int | None, typer.Option("--max-bytes", help="Skip larger files (default 2097152).")
     ] = None,
     allow_empty: AllowEmptyOpt = False,
+    detach: DetachOpt = False,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Index a folder or git repository (ADRs by convention → scope adr, the rest → docs) or a JSONL/BEIR corpus.
 
-    A folder holding .git is read as a git working tree: only tracked files.
+    A folder holding .git is read as a git working tree: only tracked files. Every chunk is
+    written (searchable lexically) before the vectors are embedded, batch by batch, with a
+    progress bar; Ctrl-C keeps a searchable index that 'plait reindex' resumes.
     """
     name = _collection(collection)
     with _engine(store, embedder) as engine:
 
-        def action(tick: Any) -> IndexReport:
+        def action(tick: Any, embed_tick: Any) -> IndexReport:
             rules = parse_scope_rules(scope_rule) if scope_rule else None
             return engine.index(
                 path,
@@ -178,9 +180,11 @@ def index(
                 max_bytes=max_bytes,
                 progress=tick,
                 allow_empty=allow_empty,
+                backfill=not detach,
+                embed_progress=embed_tick,
             )
 
-        report = _with_progress(as_json, debug, action)
+        report = _indexing(engine, name, store, as_json, debug, action)
     if as_json:
         _print_json(report)
     else:
@@ -194,16 +198,23 @@ def index_sessions(
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
     scope: Annotated[str, typer.Option(help="Scope of the sessions' chunks.")] = "sessions",
+    detach: DetachOpt = False,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Index chat/agent session logs: only chat.message and agent.response events."""
     name = _collection(collection)
     with _engine(store, embedder) as engine:
-        report = _with_progress(
+        report = _indexing(
+            engine,
+            name,
+            store,
             as_json,
             debug,
-            lambda tick: engine.index_sessions(path, collection=name, scope=scope, progress=tick),
+            lambda tick, embed_tick: engine.index_sessions(
+                path, collection=name, scope=scope, progress=tick, backfill=not detach,
+                embed_progress=embed_tick,
+            ),
         )
     if as_json:
         _print_json(report)
@@ -233,16 +244,20 @@ def reindex(
     """
     name = _collection(collection)
     with _engine(store, embedder) as engine:
-        report = _with_progress(
+        report = _indexing(
+            engine,
+            name,
+            store,
             as_json,
             debug,
-            lambda tick: engine.reindex(
+            lambda tick, embed_tick: engine.reindex(
                 collection=name,
                 scope=scope,
                 source=source,
                 full=full,
                 progress=tick,
                 allow_empty=allow_empty,
+                embed_progress=embed_tick,
             ),
         )
     if as_json:
@@ -426,7 +441,12 @@ def _print_result(result: SearchResult, debug: bool) -> None:
     if f.lexical_weight_mode.value == "auto":
         line += f" \\[auto: {escape(f.lexical_weight_reason or '')}]"
     line += f" · over-fetch {f.overfetch} · "
-    line += "dense arm on" if result.vector_available else f"[yellow]lexical only[/yellow]: {result.vector_unavailable_reason}"
+    if not result.vector_available:
+        line += f"[yellow]lexical only[/yellow]: {result.vector_unavailable_reason}"
+    elif result.vector_coverage < 1.0:
+        line += f"[yellow]{coverage_text(result.vector_coverage)}[/yellow] (backfill in progress)"
+    else:
+        line += "dense arm on"
     console.print(line, highlight=False)
     if result.rerank is not None:
         state = "reordered" if result.reranked else "[yellow]fused order kept[/yellow]"

@@ -449,6 +449,14 @@ def explain(
         req, settings, ingestion, journeys, lexical_stage, dense_stage, fusion_stage, rerank_stage,
         depth=depth,
     )
+    if trace.dense_ran and focus is not None and not focus.has_vector:
+        diagnosis = diagnosis.model_copy(
+            update={
+                "message": diagnosis.message + " — dense: no vector yet (the backfill has not "
+                f"reached it; {int(plan.vector_coverage * 100)}% of chunks have one): it is scored "
+                "as if the dense arm agreed with its lexical rank, not penalised"
+            }
+        )
     return ExplainResult(
         query=req.query,
         collection=collection,

@@ -16,6 +16,13 @@ stored with that root; afterwards the root's stored sources that the run did not
 yield (deleted files, vanished sessions, files now skipped) lose their chunks, and a
 source another root already owns is skipped rather than overwritten.
 
+Lexical first, vectors behind: every chunk is written with both lexical fields as
+soon as it is chunked and analysed (with a vector only when one is stored for the same
+content), so lexical search answers at once; then :mod:`plait.backfill` embeds the
+chunks that lack a vector in claimed batches, each committed on its own. A full
+reindex (``reuse_vectors=False``) embeds inline instead: the old vectors stay until
+each source's new ones replace them in its one write.
+
 When the embedder fails (down, timing out, answering garbage), indexing goes on:
 every chunk is written with its lexical half and no vector, and the report says how
 many were skipped and why. Nothing claims "complete" when it was not.
@@ -24,6 +31,7 @@ many were skipped and why. Nothing claims "complete" when it was not.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -34,6 +42,11 @@ from typing import Any
 import numpy as np
 
 from plait.analysis import analyse
+from plait.backfill import (
+    DEFAULT_BACKFILL_BATCH,
+    BackfillProgress,
+    run_backfill,
+)
 from plait.chunking import ChunkSettings, TextChunk, chunk_markdown, chunk_text
 from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
@@ -237,6 +250,7 @@ class _Run:
     reason: str | None = None
     scopes: set[str] = field(default_factory=set)
     sources: dict[str, SourceInfo] | None = None  # as stored when the run began; read once
+    pending: bool = False  # vectors left to a later backfill (detached)
     written: set[str] = field(default_factory=set)  # source ids this run has handled
     conflicts: list[SkippedSource] = field(default_factory=list)  # lost to another root mid-run
 
@@ -252,11 +266,14 @@ class Indexer:
         chunk_settings: ChunkSettings | None = None,
         batch_size: int = 64,
         reuse_vectors: bool = True,
+        backfill_batch: int = DEFAULT_BACKFILL_BATCH,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.chunk_settings = chunk_settings or ChunkSettings()
         self.batch_size = batch_size
+        self.backfill_batch = backfill_batch
+        """Chunks per claimed, separately committed backfill batch."""
         self.reuse_vectors = reuse_vectors
         """False embeds every chunk again, unchanged ones included (their stored vectors
         are overwritten in the same write), and reuses no vector of equal content."""
@@ -319,6 +336,8 @@ class Indexer:
                 run.reused += 1
             else:
                 to_embed.setdefault(chunk.content_hash, []).append(chunk)
+        if self.reuse_vectors:
+            return vectors  # the rest is embedded by the backfill, after every chunk is written
         texts = [_indexed(group[0]) for group in to_embed.values()]
         matrix = self._embed(collection, texts, run)
         if matrix is not None:
@@ -427,6 +446,9 @@ class Indexer:
         root: str | None = None,
         scope: str | None = None,
         allow_empty: bool = False,
+        backfill: bool = True,
+        embed_progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
     ) -> IndexReport:
         """Index every document; never raises for a provider failure.
 
@@ -435,6 +457,10 @@ class Indexer:
         A root that yields no source where the index holds some (a moved or emptied
         folder, an emptied JSONL file), or whose walk hit an unreadable folder, deletes
         nothing unless ``allow_empty``: the kept sources are reported as skipped.
+        Every chunk is written (searchable) before any is embedded; ``backfill`` False
+        returns then, leaving the vectors to a later backfill (the report says they are
+        pending), else the backfill runs with ``embed_progress`` and ``stop`` (see
+        :func:`plait.backfill.run_backfill`).
         """
         started = time.perf_counter()
         check_model(self.store, collection, self.embedder)
@@ -512,34 +538,51 @@ class Indexer:
         for name in sorted(run.scopes):
             self.store.mark_scope_indexed(collection, name, now)
         if self.embedder is not None and run.available:
-            self.backfill(collection, run)
+            if backfill:
+                self.backfill(collection, run, progress=embed_progress, stop=stop)
+            else:
+                run.pending = True
         report = self._report(collection, run, seen, skipped, started)
         adr_folders = dict(documents.conventions) if isinstance(documents, Scan) else {}
         return report.model_copy(update={"skipped_by_type": by_type, "adr_folders": adr_folders})
 
-    def backfill(self, collection: str, run: _Run | None = None) -> int:
-        """Embed every chunk of the collection that has no vector yet."""
+    def backfill(
+        self,
+        collection: str,
+        run: _Run | None = None,
+        *,
+        progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
+        wait_for_others: bool = True,
+    ) -> int:
+        """Embed every chunk of the collection that has no vector yet, in claimed batches
+        committed one by one (see :mod:`plait.backfill`); returns how many got one."""
         run = run or _Run()
         if self.embedder is None:
             return 0
         check_model(self.store, collection, self.embedder)
-        filled = 0
-        while run.available:
-            todo = self.store.chunks_without_vector(collection, limit=self.batch_size * 4)
-            if not todo:
-                break
-            chunks = self.store.get_chunks(collection, [cid for cid, _ in todo])
-            texts = [_indexed(chunks[cid]) if cid in chunks else text for cid, text in todo]
-            matrix = self._embed(collection, texts, run)
-            if matrix is None:
-                break
-            filled += self.store.set_vectors(
-                collection, {cid: row for (cid, _), row in zip(todo, matrix, strict=True)}
-            )
-            run.embedded += len(todo)
-        return filled
+        outcome = run_backfill(
+            self.store,
+            collection,
+            lambda texts: self._embed(collection, texts, run),
+            batch_size=self.backfill_batch,
+            progress=progress,
+            stop=stop,
+            wait_for_others=wait_for_others,
+        )
+        run.embedded += outcome.embedded
+        run.reused += outcome.reused
+        if outcome.stopped:
+            run.pending = True
+        return outcome.filled
 
-    def backfill_report(self, collection: str) -> IndexReport:
+    def backfill_report(
+        self,
+        collection: str,
+        *,
+        progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
+    ) -> IndexReport:
         """Backfill missing vectors and report it like an index run."""
         started = time.perf_counter()
         self.store.ensure_collection(collection)
@@ -549,7 +592,7 @@ class Indexer:
             run.reason = "no embedder selected (lexical only)"
         else:
             check_model(self.store, collection, self.embedder)
-            self.backfill(collection, run)
+            self.backfill(collection, run, progress=progress, stop=stop)
         return self._report(collection, run, 0, [], started)
 
     def _report(
@@ -562,7 +605,7 @@ class Indexer:
             reused=run.reused,
             deduplicated=run.deduplicated,
             skipped=without,
-            reason=run.reason if without or not run.available else None,
+            reason=_reason(run, without),
             calls=run.calls,
         )
         return IndexReport(
@@ -582,3 +625,17 @@ class Indexer:
             complete=not skipped and without == 0,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
         )
+
+
+def _reason(run: _Run, without: int) -> str | None:
+    """Why vectors are missing (None when none are and the embedder worked)."""
+    if not run.available:
+        return run.reason
+    if not without:
+        return None
+    if run.pending:
+        return (
+            f"{without} chunks wait for their vectors: the backfill resumes with "
+            "'plait reindex' or 'plait serve'"
+        )
+    return run.reason or f"{without} chunks are still being embedded by another backfill"

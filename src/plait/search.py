@@ -177,6 +177,7 @@ def result_of(trace: Trace, req: SearchRequest, collection: str) -> SearchResult
         hits=trace.hits,
         vector_available=trace.dense_ran,
         vector_unavailable_reason=None if trace.dense_ran else plan.vector_reason,
+        vector_coverage=plan.vector_coverage,
         fusion=trace.settings,
         k=req.k,
         timings_ms=trace.timings_ms,

@@ -10,12 +10,15 @@ no embedder use the recorded one, and naming another model is refused.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from plait._text import valid_text
+from plait.backfill import DEFAULT_BACKFILL_BATCH, BackfillProgress, vector_coverage
 from plait.chunking import ChunkSettings
 from plait.config import Settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder
@@ -25,7 +28,7 @@ from plait.embeddings.guard import (
     GuardedEmbedder,
     QueryGuard,
 )
-from plait.errors import NotFoundError
+from plait.errors import ConfigError, NotFoundError, PlaitError
 from plait.ingest import Indexer, Progress, check_model
 from plait.llm import LLM, make_llm
 from plait.rerank import Reranker, make_reranker
@@ -49,6 +52,23 @@ __all__ = ["Plait"]
 
 _NONE = "none"
 
+logger = logging.getLogger(__name__)
+
+
+def _backfill_batch(value: int | None) -> int:
+    """``value``, else ``PLAIT_BACKFILL_BATCH``, else the default; must be >= 1."""
+    if value is None:
+        raw = os.environ.get("PLAIT_BACKFILL_BATCH", "").strip()
+        if not raw:
+            return DEFAULT_BACKFILL_BATCH
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"PLAIT_BACKFILL_BATCH must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise ConfigError(f"the backfill batch must be >= 1 chunk, got {value}")
+    return value
+
 
 class Plait:
     """Index sources into collections and search them.
@@ -70,6 +90,7 @@ class Plait:
         query_deadline: float = DEFAULT_QUERY_DEADLINE,
         probe_interval: float = DEFAULT_PROBE_INTERVAL,
         keys: str | Path | None = None,
+        backfill_batch: int | None = None,
     ) -> None:
         """``llm`` (a provider name or an :class:`~plait.llm.LLM`; None reads ``PLAIT_LLM``)
         serves ``rerank="llm"``; ``cross_encoder`` (a model directory, a package name or a
@@ -80,9 +101,12 @@ class Plait:
         searches go lexical at once until a probe (every ``probe_interval`` seconds)
         succeeds (:mod:`plait.embeddings.guard`). ``keys`` names an API key file whose
         keys for a deleted collection are revoked (as are those of ``PLAIT_KEYS`` and of
-        ``keys.db`` next to the store)."""
+        ``keys.db`` next to the store). ``backfill_batch`` (None reads
+        ``PLAIT_BACKFILL_BATCH``, default 32) is how many chunks the backfill embeds and
+        commits at a time: the most a crash can lose."""
         self._query_guard = QueryGuard(deadline=query_deadline, probe_interval=probe_interval)
         self._keys = Path(keys) if keys is not None else None
+        self.backfill_batch = _backfill_batch(backfill_batch)
         if store is None or isinstance(store, str):
             store = open_store(Settings.resolve(store=store).store, create=create_store)
         self.store: Store = store
@@ -149,7 +173,11 @@ class Plait:
         embedder, name = self.embedder_for(collection)
         check_model(self.store, collection, embedder)
         indexer = Indexer(
-            self.store, embedder, chunk_settings=self.chunk_settings, reuse_vectors=reuse_vectors
+            self.store,
+            embedder,
+            chunk_settings=self.chunk_settings,
+            reuse_vectors=reuse_vectors,
+            backfill_batch=self.backfill_batch,
         )
         return indexer, name
 
@@ -177,13 +205,23 @@ class Plait:
         progress: Progress | None,
         *,
         allow_empty: bool = False,
+        backfill: bool,
+        embed_progress: BackfillProgress | None,
+        stop: threading.Event | None,
     ) -> IndexReport:
         scan = open_root(root).scan()
         indexer, name = self._indexer(collection)
         self.store.ensure_collection(collection)
         self._remember(collection, name, root)
         return indexer.index(
-            collection, scan, progress=progress, root=root_key(root), allow_empty=allow_empty
+            collection,
+            scan,
+            progress=progress,
+            root=root_key(root),
+            allow_empty=allow_empty,
+            backfill=backfill,
+            embed_progress=embed_progress,
+            stop=stop,
         )
 
     @valid_text
@@ -199,8 +237,18 @@ class Plait:
         max_bytes: int | None = None,
         progress: Progress | None = None,
         allow_empty: bool = False,
+        backfill: bool = True,
+        embed_progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
     ) -> IndexReport:
         """Index a folder or git repository of Markdown/text files, or a ``.jsonl`` corpus.
+
+        Every chunk is written, searchable lexically, before any is embedded; then the
+        chunks without a vector are embedded in batches committed one by one
+        (``embed_progress`` gets (chunks with a vector, chunks)). ``backfill`` False
+        returns after the lexical half (the report says vectors are pending;
+        :meth:`reindex`, :meth:`backfill` or ``plait serve`` fill them); setting
+        ``stop`` ends the backfill after the batch in flight.
 
         A git working tree, or a folder inside one, is read through git (tracked files only);
         ``ref`` indexes that commit, branch or tag without checking it out. ``globs``,
@@ -213,7 +261,10 @@ class Plait:
         root = describe_root(
             path, ref=ref, globs=globs, scope_rules=scope_rules, max_bytes=max_bytes, scope=scope
         )
-        return self._index_root(collection, root, progress, allow_empty=allow_empty)
+        return self._index_root(
+            collection, root, progress, allow_empty=allow_empty, backfill=backfill,
+            embed_progress=embed_progress, stop=stop,
+        )
 
     @valid_text
     def index_sessions(
@@ -223,14 +274,20 @@ class Plait:
         collection: str = "default",
         scope: str = DEFAULT_SESSION_SCOPE,
         progress: Progress | None = None,
+        backfill: bool = True,
+        embed_progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
     ) -> IndexReport:
         """Index chat/agent session logs (a ``.jsonl`` file or a folder of them).
 
         Only ``chat.message`` and ``agent.response`` events are indexed; the report's
         ``skipped_by_type`` counts the others, ``skipped`` lists malformed lines.
+        ``backfill``, ``embed_progress`` and ``stop`` as for :meth:`index`.
         """
         root = describe_root(path, kind="sessions", scope=scope)
-        return self._index_root(collection, root, progress)
+        return self._index_root(
+            collection, root, progress, backfill=backfill, embed_progress=embed_progress, stop=stop
+        )
 
     @valid_text
     def index_documents(
@@ -239,12 +296,80 @@ class Plait:
         *,
         collection: str = "default",
         progress: Progress | None = None,
+        backfill: bool = True,
+        embed_progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
     ) -> IndexReport:
-        """Index documents built in code."""
+        """Index documents built in code (``backfill``, ``embed_progress``, ``stop`` as
+        for :meth:`index`)."""
         indexer, name = self._indexer(collection)
         self.store.ensure_collection(collection)
         self._remember(collection, name, None)
-        return indexer.index(collection, documents, progress=progress)
+        return indexer.index(
+            collection,
+            documents,
+            progress=progress,
+            backfill=backfill,
+            embed_progress=embed_progress,
+            stop=stop,
+        )
+
+    def backfill(
+        self,
+        *,
+        collection: str = "default",
+        progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
+    ) -> IndexReport:
+        """Embed the collection's chunks that have no vector yet (a detached or
+        interrupted index resumes here); batches are claimed, so several processes can
+        run it at once without embedding a chunk twice."""
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        indexer, _ = self._indexer(collection)
+        return indexer.backfill_report(collection, progress=progress, stop=stop)
+
+    def backfill_pending(
+        self, *, stop: threading.Event | None = None, collections: Sequence[str] | None = None
+    ) -> dict[str, IndexReport]:
+        """:meth:`backfill` every collection (of ``collections`` when given) that has
+        chunks without a vector and an embedder; a collection whose backfill fails is
+        logged and skipped. Returns the reports by collection."""
+        reports: dict[str, IndexReport] = {}
+        for info in self.store.list_collections():
+            if stop is not None and stop.is_set():
+                break
+            if (collections and info.name not in collections) or not info.chunks_without_vector:
+                continue
+            try:
+                embedder, _ = self.embedder_for(info.name, info=info)
+                if embedder is None:
+                    continue
+                reports[info.name] = report = self.backfill(collection=info.name, stop=stop)
+                logger.info(
+                    "backfill of %r: %d embedded, %d still without a vector",
+                    info.name, report.embedding.embedded, report.embedding.skipped,
+                )
+            except PlaitError as exc:
+                logger.warning("backfill of %r failed: %s", info.name, exc)
+        return reports
+
+    def start_backfill(self) -> tuple[threading.Thread, threading.Event]:
+        """Run :meth:`backfill_pending` in a daemon thread (``plait serve`` does); set the
+        returned event to stop it after the batch in flight."""
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self.backfill_pending, kwargs={"stop": stop}, name="plait-backfill", daemon=True
+        )
+        thread.start()
+        return thread, stop
+
+    def vector_coverage(self, collection: str = "default") -> float:
+        """The share (0..1) of the collection's chunks that have a vector."""
+        info = self.store.get_collection(collection)
+        if info is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        return vector_coverage(info.chunks, info.chunks_without_vector)
 
     def recorded_roots(
         self, collection: str, *, source: str | Path | None = None
@@ -272,8 +397,14 @@ class Plait:
         full: bool = False,
         progress: Progress | None = None,
         allow_empty: bool = False,
+        backfill: bool = True,
+        embed_progress: BackfillProgress | None = None,
+        stop: threading.Event | None = None,
     ) -> IndexReport:
         """Re-read recorded roots and backfill missing vectors; idempotent and incremental.
+
+        Every root is written first (searchable lexically), then the missing vectors are
+        embedded (``backfill``, ``embed_progress`` and ``stop`` as for :meth:`index`).
 
         Unchanged chunks keep their vectors (no embedding call); sources a root no longer
         yields lose their chunks. ``scope`` and ``source`` (a recorded root's path) narrow
@@ -317,10 +448,17 @@ class Plait:
                 root=root_key(root),
                 scope=scope,
                 allow_empty=allow_empty,
+                backfill=False,
             )
             report = part if report is None else _merge(report, part)
-        backfill = indexer.backfill_report(collection)
-        report = backfill if report is None else _merge(report, backfill)
+        if backfill or report is None:
+            filled = indexer.backfill_report(collection, progress=embed_progress, stop=stop)
+            if report is not None and report.embedding.available and filled.embedding.available:
+                # the roots' parts said "pending"; what the backfill left is what counts
+                report = report.model_copy(
+                    update={"embedding": report.embedding.model_copy(update={"reason": None})}
+                )
+            report = filled if report is None else _merge(report, filled)
         if full and indexer.embedder is not None and not report.embedding.available:
             report = report.model_copy(update={"complete": False})  # old vectors remain
         return report

@@ -272,7 +272,11 @@ class SearchResult(Model):
     adjusted on its own (e.g. fusing deeper than the over-fetch to reach an offset).
     ``answered_by`` is set when ``qa_first`` was asked: ``card`` (then ``card`` holds
     the matching FAQ card with its sources and ``hits`` is empty) or ``search`` (no
-    card matched; ``hits`` are the hybrid search's).
+    card matched; ``hits`` are the hybrid search's). ``vector_coverage`` is the share of
+    the collection's chunks that have a vector (0..1): below 1 while the backfill is
+    still embedding, when the dense arm ranks only the chunks that have one and a chunk
+    without one is scored as if the dense arm agreed with the lexical one (never
+    penalised for it, see :mod:`plait.fusion_pending`).
     """
 
     query: str
@@ -280,6 +284,7 @@ class SearchResult(Model):
     hits: list[Hit]
     vector_available: bool
     vector_unavailable_reason: str | None = None
+    vector_coverage: float = Field(default=0.0, ge=0.0, le=1.0)
     fusion: FusionSettings
     k: int
     timings_ms: dict[str, float] = Field(default_factory=dict)

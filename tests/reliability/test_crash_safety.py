@@ -1,6 +1,7 @@
 """kill -9 during ``plait index`` / ``plait reindex`` / ``plait reindex --full``: every
 source keeps its old or its new chunks, never half, never duplicates, never emptied;
-every chunk keeps a vector; the lexical index agrees; a re-run completes.
+no chunk loses the vector it had (new ones may wait for the backfill); the lexical
+index agrees; a re-run completes with every vector.
 
 28 seeded trials on a small corpus here; ``benchmarks/reliability.py`` runs more.
 """

@@ -61,7 +61,39 @@ def test_schema_version_recorded(tmp_path: Path) -> None:
     SQLiteStore(path).close()
     SQLiteStore(path).close()
     rows = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchall()
-    assert rows == [(1,), (2,), (3,)]
+    assert rows == [(1,), (2,), (3,), (4,)]
+
+
+def test_migration_4_lets_a_version_3_file_be_backfilled_by_claims(tmp_path: Path) -> None:
+    """A file indexed before claims existed, holding a chunk without a vector, opens at
+    version 4 and the chunk can be claimed."""
+    from plait.stores.sqlite import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    db.execute("BEGIN")
+    for number, migration in enumerate(MIGRATIONS[:3], start=1):
+        migration(db)
+        db.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
+    db.execute("COMMIT")
+    db.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("INSERT INTO collections (name, created_at) VALUES ('c', 'then')")
+    db.execute(
+        "INSERT INTO chunks (collection_id, chunk_id, source_id, scope, ordinal, content, content_hash, "
+        "origin, metadata, vector, len_exact, len_stems) VALUES (1, 'a', 'd', 'docs', 0, 'alpha', 'h', "
+        "'{\"kind\": \"file\", \"sourcePath\": \"d\"}', '{}', NULL, 1, 1)"
+    )
+    db.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.claim_without_vector("c", owner="o", limit=5, lease_seconds=60) == [("a", "alpha")]
+        assert store.claim_owners("c") == {"o": 1}
+    finally:
+        store.close()
+    versions = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchall()
+    assert versions == [(1,), (2,), (3,), (4,)]
 
 
 def test_migration_2_upgrades_a_version_1_file(tmp_path: Path) -> None:

@@ -61,9 +61,18 @@ def serve(
     max_in_flight: Annotated[
         int, typer.Option("--max-in-flight", help="Concurrent requests before the rest get a quick 503.")
     ] = 64,
+    no_backfill: Annotated[
+        bool,
+        typer.Option("--no-backfill", help="Do not embed, in the background, chunks that still lack a vector."),
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /docs) and the search & debug page at /."""
+    """Serve the HTTP API (OpenAPI at /docs) and the search & debug page at /.
+
+    Collections with chunks still lacking a vector (a detached or interrupted index) are
+    embedded in a background thread while serving; searches meanwhile use the dense arm
+    over the chunks that have one (``vectorCoverage``).
+    """
     if no_auth and not is_loopback(host):
         err.print(
             f"[red]error:[/red] --no-auth only binds to loopback (127.0.0.1, ::1, localhost), "
@@ -92,7 +101,21 @@ def serve(
 
         mode = "no auth (loopback only)" if no_auth else f"API keys from {key_store.path if key_store else ''}"
         err.print(f"plait serving on http://{host}:{port}/ — {mode}", highlight=False)
-        uvicorn.run(fastapi_app, host=host, port=port, log_level="debug" if debug else "info")
+        pending = [] if no_backfill else [c.name for c in engine.collections() if c.chunks_without_vector]
+        worker = None
+        if pending:
+            err.print(
+                f"embedding the chunks without a vector of {', '.join(pending)} in the background",
+                highlight=False,
+            )
+            worker = engine.start_backfill()
+        try:
+            uvicorn.run(fastapi_app, host=host, port=port, log_level="debug" if debug else "info")
+        finally:
+            if worker is not None:
+                thread, stop = worker
+                stop.set()
+                thread.join(timeout=60)
 
 
 keys_app = typer.Typer(help="API keys: a role (reader | maintainer | admin) per collection.")

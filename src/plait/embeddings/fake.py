@@ -9,14 +9,19 @@ test place a document exactly where it wants it in the dense ranking.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from plait.embeddings.base import BaseEmbedder, TextKind
 
-__all__ = ["FakeEmbedder"]
+__all__ = ["FakeEmbedder", "SlowFakeEmbedder"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -61,3 +66,53 @@ class FakeEmbedder(BaseEmbedder):
         self.calls += 1
         self.texts_embedded += len(texts)
         return np.vstack([self._vector(t) for t in texts])
+
+
+class SlowFakeEmbedder(FakeEmbedder):
+    """:class:`FakeEmbedder` (same provider and model, same vectors) made slow and
+    observable, for backfill tests.
+
+    Each passage batch sleeps ``delay`` seconds, calls ``gate(n)`` first (n = 1, 2, … per
+    instance; a gate may block), and, with ``log``, appends a JSON line
+    ``{"pid", "batch", "event": "start" | "done", "texts"}`` before and after — a file
+    several processes can append to. Queries are neither delayed nor gated.
+    """
+
+    def __init__(
+        self,
+        *,
+        delay: float = 0.0,
+        gate: Callable[[int], None] | None = None,
+        log: str | Path | None = None,
+        dimension: int = 64,
+        model: str = "hash-64",
+    ) -> None:
+        super().__init__(dimension=dimension, model=model)
+        self.delay = delay
+        self.gate = gate
+        self.log = None if log is None else Path(log)
+        self.batches = 0
+        self._lock = threading.Lock()
+
+    def _write(self, batch: int, event: str, texts: Sequence[str]) -> None:
+        if self.log is None:
+            return
+        line = json.dumps({"pid": os.getpid(), "batch": batch, "event": event, "texts": list(texts)})
+        with self.log.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+
+    def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
+        if kind != "passage":
+            return super()._embed_batch(texts, kind)
+        with self._lock:
+            self.batches += 1
+            batch = self.batches
+        self._write(batch, "start", texts)
+        if self.gate is not None:
+            self.gate(batch)
+        if self.delay:
+            time.sleep(self.delay)
+        matrix = super()._embed_batch(texts, kind)
+        self._write(batch, "done", texts)
+        return matrix

@@ -189,6 +189,7 @@ def qa_first_search(
         hits=[],
         vector_available=card_search.vector_available,
         vector_unavailable_reason=card_search.vector_unavailable_reason,
+        vector_coverage=card_search.vector_coverage,
         fusion=card_search.fusion,
         k=req.k,
         timings_ms=card_search.timings_ms,

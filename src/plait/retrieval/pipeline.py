@@ -12,10 +12,11 @@ evaluation harness, which reuse the arms' answers across many fusions.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from plait.fusion import FUSERS, Fused, max_fused_score, resolve_fusion, tiers
+from plait.fusion_pending import not_penalised
 from plait.rerank.base import Reranker, complete_order
 from plait.retrieval.plan import QueryPlan
 from plait.stores.base import Store
@@ -27,6 +28,7 @@ __all__ = [
     "Trace",
     "fuse",
     "hits_for",
+    "pending_chunks",
     "rerank_order",
     "run",
     "run_arms",
@@ -79,17 +81,32 @@ def run_arms(
 
 
 def fuse(
-    settings: FusionSettings, lexical: Ranked, dense: Ranked, *, need: int
+    settings: FusionSettings,
+    lexical: Ranked,
+    dense: Ranked,
+    *,
+    need: int,
+    pending: Collection[str] = frozenset(),
 ) -> tuple[FusionSettings, list[Fused], int]:
     """The settings resolved for this query (dense weight of the linear fusions, fixed on
     the over-fetch cut), the tiered fused order reaching ``need`` positions, and how deep
     that fusion read each arm.
 
     ``need`` 0 fuses the over-fetch cut only (the evaluation harness ranks every candidate
-    of that one fusion)."""
+    of that one fusion). ``pending`` chunks have no vector yet and are not penalised for
+    it (see :mod:`plait.fusion_pending`)."""
     resolved = resolve_fusion(settings, lexical, dense)
-    fused, depth = tiers(FUSERS[resolved.method], resolved, lexical, dense, need=need)
+    fuser = not_penalised(FUSERS[resolved.method], pending)
+    fused, depth = tiers(fuser, resolved, lexical, dense, need=need)
     return resolved, fused, depth
+
+
+def pending_chunks(store: Store, collection: str, plan: QueryPlan, lexical: Ranked) -> frozenset[str]:
+    """The lexical candidates still without a vector, when that matters: the dense arm
+    ran and the collection is not fully embedded (``plan.vector_coverage`` < 1)."""
+    if plan.vector is None or plan.vector_coverage >= 1.0 or not lexical:
+        return frozenset()
+    return frozenset(store.without_vector(collection, [cid for cid, _ in lexical]))
 
 
 @dataclass(frozen=True)
@@ -196,7 +213,8 @@ def run(
     depth = plan.depth
     lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
     t = time.perf_counter()
-    settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=plan.need)
+    pending = pending_chunks(store, collection, plan, lexical)
+    settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=plan.need, pending=pending)
     timings["fuse"] = _ms(t)
     best = max_fused_score(settings, lexical=True, dense=plan.vector is not None)
     rerank: RerankTrace | None = None

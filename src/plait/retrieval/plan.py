@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait.backfill import vector_coverage
 from plait.analysis import STOPWORDS, analyse_query
 from plait.autoweight import resolve_weight
 from plait.embeddings.base import Embedder, embedder_languages
@@ -142,6 +143,10 @@ class QueryPlan:
     k_overfetch: int = DEFAULT_K_OVERFETCH
     method_from: str = "default"
     """Where the fusion method came from: ``request``, ``collection`` or ``default``."""
+    vector_coverage: float = 1.0
+    """The share of the collection's chunks that have a vector when planned; below 1
+    (a backfill still running) the chunks without one are not penalised in fusion
+    (:mod:`plait.fusion_pending`). 1.0 for plans built from text alone."""
 
     @property
     def language(self) -> str | None:
@@ -255,7 +260,10 @@ def plan_query(
         timings["embed"] = _ms(started)
     else:
         vector, reason = embed_query(embedder, request.query, info=info, note=embedder_note)
-    return plan.with_vector(vector, reason)
+    from dataclasses import replace
+
+    coverage = vector_coverage(info.chunks, info.chunks_without_vector)
+    return replace(plan.with_vector(vector, reason), vector_coverage=coverage)
 
 
 def _ms(start: float) -> float:

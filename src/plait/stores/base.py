@@ -182,6 +182,32 @@ class Store(Protocol):
 
     def mark_scope_indexed(self, collection: str, scope: str, at: str) -> None: ...
 
+    # backfill claims -----------------------------------------------------------
+    def claim_without_vector(
+        self, collection: str, *, owner: str, limit: int, lease_seconds: float
+    ) -> list[tuple[str, str]]:
+        """Claim up to ``limit`` chunks that have no vector and no live claim, for
+        ``owner`` until ``lease_seconds`` from now; returns their (chunk id, content) in
+        store order.
+
+        Atomic across processes: two owners never hold the same chunk. A claim
+        replaces ``owner``'s previous one (its last batch is done or abandoned), and
+        claims past their lease are dropped first.
+        """
+        ...
+
+    def release_claims(self, collection: str, owner: str) -> int:
+        """Drop every claim of ``owner``; returns how many it held."""
+        ...
+
+    def claim_owners(self, collection: str) -> dict[str, int]:
+        """Owners holding a live claim, with how many chunks each holds."""
+        ...
+
+    def without_vector(self, collection: str, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` that exist and have no vector yet."""
+        ...
+
     # reads ---------------------------------------------------------------------
     def list_sources(
         self, collection: str, scope: str | None = None, *, root: str | None = None

@@ -21,6 +21,7 @@ invisible rows that the next write removes. One writer per collection at a time.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -99,7 +100,7 @@ class MilvusStore(MilvusBase):
                 if existing.startswith(prefix):
                     self._call("drop_collection", self._client.drop_collection, existing)
                     self._loaded.discard(existing)
-            self._call("delete", self._client.delete, self._meta, ids=[f"c/{name}"])
+            self._call("delete", self._client.delete, self._meta, ids=[f"c/{name}", self._claims_key(rec)])
             self._call(
                 "delete", self._client.delete, self._meta,
                 filter=f'kind == "source" and coll == {literal(rec["id"])}',
@@ -271,6 +272,76 @@ class MilvusStore(MilvusBase):
                 # The end of an index run: seal what it wrote, so searches read indexed
                 # segments (milvus-lite rebuilds its in-memory buffer's BM25 index per search).
                 self._call("flush", self._client.flush, rec["layout"]["name"])
+
+    # backfill claims -------------------------------------------------------------------
+    # Kept in one metadata entity per collection ({chunk id: [owner, expires]}), changed
+    # under the store's lock: Milvus has no multi-entity transaction, so claims are
+    # atomic between the threads of a process (milvus-lite's file is opened by one
+    # process); two processes backfilling one collection on a Milvus server is covered
+    # only by the single-writer rule of this store.
+    def _claims_key(self, rec: Mapping[str, Any]) -> str:
+        return f"k/{rec['id']}"
+
+    def _get_claims(self, rec: Mapping[str, Any]) -> dict[str, list[Any]]:
+        rows = self._call(
+            "get", self._client.get, self._meta, ids=[self._claims_key(rec)], output_fields=["body"]
+        )
+        return dict(json.loads(rows[0]["body"]).get("claims", {})) if rows else {}
+
+    def _put_claims(self, rec: Mapping[str, Any], claims: Mapping[str, list[Any]]) -> None:
+        self._put_meta(self._claims_key(rec), "claims", rec["id"], {"claims": dict(claims)})
+
+    def claim_without_vector(
+        self, collection: str, *, owner: str, limit: int, lease_seconds: float
+    ) -> list[tuple[str, str]]:
+        with self._lock:
+            rec = self._record(collection)
+            now = time.time()
+            claims = {
+                k: v for k, v in self._get_claims(rec).items() if v[1] > now and v[0] != owner
+            }
+            todo = [
+                (cid, text)
+                for cid, text in self.chunks_without_vector(collection, limit=limit + len(claims))
+                if cid not in claims
+            ][:limit]
+            for cid, _ in todo:
+                claims[cid] = [owner, now + lease_seconds]
+            self._put_claims(rec, claims)
+            return todo
+
+    def release_claims(self, collection: str, owner: str) -> int:
+        with self._lock:
+            rec = self._record(collection)
+            claims = self._get_claims(rec)
+            kept = {k: v for k, v in claims.items() if v[0] != owner}
+            if len(kept) != len(claims):
+                self._put_claims(rec, kept)
+            return len(claims) - len(kept)
+
+    def claim_owners(self, collection: str) -> dict[str, int]:
+        with self._lock:
+            rec = self._record(collection)
+            now = time.time()
+            live = {k: v[0] for k, v in self._get_claims(rec).items() if v[1] > now}
+            pending = self.without_vector(collection, list(live))
+            counts: dict[str, int] = {}
+            for cid, who in live.items():
+                if cid in pending:
+                    counts[who] = counts.get(who, 0) + 1
+            return dict(sorted(counts.items()))
+
+    def without_vector(self, collection: str, chunk_ids: Sequence[str]) -> set[str]:
+        rec = self._record(collection)
+        if rec.get("layout") is None or not chunk_ids:
+            return set()
+        name, live = rec["layout"]["name"], visible(rec["committed"])
+        ids = list(dict.fromkeys(chunk_ids))
+        out: set[str] = set()
+        for i in range(0, len(ids), _BATCH):
+            expr = and_(live, "has_vector == false", in_expr("chunk_id", ids[i : i + _BATCH]))
+            out.update(r["chunk_id"] for r in self._query(name, expr, ["chunk_id"]))
+        return out
 
     # reads -----------------------------------------------------------------------------
     def list_sources(

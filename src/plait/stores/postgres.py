@@ -526,6 +526,67 @@ class PostgresStore:
                 (cid, scope, at),
             )
 
+    # backfill claims -----------------------------------------------------------------
+    def claim_without_vector(
+        self, collection: str, *, owner: str, limit: int, lease_seconds: float
+    ) -> list[tuple[str, str]]:
+        with self._tx() as conn:
+            cid, _ = self._collection(conn, collection)
+            # one claimer per collection at a time; writers are not blocked
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('plait.claims', %s))", (cid,))
+            conn.execute(
+                "DELETE FROM plait_vector_claims WHERE collection_id = %s "
+                "AND (expires_at <= now() OR owner = %s)",
+                (cid, owner),
+            )
+            rows = conn.execute(
+                "SELECT c.chunk_id, c.content FROM plait_chunks c WHERE c.collection_id = %(cid)s "
+                "AND c.vector IS NULL AND NOT EXISTS (SELECT 1 FROM plait_vector_claims v "
+                "WHERE v.collection_id = c.collection_id AND v.chunk_id = c.chunk_id) "
+                "ORDER BY c.id LIMIT %(limit)s",
+                {"cid": cid, "limit": limit},
+            ).fetchall()
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO plait_vector_claims (collection_id, chunk_id, owner, expires_at) "
+                        "VALUES (%s, %s, %s, now() + make_interval(secs => %s)) "
+                        "ON CONFLICT DO NOTHING",
+                        [(cid, r[0], owner, float(lease_seconds)) for r in rows],
+                    )
+        return [(r[0], r[1]) for r in rows]
+
+    def release_claims(self, collection: str, owner: str) -> int:
+        with self._tx() as conn:
+            cid, _ = self._collection(conn, collection)
+            cur = conn.execute(
+                "DELETE FROM plait_vector_claims WHERE collection_id = %s AND owner = %s",
+                (cid, owner),
+            )
+            return max(cur.rowcount, 0)
+
+    def claim_owners(self, collection: str) -> dict[str, int]:
+        with self._tx() as conn:
+            cid, _ = self._collection(conn, collection)
+            rows = conn.execute(
+                "SELECT v.owner, count(*) FROM plait_vector_claims v JOIN plait_chunks c "
+                "ON c.collection_id = v.collection_id AND c.chunk_id = v.chunk_id "
+                "WHERE v.collection_id = %s AND v.expires_at > now() AND c.vector IS NULL "
+                "GROUP BY v.owner ORDER BY v.owner",
+                (cid,),
+            ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def without_vector(self, collection: str, chunk_ids: Sequence[str]) -> set[str]:
+        with self._tx() as conn:
+            cid, _ = self._collection(conn, collection)
+            rows = conn.execute(
+                "SELECT chunk_id FROM plait_chunks WHERE collection_id = %s AND vector IS NULL "
+                "AND chunk_id = ANY(%s)",
+                (cid, list(dict.fromkeys(chunk_ids))),
+            ).fetchall()
+        return {r[0] for r in rows}
+
     # reads -------------------------------------------------------------------------
     def list_sources(
         self, collection: str, scope: str | None = None, *, root: str | None = None

@@ -265,9 +265,22 @@ BEGIN
 END $$;
 """
 
+_MIGRATION_4 = r"""
+-- Backfill claims: which process embeds which vector-less chunk, until when.
+CREATE TABLE plait_vector_claims (
+    collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
+    chunk_id text NOT NULL,
+    owner text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (collection_id, chunk_id)
+);
+CREATE INDEX plait_vector_claims_owner ON plait_vector_claims (collection_id, owner);
+CREATE INDEX plait_chunks_without_vector ON plait_chunks (collection_id, id) WHERE vector IS NULL;
+"""
+
 #: Migration ``n`` is ``MIGRATIONS[n - 1]``; applied in order, each in the same
 #: transaction as its row in ``plait_schema_version``.
-MIGRATIONS: tuple[str, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3)
+MIGRATIONS: tuple[str, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4)
 LATEST_VERSION = len(MIGRATIONS)
 
 _LOCK_KEY = "SELECT hashtextextended('plait.migrate:' || current_schema(), 0)"

@@ -21,6 +21,7 @@ import json
 import secrets
 import sqlite3
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -517,6 +518,65 @@ class SQLiteStore:
                 "ON CONFLICT (collection_id, scope) DO UPDATE SET last_indexed_at = excluded.last_indexed_at",
                 (cid, scope, at),
             )
+
+    # backfill claims -----------------------------------------------------------------
+    def claim_without_vector(
+        self, collection: str, *, owner: str, limit: int, lease_seconds: float
+    ) -> list[tuple[str, str]]:
+        cid = self._cid(collection)
+        now = time.time()
+        with self._tx() as db:  # BEGIN IMMEDIATE: one claimer at a time, across processes
+            db.execute(
+                "DELETE FROM vector_claims WHERE collection_id = ? AND (expires_at <= ? OR owner = ?)",
+                (cid, now, owner),
+            )
+            rows = db.execute(
+                "SELECT c.chunk_id, c.content FROM chunks c WHERE c.collection_id = ? "
+                "AND c.vector IS NULL AND NOT EXISTS (SELECT 1 FROM vector_claims v "
+                "WHERE v.collection_id = c.collection_id AND v.chunk_id = c.chunk_id) "
+                "ORDER BY c.rowid LIMIT ?",
+                (cid, limit),
+            ).fetchall()
+            db.executemany(
+                "INSERT INTO vector_claims (collection_id, chunk_id, owner, expires_at) "
+                "VALUES (?, ?, ?, ?)",
+                [(cid, r[0], owner, now + lease_seconds) for r in rows],
+            )
+        return [(r[0], r[1]) for r in rows]
+
+    def release_claims(self, collection: str, owner: str) -> int:
+        cid = self._cid(collection)
+        with self._tx() as db:
+            cur = db.execute(
+                "DELETE FROM vector_claims WHERE collection_id = ? AND owner = ?", (cid, owner)
+            )
+            return cur.rowcount
+
+    def claim_owners(self, collection: str) -> dict[str, int]:
+        cid = self._cid(collection)
+        rows = self._query(
+            "SELECT v.owner, COUNT(*) FROM vector_claims v JOIN chunks c "
+            "ON c.collection_id = v.collection_id AND c.chunk_id = v.chunk_id "
+            "WHERE v.collection_id = ? AND v.expires_at > ? AND c.vector IS NULL "
+            "GROUP BY v.owner ORDER BY v.owner",
+            (cid, time.time()),
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    def without_vector(self, collection: str, chunk_ids: Sequence[str]) -> set[str]:
+        cid = self._cid(collection)
+        ids = list(dict.fromkeys(chunk_ids))
+        out: set[str] = set()
+        for i in range(0, len(ids), 500):
+            batch = ids[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self._query(
+                f"SELECT chunk_id FROM chunks WHERE collection_id = ? AND vector IS NULL "
+                f"AND chunk_id IN ({marks})",
+                (cid, *batch),
+            )
+            out.update(r[0] for r in rows)
+        return out
 
     # reads -----------------------------------------------------------------------
     def list_sources(

@@ -99,8 +99,31 @@ def _migration_3(db: sqlite3.Connection) -> None:
     )
 
 
+def _migration_4(db: sqlite3.Connection) -> None:
+    """Backfill claims: which process embeds which vector-less chunk, until when.
+
+    A partial index keeps finding the chunks still without a vector cheap while most
+    have one.
+    """
+    _execute_all(
+        db,
+        """
+        CREATE TABLE vector_claims (
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            chunk_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (collection_id, chunk_id)
+        );
+        CREATE INDEX vector_claims_owner ON vector_claims(collection_id, owner);
+        CREATE INDEX chunks_without_vector ON chunks(collection_id, rowid) WHERE vector IS NULL
+        """,
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
+    _migration_4,
 )

@@ -171,6 +171,47 @@ class StoreContract:
         assert store.chunks_without_vector("c") == []
         assert [i for i, _ in store.vector_search("c", np.array([1.0, 0.0], np.float32), limit=1)] == ["b"]
 
+    # backfill claims --------------------------------------------------------------
+    def _four(self, store: Store) -> None:
+        store.ensure_collection("c")
+        store.replace_source("c", "d", "docs", [
+            make_chunk("a", "alpha", source_id="d", vector=[1, 0], ordinal=0),
+            make_chunk("b", "beta", source_id="d", ordinal=1),
+            make_chunk("c2", "gamma", source_id="d", ordinal=2),
+            make_chunk("e", "epsilon", source_id="d", ordinal=3),
+        ])
+
+    def test_claims_partition_the_chunks_without_vector(self, store: Store) -> None:
+        """Three vector-less chunks b, c2, e (store order). Owner A claims 2 → b, c2;
+        B claims 2 → only e is left; C gets nothing. A vector for b leaves A holding
+        one live claim; A's next claim replaces its previous one (c2 comes back to it);
+        releasing B frees e for C."""
+        self._four(store)
+        assert store.claim_without_vector("c", owner="A", limit=2, lease_seconds=600) == [("b", "beta"), ("c2", "gamma")]
+        assert store.claim_without_vector("c", owner="B", limit=2, lease_seconds=600) == [("e", "epsilon")]
+        assert store.claim_without_vector("c", owner="C", limit=5, lease_seconds=600) == []
+        assert store.claim_owners("c") == {"A": 2, "B": 1}
+        assert store.set_vectors("c", {"b": np.array([0.0, 1.0], np.float32)}) == 1
+        assert store.claim_owners("c") == {"A": 1, "B": 1}
+        assert store.without_vector("c", ["a", "b", "c2", "e", "missing"]) == {"c2", "e"}
+        assert store.claim_without_vector("c", owner="A", limit=5, lease_seconds=600) == [("c2", "gamma")]
+        assert store.release_claims("c", "B") == 1
+        assert store.release_claims("c", "B") == 0
+        assert store.claim_without_vector("c", owner="C", limit=5, lease_seconds=600) == [("e", "epsilon")]
+        assert store.claim_owners("c") == {"A": 1, "C": 1}
+
+    def test_expired_claims_are_taken_over(self, store: Store) -> None:
+        """A lease of 0 s is over at once: the chunks go to the next claimer and the
+        expired owner is no longer listed."""
+        self._four(store)
+        assert [i for i, _ in store.claim_without_vector("c", owner="A", limit=3, lease_seconds=0)] == ["b", "c2", "e"]
+        assert store.claim_owners("c") == {}
+        assert [i for i, _ in store.claim_without_vector("c", owner="B", limit=3, lease_seconds=600)] == ["b", "c2", "e"]
+        assert store.claim_owners("c") == {"B": 3}
+        store.delete_collection("c")
+        self._four(store)
+        assert store.claim_owners("c") == {}  # a deleted collection's claims went with it
+
     # lexical arm ------------------------------------------------------------------
     def test_bm25_hand_computed(self, store: Store) -> None:
         """Three one-field documents; k1=0.9, b=0.4, Lucene idf.

@@ -146,7 +146,10 @@ function render(result) {
   state.result = result;
   renderHits(result);
   renderTimings(result.timingsMs);
-  const arms = result.vectorAvailable ? "dense + lexical" : "lexical only";
+  const arms = !result.vectorAvailable ? "lexical only"
+    : (result.vectorCoverage !== undefined && result.vectorCoverage < 1)
+      ? "lexical + dense arm over " + Math.floor(result.vectorCoverage * 100) + "% of chunks (backfill in progress)"
+      : "dense + lexical";
   setStatus(
     result.hits.length + " hit" + (result.hits.length === 1 ? "" : "s") + " · " + fusionText(result.fusion) +
       " · over-fetch " + result.fusion.overfetch + " · " + arms +
