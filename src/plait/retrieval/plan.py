@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.backfill import vector_coverage
 from plait.analysis import STOPWORDS, analyse_query
 from plait.autoweight import resolve_weight
+from plait.backfill import vector_coverage
 from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.fusion import fetch_depth, for_query
