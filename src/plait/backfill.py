@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from plait.stores.base import Store
 from plait.fields import embedding_text
+from plait.stores.base import Store
 from plait.types import Chunk
 
 __all__ = [

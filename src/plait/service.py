@@ -421,7 +421,8 @@ class Plait:
         """
         with self._reindex_lock:  # one reindex at a time per engine, whichever interface asks
             return self._reindex(
-                collection, scope=scope, source=source, full=full, progress=progress, allow_empty=allow_empty
+                collection, scope=scope, source=source, full=full, progress=progress, allow_empty=allow_empty,
+                backfill=backfill, embed_progress=embed_progress, stop=stop,
             )
 
     def _reindex(
@@ -433,6 +434,9 @@ class Plait:
         full: bool,
         progress: Progress | None,
         allow_empty: bool,
+        backfill: bool,
+        embed_progress: BackfillProgress | None,
+        stop: threading.Event | None,
     ) -> IndexReport:
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
