@@ -94,6 +94,8 @@ class BackfillOutcome:
     """Texts sent to the embedder."""
     reused: int = 0
     """Chunks given a vector stored for the same content hash."""
+    deduplicated: int = 0
+    """Chunks given the vector embedded for an equal text of the same batch."""
     filled: int = 0
     """Chunks that got a vector."""
     batches: int = 0
@@ -187,6 +189,7 @@ def _fill(store: Store, collection: str, ids: Sequence[str], embed: Embed, outco
         if matrix is None:
             return False
         outcome.embedded += len(groups)
+        outcome.deduplicated += sum(len(group) - 1 for group in groups.values())
         for row, group in zip(matrix, groups.values(), strict=True):
             for chunk in group:
                 vectors[chunk.id] = row

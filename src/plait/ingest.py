@@ -572,6 +572,7 @@ class Indexer:
         )
         run.embedded += outcome.embedded
         run.reused += outcome.reused
+        run.deduplicated += outcome.deduplicated
         if outcome.stopped:
             run.pending = True
         return outcome.filled
