@@ -54,6 +54,7 @@ def open_engine(
     cross_encoder: str | None = None,
     create: bool = True,
     keys: Path | None = None,
+    walk_max_age: float = 0.0,
 ) -> Iterator[Plait]:
     """The engine for a command; ``create=False`` (read-only commands) never creates a store."""
     from plait.service import Plait
@@ -67,6 +68,7 @@ def open_engine(
             cross_encoder=cross_encoder,
             create_store=create,
             keys=keys,
+            walk_max_age=walk_max_age,
         )
     except PlaitError as exc:  # e.g. the store server is unreachable: one line, exit 1
         err.print(f"[red]error:[/red] {exc}", highlight=False)

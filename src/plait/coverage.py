@@ -27,16 +27,17 @@ as ``card:<id>``), passed in as ``generated`` documents.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import Field
 
 from plait.chunking import ChunkSettings
-from plait.errors import NotFoundError, SourceError
+from plait.errors import NotFoundError
 from plait.ingest import build_chunks
 from plait.sources.base import SourceDocument
-from plait.sources.roots import open_root, root_key
+from plait.sources.roots import root_key
+from plait.sources.walks import RootWalk, walk_root
 from plait.stores.base import Store
 from plait.types import Model, SkippedSource
 
@@ -94,25 +95,35 @@ def _changed(store: Store, collection: str, doc: SourceDocument, settings: Chunk
     return now != {(cid, s.content_hash) for cid, s in states.items()}
 
 
+def _chunk_keys(settings: ChunkSettings) -> Callable[[SourceDocument], frozenset[tuple[str, str]]]:
+    def keys(doc: SourceDocument) -> frozenset[tuple[str, str]]:
+        return frozenset((c.id, c.content_hash) for c in build_chunks(doc, settings))
+
+    return keys
+
+
 def _read_root(
-    store: Store, collection: str, root: Mapping[str, Any], settings: ChunkSettings
+    store: Store,
+    collection: str,
+    root: Mapping[str, Any],
+    settings: ChunkSettings,
+    walk: Callable[[Mapping[str, Any]], RootWalk] | None = None,
 ) -> tuple[RootCoverage, dict[str, str], set[str]]:
     """(root figures, present source id → scope, ids of present sources that changed)."""
     key, kind, path = root_key(root), str(root.get("kind")), str(root.get("path"))
     ref = str(root["ref"]) if root.get("ref") else None
-    present: dict[str, str] = {}
-    outdated: set[str] = set()
-    try:
-        scan = open_root(root).scan()
-        for doc in scan:
-            present[doc.source_id] = doc.scope
-            if _changed(store, collection, doc, settings):
-                outdated.add(doc.source_id)
-    except (SourceError, OSError) as exc:
+    seen = walk(root) if walk is not None else walk_root(root, _chunk_keys(settings))
+    if seen.error is not None:
         unavailable = RootCoverage(
-            key=key, kind=kind, path=path, ref=ref, available=False, reason=str(exc)
+            key=key, kind=kind, path=path, ref=ref, available=False, reason=seen.error
         )
         return unavailable, {}, set()
+    present = dict(seen.scopes)
+    outdated: set[str] = set()
+    for source_id, now in seen.chunks.items():
+        states = store.chunk_states(collection, source_id)
+        if states and now != {(cid, s.content_hash) for cid, s in states.items()}:
+            outdated.add(source_id)
     figures = RootCoverage(
         key=key,
         kind=kind,
@@ -120,8 +131,8 @@ def _read_root(
         ref=ref,
         available=True,
         sources_present=len(present),
-        skipped=list(scan.skipped),
-        skipped_by_type=dict(scan.skipped_by_type),
+        skipped=list(seen.skipped),
+        skipped_by_type=dict(seen.skipped_by_type),
     )
     return figures, present, outdated
 
@@ -133,11 +144,14 @@ def compute_coverage(
     *,
     chunk_settings: ChunkSettings | None = None,
     generated: Mapping[str, Sequence[SourceDocument]] | None = None,
+    walk: Callable[[Mapping[str, Any]], RootWalk] | None = None,
 ) -> CoverageReport:
     """Read every root again and compare with the store (see the module docstring).
 
     ``generated`` maps a scope the engine derives itself (``faq-card``) to the documents
     that should be indexed in it now; its stored sources are compared with those.
+    ``walk`` gives what a root yields now (a cached walk, :mod:`plait.sources.walks`,
+    taken with the same chunk settings); None walks each root.
     """
     settings = chunk_settings or ChunkSettings()
     info = store.get_collection(collection)
@@ -154,7 +168,7 @@ def compute_coverage(
     unknown: set[str] = set()  # scopes whose present figures cannot be backed
     unknown_all = False
     for root in roots:
-        figures, docs, changed = _read_root(store, collection, root, settings)
+        figures, docs, changed = _read_root(store, collection, root, settings, walk)
         root_figures.append(figures)
         if not figures.available:
             if root.get("kind") in ("jsonl", "sessions"):

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
 from plait.analysis import _stem_pair, analyse, detect_language, explain_query
 from plait.embeddings.base import Embedder
-from plait.errors import ConfigError, SourceError, ValidationError
+from plait.errors import ValidationError
 from plait.explain_models import (
     ArmStage,
     ChunkJourney,
@@ -60,8 +61,8 @@ from plait.retrieval.pipeline import Ranked, Trace, run_arms
 from plait.retrieval.request import SearchRequest
 from plait.retrieval.request import validated as _validated
 from plait.search import SearchService
-from plait.sources.base import Scan
-from plait.sources.roots import open_root, root_key
+from plait.sources.roots import root_key
+from plait.sources.walks import RootWalk, walk_root
 from plait.stores.base import Filters, Store
 from plait.types import Chunk, FileOrigin
 
@@ -182,13 +183,13 @@ def _target_chunks(
 # ---------------------------------------------------------------------------- ingestion
 
 
-def _why_not_yielded(root: Mapping[str, Any], relative: str, scan: Scan) -> str | None:
+def _why_not_yielded(root: Mapping[str, Any], relative: str, unmatched: AbstractSet[str]) -> str | None:
     """For a folder/git root: why the root would not even look at ``relative``.
 
-    Decided from the path's text and the scan alone (no stat of ``relative``)."""
+    Decided from the path's text and the walk alone (no stat of ``relative``)."""
     if any(part.startswith(".") for part in Path(relative).parts[:-1]):
         return "it is in a hidden folder, which indexing ignores"
-    if root.get("kind") == "folder" and relative not in scan.unmatched:
+    if root.get("kind") == "folder" and relative not in unmatched:
         return None
     import fnmatch
 
@@ -201,18 +202,18 @@ def _why_not_yielded(root: Mapping[str, Any], relative: str, scan: Scan) -> str 
 
 
 def _ingestion_miss(
-    roots: Sequence[Mapping[str, Any]], target: Mapping[str, str]
+    roots: Sequence[Mapping[str, Any]],
+    target: Mapping[str, str],
+    walk: Callable[[Mapping[str, Any]], RootWalk] | None = None,
 ) -> tuple[bool, str, str | None]:
     """(skipped, what happened, root key) for a document with no chunks."""
     wanted = target["value"]
     for root in roots:
         key = root_key(root)
-        try:
-            scan = open_root(root).scan()
-            yielded = {doc.source_id for doc in scan}
-        except (SourceError, ConfigError, OSError) as exc:  # an unreadable root is reported
-            return False, f"recorded root {key} cannot be read now: {exc}", key
-        if wanted in yielded:
+        seen = walk(root) if walk is not None else walk_root(root, lambda _doc: frozenset())
+        if seen.error is not None:  # an unreadable root is reported
+            return False, f"recorded root {key} cannot be read now: {seen.error}", key
+        if wanted in seen.scopes:
             return (
                 False,
                 (
@@ -221,11 +222,11 @@ def _ingestion_miss(
                 ),
                 key,
             )
-        for item in scan.skipped:
+        for item in seen.skipped:
             if item.path == wanted or item.path.startswith(f"{wanted}:"):
                 return True, f"{item.path} was skipped when indexing {key}: {item.reason}", key
         if root.get("kind") in ("folder", "git") and target["kind"] == "path":
-            reason = _why_not_yielded(root, wanted, scan)
+            reason = _why_not_yielded(root, wanted, seen.unmatched)
             if reason is not None:
                 return True, f"{wanted} is not indexed from {key}: {reason}", key
     known = ", ".join(root_key(r) for r in roots) or "none"
@@ -344,12 +345,14 @@ def explain(
     embedder: Embedder | None,
     embedder_note: str | None = None,
     roots: Sequence[Mapping[str, Any]] = (),
+    walk: Callable[[Mapping[str, Any]], RootWalk] | None = None,
 ) -> ExplainResult:
     """The journey of one document for ``request`` (see the module docstring).
 
     The search is run once, by :meth:`SearchService.trace`, and every rank, score and
     verdict below is read from that trace; only the target's ranks past the fetch
-    depth come from a second, unlimited ask of the same arms.
+    depth come from a second, unlimited ask of the same arms. ``walk`` gives what a
+    root yields now (a cached walk, :mod:`plait.sources.walks`); None walks each time.
     """
     store = service.store
     req = _validated(request)
@@ -373,7 +376,7 @@ def explain(
             message=f"{len(chunks)} chunks indexed, {with_vector} with a vector",
         )
     else:
-        skipped, message, key = _ingestion_miss(roots, target)
+        skipped, message, key = _ingestion_miss(roots, target, walk)
         ingestion = IngestionStage(indexed=False, skipped=skipped, skip_reason=message if skipped else None,
                                    root=key, message=message)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,6 +36,7 @@ from plait.search import SearchRequest, SearchService
 from plait.sources.base import Scan, SourceDocument
 from plait.sources.roots import describe_root, open_root, root_key
 from plait.sources.sessions import DEFAULT_SESSION_SCOPE
+from plait.sources.walks import RootWalk, WalkCache, collection_state
 from plait.stores import Store, open_store
 from plait.retrieval.request import validated
 from plait.snippets import with_snippets
@@ -91,6 +92,7 @@ class Plait:
         probe_interval: float = DEFAULT_PROBE_INTERVAL,
         keys: str | Path | None = None,
         backfill_batch: int | None = None,
+        walk_max_age: float = 0.0,
     ) -> None:
         """``llm`` (a provider name or an :class:`~plait.llm.LLM`; None reads ``PLAIT_LLM``)
         serves ``rerank="llm"``; ``cross_encoder`` (a model directory, a package name or a
@@ -103,10 +105,14 @@ class Plait:
         keys for a deleted collection are revoked (as are those of ``PLAIT_KEYS`` and of
         ``keys.db`` next to the store). ``backfill_batch`` (None reads
         ``PLAIT_BACKFILL_BATCH``, default 32) is how many chunks the backfill embeds and
-        commits at a time: the most a crash can lose."""
+        commits at a time: the most a crash can lose. With ``walk_max_age`` > 0 (``plait
+        serve`` and ``plait mcp`` use :data:`~plait.sources.walks.DEFAULT_MAX_AGE`) coverage
+        and explain reuse one walk of each recorded root while the collection is unchanged,
+        for at most that many seconds (:mod:`plait.sources.walks`); 0 walks on every call."""
         self._query_guard = QueryGuard(deadline=query_deadline, probe_interval=probe_interval)
         self._keys = Path(keys) if keys is not None else None
         self.backfill_batch = _backfill_batch(backfill_batch)
+        self.walks = WalkCache(max_age=walk_max_age)
         if store is None or isinstance(store, str):
             store = open_store(Settings.resolve(store=store).store, create=create_store)
         self.store: Store = store
@@ -508,7 +514,20 @@ class Plait:
             self.recorded_roots(collection),
             chunk_settings=self.chunk_settings,
             generated=self._generated_sources(collection),
+            walk=self._walker(collection),
         )
+
+    def _walker(self, collection: str) -> Callable[[Mapping[str, Any]], RootWalk]:
+        """What a recorded root yields now, from the walk cache (see :mod:`plait.sources.walks`)."""
+        from plait.coverage import _chunk_keys
+
+        state = collection_state(self.store, collection)
+        keys = _chunk_keys(self.chunk_settings)
+
+        def walk(root: Mapping[str, Any]) -> RootWalk:
+            return self.walks.get(root, state=state, chunk_keys=keys, settings_key=self.chunk_settings)
+
+        return walk
 
     def _generated_sources(self, collection: str) -> dict[str, list[SourceDocument]] | None:
         """The documents the engine itself indexes: the FAQ cards that are not rejected.
@@ -654,6 +673,7 @@ class Plait:
             embedder=self._guarded(embedder, info),
             embedder_note=note,
             roots=self.recorded_roots(collection),
+            walk=self._walker(collection),
         )
 
     # ask and the refinery -------------------------------------------------------

@@ -19,6 +19,7 @@ from plait.cli_options import open_engine as _engine
 from plait.cli_options import print_json as _print_json
 from plait.cli_options import run_or_exit as _run
 from plait.config import Settings
+from plait.sources.walks import DEFAULT_MAX_AGE
 from plait.types import to_json
 
 __all__ = ["is_loopback", "register"]
@@ -86,7 +87,7 @@ def serve(
     from plait.api.http import create_app
 
     name = _collection(collection)
-    with _engine(store, embedder) as engine:
+    with _engine(store, embedder, walk_max_age=DEFAULT_MAX_AGE) as engine:  # readers reuse root walks
         key_store = None if no_auth else _run(debug, lambda: _key_store(keys, store))
         fastapi_app = _run(
             debug, lambda: create_app(
@@ -234,7 +235,7 @@ def mcp(
             err.print(f"[red]error:[/red] --port {port} is not in 1..65535", highlight=False)
             raise typer.Exit(1)
     name = _collection(collection)
-    with _engine(store, embedder) as engine:
+    with _engine(store, embedder, walk_max_age=DEFAULT_MAX_AGE) as engine:  # readers reuse root walks
         server = _run(
             debug,
             lambda: create_mcp_server(engine, default_collection=name, allow_reindex=not no_reindex),

@@ -215,6 +215,11 @@ class SQLiteStore:
         )
         return rows[0] if rows else None
 
+    def generation(self, name: str) -> int | None:
+        """The collection's write counter (bumped by every write), None if it does not exist."""
+        row = self._collection_row(name)
+        return None if row is None else int(row[6])
+
     def _cid(self, name: str) -> int:
         row = self._collection_row(name)
         if row is None:
