@@ -3,6 +3,7 @@
     PlaitError
     ├── ConfigError            a setting or option has a value plait cannot use
     ├── ValidationError        a request is malformed (empty query, k out of range, …)
+    │   └── ConflictError      it conflicts with the current state (a refinery run is active)
     ├── NotFoundError          a collection, chunk or source does not exist
     ├── ModelMismatchError     a collection was indexed with another embedding model
     ├── StoreError             the store cannot be opened, read or written
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ConflictError",
     "ModelMismatchError",
     "NotFoundError",
     "PlaitError",
@@ -42,6 +44,11 @@ class ConfigError(PlaitError):
 
 class ValidationError(PlaitError):
     """A request is malformed: the message names the bad value and the allowed ones."""
+
+
+class ConflictError(ValidationError):
+    """The request conflicts with the current state (HTTP 409), e.g. a second refinery
+    run while one is active. A ``ValidationError`` for callers that catch that."""
 
 
 class NotFoundError(PlaitError):

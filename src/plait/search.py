@@ -102,6 +102,7 @@ class SearchService:
         embedder: Embedder | None,
         embedder_note: str | None = None,
         info: CollectionInfo | None = None,
+        also_hidden: frozenset[str] = frozenset(),
     ) -> Trace:
         """Run the search and return the trace of every stage (see :mod:`plait.retrieval`)."""
         req = _validated(request)
@@ -109,7 +110,7 @@ class SearchService:
         timings: dict[str, float] = {}
         plan = plan_query(
             self.store, collection, req, embedder=embedder, embedder_note=embedder_note,
-            info=info, timings=timings,
+            info=info, timings=timings, also_hidden=also_hidden,
         )
         reranker = self._reranker(req.rerank) if req.rerank is not None else None
         trace = run(self.store, collection, plan, reranker=reranker, timings=timings)
@@ -124,13 +125,16 @@ class SearchService:
         embedder: Embedder | None,
         embedder_note: str | None = None,
         info: CollectionInfo | None = None,
+        also_hidden: frozenset[str] = frozenset(),
     ) -> SearchResult:
         """Search ``collection``; ``embedder`` None means lexical-only (``embedder_note`` says why).
 
         ``info`` is the collection as the caller just read it (saves reading it again).
         """
         req = _validated(request)
-        trace = self.trace(collection, req, embedder=embedder, embedder_note=embedder_note, info=info)
+        trace = self.trace(
+            collection, req, embedder=embedder, embedder_note=embedder_note, info=info, also_hidden=also_hidden
+        )
         return result_of(trace, req, collection)
 
     def hidden_ids(

@@ -599,9 +599,16 @@ class Plait:
 
     @valid_text
     def search_request(
-        self, collection: str, request: SearchRequest | Mapping[str, Any]
+        self,
+        collection: str,
+        request: SearchRequest | Mapping[str, Any],
+        *,
+        drafts_visible: bool = True,
     ) -> SearchResult:
-        """Search with a request model (or its camelCase JSON form)."""
+        """Search with a request model (or its camelCase JSON form).
+
+        ``drafts_visible=False`` (a reader over HTTP or MCP) hides the FAQ cards not yet
+        approved from a search that names the ``faq-card`` scope."""
         info = self.store.get_collection(collection)
         if info is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
@@ -611,7 +618,10 @@ class Plait:
         check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         guarded = self._guarded(embedder, info)
-        result = self._search.search(collection, request, embedder=guarded, embedder_note=note, info=info)
+        hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
+        result = self._search.search(
+            collection, request, embedder=guarded, embedder_note=note, info=info, also_hidden=hidden
+        )
         empty = self._empty_scopes(collection, validated(request).scopes)
         if empty:
             result = result.model_copy(update={"notes": [*result.notes, empty]})
@@ -629,6 +639,22 @@ class Plait:
         names = ", ".join(repr(name) for name in missing)
         noun = "scope" if len(missing) == 1 else "scopes"
         return f"{noun} {names} {'has' if len(missing) == 1 else 'have'} no chunks in collection {collection!r} (chunks per scope: {held})"
+
+    def _draft_card_chunks(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> frozenset[str]:
+        """Chunk ids of the collection's draft FAQ cards when ``request`` names their scope."""
+        from plait.refinery.cards import card_source_id
+        from plait.refinery.models import CARD_SCOPE, CardStatus
+        from plait.refinery.store import default_refinery_path
+
+        scopes = request.scopes if isinstance(request, SearchRequest) else request.get("scopes")
+        if not scopes or CARD_SCOPE not in scopes:
+            return frozenset()
+        if self._refinery is None and not default_refinery_path(getattr(self.store, "path", None)).exists():
+            return frozenset()
+        ids: set[str] = set()
+        for card in self.refinery.cards(collection, status=CardStatus.DRAFT):
+            ids.update(self.store.chunk_ids(collection, card_source_id(card.id)))
+        return frozenset(ids)
 
     def _guarded(self, embedder: Embedder | None, info: CollectionInfo) -> Embedder | None:
         """The embedder with its query embeddings bounded and circuit-broken."""

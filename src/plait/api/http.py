@@ -8,7 +8,7 @@ library's own models in their camelCase JSON form, and errors map from
     ConfigError (e.g. rerank asked of a server
     configured with no cross-encoder or LLM)         422
     NotFoundError                                    404
-    ModelMismatchError, SourceError                  409
+    ModelMismatchError, SourceError, ConflictError   409
     ProviderResponseError                            502
     StoreUnavailableError, ProviderUnavailableError  503 with ``Retry-After: 5``
     any other PlaitError                             500 with its message
@@ -39,6 +39,7 @@ from plait.api.keys import ApiKey, KeyStore, Role
 from plait.coverage import CoverageReport
 from plait.errors import (
     ConfigError,
+    ConflictError,
     ModelMismatchError,
     NotFoundError,
     PlaitError,
@@ -68,6 +69,7 @@ RETRY_AFTER_UNAVAILABLE = 5
 """Seconds in ``Retry-After`` of a 503 for a busy store or an unreachable provider."""
 
 _STATUS: tuple[tuple[type[PlaitError], int], ...] = (
+    (ConflictError, 409),
     (ValidationError, 422),
     (ConfigError, 422),
     (NotFoundError, 404),
@@ -285,7 +287,9 @@ def create_app(
     def search(collection: str, body: SearchRequest, key: ApiKey | None = Caller) -> SearchResult:
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut."""
         allow(key, collection, Role.READER, "search")
-        return engine.search_request(collection, body)
+        # a reader never sees FAQ cards not yet approved, even naming scope faq-card
+        drafts = key is None or key.role.includes(Role.MAINTAINER)
+        return engine.search_request(collection, body, drafts_visible=drafts)
 
     class ExplainRequest(SearchRequest):
         """A search request plus the document to explain: exactly one of doc, path, chunk."""

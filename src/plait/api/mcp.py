@@ -91,7 +91,8 @@ def create_mcp_server(
             "kOverfetch": k_overfetch, "qaFirst": qa_first,
         }
         options = {key: value for key, value in request.items() if value is not None}
-        return to_json(call(lambda: engine.search_request(name, options)))
+        # an agent is a reader: FAQ cards not yet approved stay out of its searches
+        return to_json(call(lambda: engine.search_request(name, options, drafts_visible=False)))
 
     @server.tool()
     def explain(

@@ -128,13 +128,7 @@ class Refinery:
                 "enable it with 'plait refinery settings --enable'"
             )
         self.recover()
-        active = self.store.active_runs(collection)
-        if active:
-            raise ValidationError(
-                f"collection {collection!r} already has an active refinery run {active[0].id} "
-                f"({active[0].status.value}); cancel it or wait for it to finish"
-            )
-        return self.store.create_run(collection, self._mode(mode))
+        return self.store.create_run(collection, self._mode(mode), exclusive=True)  # 409 if one is active
 
     def execute(self, run_id: str, *, progress: RunProgressFn | None = None) -> RefineryRun:
         """Execute a queued run in this thread; returns it finished."""

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from plait.errors import NotFoundError, StoreError, ValidationError
+from plait.errors import ConflictError, NotFoundError, StoreError, ValidationError
 from plait.refinery.models import (
     CardMode,
     CardStatus,
@@ -132,14 +132,35 @@ class RefineryStore:
                 raise StoreError(f"refinery file {self.path}: {exc}") from exc
 
     # runs ------------------------------------------------------------------------
-    def create_run(self, collection: str, mode: CardMode, *, pid: int | None = None) -> RefineryRun:
-        """A new run in ``queued``."""
+    def create_run(
+        self, collection: str, mode: CardMode, *, pid: int | None = None, exclusive: bool = False
+    ) -> RefineryRun:
+        """A new run in ``queued``. With ``exclusive``, :class:`ConflictError` when the
+        collection already has a queued or running run — checked and inserted in one
+        write transaction, so two processes starting runs at once cannot both succeed."""
         run_id = _new_id("run")
         with self._cursor() as db:
-            db.execute(
-                "INSERT INTO runs (id, collection, status, mode, created_at, pid) VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, collection, RunStatus.QUEUED.value, mode.value, time.time(), pid),
-            )
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if exclusive:
+                    active = db.execute(
+                        "SELECT id, status FROM runs WHERE collection = ? AND status IN (?, ?) "
+                        "ORDER BY created_at LIMIT 1",
+                        (collection, RunStatus.QUEUED.value, RunStatus.RUNNING.value),
+                    ).fetchone()
+                    if active is not None:
+                        raise ConflictError(
+                            f"collection {collection!r} already has an active refinery run {active[0]} "
+                            f"({active[1]}); cancel it or wait for it to finish"
+                        )
+                db.execute(
+                    "INSERT INTO runs (id, collection, status, mode, created_at, pid) VALUES (?, ?, ?, ?, ?, ?)",
+                    (run_id, collection, RunStatus.QUEUED.value, mode.value, time.time(), pid),
+                )
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
         return self.get_run(run_id)
 
     def get_run(self, run_id: str) -> RefineryRun:

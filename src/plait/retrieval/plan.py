@@ -221,11 +221,13 @@ def plan_query(
     info: CollectionInfo | None = None,
     saved_settings: Mapping[str, Any] | None = None,
     timings: dict[str, float] | None = None,
+    also_hidden: frozenset[str] = frozenset(),
 ) -> QueryPlan:
     """The plan for ``request`` on ``collection`` (reads the collection's settings once).
 
     ``info`` and ``saved_settings`` are the collection and its settings when the
     caller already read them; ``timings`` receives ``analyse`` and ``embed`` (ms).
+    ``also_hidden`` are chunk ids this caller may not see (draft FAQ cards for a reader).
     """
     if info is None:
         info = store.get_collection(collection)
@@ -242,7 +244,7 @@ def plan_query(
         filters=Filters(
             scopes=tuple(request.scopes) if request.scopes else None, metadata=request.metadata or {}
         ),
-        hidden=hidden_chunks(saved_settings, request.scopes),
+        hidden=hidden_chunks(saved_settings, request.scopes) | also_hidden,
         k=request.k,
         offset=request.offset,
         rerank=request.rerank,

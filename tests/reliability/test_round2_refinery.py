@@ -1,0 +1,121 @@
+"""Issue 23, refinery: readers do not see draft FAQ cards through scopes ["faq-card"];
+a second refinery run while one is active is a 409 (and two at once cannot both start)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from plait.api.keys import KeyStore
+from plait.embeddings.fake import FakeEmbedder
+from plait.errors import ConflictError, PlaitError
+from plait.refinery import CARD_SCOPE
+from plait.service import Plait
+
+pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
+
+from plait.api.http import create_app  # noqa: E402
+from plait.testing.asgi_server import UvicornThread  # noqa: E402
+
+FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
+ROTATE = "How do I rotate an API key?"
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PLAIT_LLM", "PLAIT_LLM_MODEL", "PLAIT_OLLAMA_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Plait, dict[str, str]]]:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "faq.md").write_text(FAQ.read_text(encoding="utf-8"), encoding="utf-8")
+    with Plait(str(tmp_path / "plait.db"), embedder=FakeEmbedder(dimension=64), llm="none") as engine:
+        engine.index(folder, collection="kb")
+        engine.refinery.run("kb", mode="extractive")  # 16 draft cards
+        keys = KeyStore(tmp_path / "keys.db")
+        tokens = {
+            "reader": keys.create(role="reader", collection="kb")[1],
+            "maintainer": keys.create(role="maintainer", collection="kb")[1],
+        }
+        try:
+            with UvicornThread(create_app(engine, keys=keys)) as server:
+                yield server.url, engine, tokens
+        finally:
+            keys.close()
+
+
+def _card_hits(url: str, token: str) -> list[str]:
+    response = httpx.post(
+        f"{url}/v1/collections/kb/search",
+        json={"query": ROTATE, "k": 20, "scopes": [CARD_SCOPE]},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    return [h["metadata"]["cardId"] for h in response.json()["hits"]]
+
+
+def test_readers_do_not_see_draft_cards_through_the_card_scope(served: tuple[str, Plait, dict[str, str]]) -> None:
+    url, engine, tokens = served
+    rotate = next(c for c in engine.refinery.cards("kb") if c.question == ROTATE)
+    assert _card_hits(url, tokens["reader"]) == []  # all 16 cards are drafts
+    assert rotate.id in _card_hits(url, tokens["maintainer"])  # reviewers still find them
+    engine.refinery.approve("kb", rotate.id)
+    assert _card_hits(url, tokens["reader"]) == [rotate.id]  # approved: visible, and only it
+    from plait.api.mcp import create_mcp_server
+
+    async def mcp_search() -> dict[str, object]:
+        result = await create_mcp_server(engine).call_tool(
+            "search", {"query": "restore a backup", "collection": "kb", "k": 20, "scopes": [CARD_SCOPE]}
+        )
+        return result.structured_content  # type: ignore[no-any-return]
+
+    hits = anyio.run(mcp_search)["hits"]
+    assert [h["metadata"]["cardId"] for h in hits] == [rotate.id]  # type: ignore[index]
+
+
+def test_a_second_run_while_one_is_active_is_a_409(served: tuple[str, Plait, dict[str, str]]) -> None:
+    url, engine, tokens = served
+    active = engine.refinery.create_run("kb")  # queued, never executed here
+    response = httpx.post(
+        f"{url}/v1/collections/kb/refinery/runs",
+        json={"mode": "extractive"},
+        headers={"Authorization": f"Bearer {tokens['maintainer']}"},
+        timeout=30,
+    )
+    assert response.status_code == 409
+    assert response.json() == {
+        "error": f"collection 'kb' already has an active refinery run {active.id} (queued); "
+        "cancel it or wait for it to finish"
+    }
+    engine.refinery.cancel(active.id)
+
+
+def test_two_runs_started_at_once_cannot_both_start(served: tuple[str, Plait, dict[str, str]]) -> None:
+    _, engine, _ = served
+    barrier = threading.Barrier(8)
+    outcomes: list[object] = []
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(engine.refinery.create_run("kb"))
+        except PlaitError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    errors = [o for o in outcomes if isinstance(o, ConflictError)]
+    assert len(outcomes) == 8 and len(errors) == 7
+    assert len(engine.refinery.store.active_runs("kb")) == 1
