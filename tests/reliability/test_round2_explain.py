@@ -4,7 +4,6 @@ roots, compared as text; nothing on the server is resolved or stat'ed for it."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import socket
-from concurrent.futures import ThreadPoolExecutor
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -25,7 +25,6 @@ from plait.embeddings.fake import FakeEmbedder  # noqa: E402
 from plait.service import Plait  # noqa: E402
 from plait.testing.asgi_server import UvicornThread  # noqa: E402
 from plait.testing.corpus import ARTICLE_DOCS, documents  # noqa: E402
-
 
 # ---------------------------------------------------------------------------- D5
 

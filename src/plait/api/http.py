@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plait._text import surrogate_error
-from plait.api.guards import BODY_DEADLINE, Admission, BodyLimit, LoopbackOnly, NoSimpleRequests
+from plait.api.guards import (
+    BODY_DEADLINE,
+    Admission,
+    BodyLimit,
+    LoopbackOnly,
+    NoSimpleRequests,
+)
 from plait.api.keys import ApiKey, KeyStore, Role
 from plait.coverage import CoverageReport
 from plait.errors import (

@@ -27,7 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from plait.errors import ConfigError, ProviderError, ProviderResponseError, ProviderUnavailableError
+from plait.errors import (
+    ConfigError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderUnavailableError,
+)
 
 __all__ = ["DEFAULT_PROBE_INTERVAL", "DEFAULT_QUERY_DEADLINE", "GuardedEmbedder", "QueryGuard"]
 
