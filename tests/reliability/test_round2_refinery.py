@@ -119,3 +119,17 @@ def test_two_runs_started_at_once_cannot_both_start(served: tuple[str, Plait, di
     errors = [o for o in outcomes if isinstance(o, ConflictError)]
     assert len(outcomes) == 8 and len(errors) == 7
     assert len(engine.refinery.store.active_runs("kb")) == 1
+
+
+def test_a_reader_cannot_ask_with_drafts(served: tuple[str, Plait, dict[str, str]]) -> None:
+    url, _, tokens = served
+    body = {"question": ROTATE, "qaFirst": True, "includeDrafts": True}
+    reader = httpx.post(
+        f"{url}/v1/collections/kb/ask", json=body, headers={"Authorization": f"Bearer {tokens['reader']}"}, timeout=30
+    )
+    assert reader.status_code == 403
+    assert reader.json() == {"error": "ask with includeDrafts needs the maintainer role; this key is a reader"}
+    maintainer = httpx.post(
+        f"{url}/v1/collections/kb/ask", json=body, headers={"Authorization": f"Bearer {tokens['maintainer']}"}, timeout=30
+    )
+    assert maintainer.status_code == 200 and maintainer.json()["answeredBy"] == "card"

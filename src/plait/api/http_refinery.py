@@ -76,6 +76,8 @@ def add_refinery_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) 
     def ask(collection: str, body: AskRequest, key: ApiKey | None = caller) -> AskResult:
         """A grounded answer with ``[n]`` citations checked against the sources given."""
         allow(key, collection, Role.READER, "ask")
+        if body.include_drafts:  # answering from FAQ cards nobody approved yet: reviewers only
+            allow(key, collection, Role.MAINTAINER, "ask with includeDrafts")
         return engine.ask_request(collection, body)
 
     @app.get("/v1/collections/{collection}/faq", response_model=list[FaqCard], tags=["faq"], responses=_ERRORS)
