@@ -48,6 +48,8 @@ def test_batches_respect_the_token_budget_and_keep_every_window() -> None:
     batches = _batches(windows)
     assert [[w.text for w in b] for b in batches] == [[0, 1, 2], [3], [4]]
     assert all(len(b) * max(len(w.ids) for w in b) <= TOKEN_BUDGET for b in batches)
+    # split so that every core gets a batch
+    assert [[w.text for w in b] for b in _batches(windows[:3], max_rows=2)] == [[0, 1], [2]]
 
 
 def test_reader_refuses_a_file_that_is_not_e5s1(tmp_path) -> None:  # type: ignore[no-untyped-def]
