@@ -101,7 +101,8 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
         inner = make_embedder(embedder_name)
         embedder = CachedEmbedder(inner, path=cache) if inner is not None else None
         # Plait(embedder=None) means "the default embedder"; "none" means no dense arm.
-        with Plait(str(Path(tmp) / "plait.db"), embedder=embedder or "none") as engine:
+        # (not `embedder or "none"`: an empty CachedEmbedder has len() 0, so it is falsy)
+        with Plait(str(Path(tmp) / "plait.db"), embedder=embedder if embedder is not None else "none") as engine:
             started = time.perf_counter()
             report = engine.index(repo)
             index_s = time.perf_counter() - started
