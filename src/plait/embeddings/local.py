@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from plait.embeddings.base import BaseEmbedder, TextKind
+from plait.embeddings.pooling import mean_pool, pad_batch
 from plait.errors import ConfigError, ProviderError
 
 __all__ = [
@@ -137,21 +138,14 @@ class _MiniLMModel:
         out = np.zeros((len(texts), 384), dtype=np.float32)
         for start in range(0, len(order), 32):
             rows = order[start : start + 32]
-            width = max(len(encodings[i].ids) for i in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                n = len(encodings[i].ids)
-                ids[r, :n] = encodings[i].ids
-                mask[r, :n] = 1
+            ids, mask = pad_batch([encodings[i].ids for i in rows], 0)
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             try:
                 with self.lock:
                     (hidden,) = self.session.run(["last_hidden_state"], feeds)
             except Exception as exc:  # onnxruntime raises its own exception types
                 raise ProviderError(f"all-MiniLM-L6-v2 failed on a batch of {len(rows)}: {exc}") from exc
-            weights = mask[..., None].astype(np.float32)
-            out[rows] = (np.asarray(hidden) * weights).sum(axis=1) / weights.sum(axis=1)
+            out[rows] = mean_pool(hidden, mask)
         return out
 
 
