@@ -19,9 +19,9 @@ import httpx  # noqa: E402
 from http_served import Served, serve_engine  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from plait.api.commands import is_loopback  # noqa: E402
 from plait.api.keys import KeyStore, Role, default_keys_path, hash_token  # noqa: E402
 from plait.cli import app  # noqa: E402
+from plait.cli.serve import is_loopback  # noqa: E402
 from plait.errors import NotFoundError, ValidationError  # noqa: E402
 
 runner = CliRunner()

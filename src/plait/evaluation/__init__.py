@@ -6,7 +6,7 @@
 ...                       embedder=ready.embedder, strategies=["bm25"]).report
 
 Metrics come from ``ir-measures`` and the plot from matplotlib: ``pip install 'plait[eval]'``.
-The CLI commands (``plait eval``, ``plait tune``) live in :mod:`plait.evaluation.commands`.
+The CLI commands (``plait eval``, ``plait tune``) live in :mod:`plait.cli.eval`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""CLI commands for ask and the Knowledge Refinery, added by :func:`register`:
+"""CLI commands for the Knowledge Refinery, added by :func:`register`:
 
-``plait ask QUESTION``, ``plait refinery run|status|cancel|list|settings`` and
+``plait refinery run|status|cancel|list|settings`` and
 ``plait faq list|approve|reject|edit``. Each takes ``--store``, ``--collection`` and
 ``--embedder``; each that prints results takes ``--json`` (the HTTP API's model).
 """
@@ -12,84 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
-from plait.cli_options import collection_name as _collection
-from plait.cli_options import open_engine as _engine
-from plait.cli_options import print_json as _print_json
-from plait.cli_options import run_or_exit as _run
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, LlmOpt, StoreOpt, console, err
+from plait.cli.options import collection_name as _collection
+from plait.cli.options import open_engine as _engine
+from plait.cli.options import print_json as _print_json
+from plait.cli.options import run_or_exit as _run
 from plait.refinery.models import FaqCard, RefineryRun, RunProgress
 from plait.types import to_json
 
 __all__ = ["register"]
-
-LlmOpt = Annotated[
-    str | None, typer.Option("--llm", help="ollama | openai | none (env PLAIT_LLM; none: no LLM).")
-]
-
-
-# ask -------------------------------------------------------------------------------
-def ask(
-    question: Annotated[str, typer.Argument(help="The question.")],
-    k: Annotated[int | None, typer.Option("-k", help="Sources given to the answer (default 5).")] = None,
-    qa_first: Annotated[
-        bool, typer.Option("--qa-first", help="Answer with a matching approved FAQ card when there is one.")
-    ] = False,
-    include_drafts: Annotated[
-        bool, typer.Option("--include-drafts", help="With --qa-first, draft cards count too.")
-    ] = False,
-    rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder: rerank before answering.")] = None,
-    scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
-    min_cosine: Annotated[
-        float | None, typer.Option("--min-cosine", help="Relevance gate: dense cosine (default 0.84).")
-    ] = None,
-    llm: LlmOpt = None,
-    store: StoreOpt = None,
-    collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Answer a question from the collection, citing numbered sources; says so when nothing fits."""
-
-    name = _collection(collection)
-    with _engine(store, embedder, llm=llm, create=False) as engine:
-        result = _run(
-            debug,
-            lambda: engine.ask(
-                question,
-                collection=name,
-                k=k,
-                qa_first=qa_first,
-                include_drafts=include_drafts or None,
-                rerank=rerank,
-                scopes=scope,
-                min_cosine=min_cosine,
-            ),
-        )
-    if as_json:
-        _print_json(result)
-        return
-    console.print(result.answer, highlight=False, soft_wrap=True)
-    console.print()
-    for citation in result.citations:
-        origin = citation.origin
-        where = (
-            " › ".join([origin.source_path, *origin.heading_path])
-            if origin.kind == "file"
-            else f"session {origin.session_id}"
-        )
-        console.print(f"[bold][{citation.n}][/bold] [blue]{where}[/blue]", highlight=False)
-        console.print(f"    [dim]“{citation.quote}”[/dim]", highlight=False)
-    line = f"mode {result.mode} · answered by {result.answered_by}"
-    line += " · grounded" if result.grounded else " · [yellow]not grounded[/yellow]"
-    if result.llm:
-        line += f" · {result.llm}"
-    if result.invalid_citations:
-        line += f" · [yellow]removed invented citations {result.invalid_citations}[/yellow]"
-    console.print(line, highlight=False)
-    if result.note:
-        console.print(f"[yellow]note:[/yellow] {result.note}", highlight=False)
-
 
 # refinery ---------------------------------------------------------------------------
 refinery_app = typer.Typer(help="Knowledge Refinery: distil FAQ cards from a collection in runs.")
@@ -392,7 +323,6 @@ def faq_edit(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``ask``, ``refinery`` and ``faq`` to the main CLI."""
-    app.command("ask")(ask)
+    """Add ``refinery`` and ``faq`` to the main CLI."""
     app.add_typer(refinery_app, name="refinery")
     app.add_typer(faq_app, name="faq")

@@ -27,7 +27,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from plait.cli_options import run_or_exit
+from plait.cli.options import run_or_exit
 from plait.types import IndexReport
 
 __all__ = ["IndexProgress", "coverage_text", "run_indexing"]

@@ -1,8 +1,8 @@
 """What every CLI command shares: the ``--store``, ``--collection``, ``--embedder``,
 ``--json``, ``--debug`` options, running an action with one-line errors, and printing
-JSON, the consoles and opening the engine — defined once for :mod:`plait.cli` and the
-command modules it registers, which import this module and never :mod:`plait.cli`
-(it imports them: no cycle)."""
+JSON, the consoles and opening the engine — defined once for the command modules of
+:mod:`plait.cli`, which import this module and never the package itself (it imports
+them: no cycle)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ __all__ = [
     "DebugOpt",
     "EmbedderOpt",
     "JsonOpt",
+    "LlmOpt",
     "StoreOpt",
     "collection_name",
     "console",
@@ -102,6 +103,10 @@ EmbedderOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
+#: ask and the refinery: the LLM that writes answers and cards.
+LlmOpt = Annotated[
+    str | None, typer.Option("--llm", help="ollama | openai | none (env PLAIT_LLM; none: no LLM).")
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (and per-stage timings).")]
 
 

@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt
-from plait.cli_options import print_json as _print_json
-from plait.cli_options import run_or_exit as _run
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt
+from plait.cli.options import print_json as _print_json
+from plait.cli.options import run_or_exit as _run
 from plait.errors import ConfigError
 from plait.evaluation.models import EvalReport, TuneReport
 from plait.evaluation.prepare import prepared

@@ -13,11 +13,11 @@ from typing import Annotated
 import typer
 
 from plait.api.keys import KeyStore, default_keys_path
-from plait.cli_options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
-from plait.cli_options import collection_name as _collection
-from plait.cli_options import open_engine as _engine
-from plait.cli_options import print_json as _print_json
-from plait.cli_options import run_or_exit as _run
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli.options import collection_name as _collection
+from plait.cli.options import open_engine as _engine
+from plait.cli.options import print_json as _print_json
+from plait.cli.options import run_or_exit as _run
 from plait.config import Settings
 from plait.sources.walks import DEFAULT_MAX_AGE
 from plait.types import to_json

@@ -1,0 +1,154 @@
+"""``plait explain``: why a document did (not) come back — every stage of the search for it,
+and a one-line diagnosis."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console
+from plait.cli.options import collection_name as _collection
+from plait.cli.options import open_engine as _engine
+from plait.cli.options import print_json as _print_json
+from plait.cli.options import run_or_exit as _run
+from plait.cli.search import LanguagePriorOpt, language_note, lexical_weight_option
+from plait.terminal import safe
+
+__all__ = ["register"]
+
+
+def explain(
+    query: Annotated[str, typer.Argument(help="The query.")],
+    doc: Annotated[str | None, typer.Option("--doc", help="The document id (metadata docId or source id).")] = None,
+    path: Annotated[str | None, typer.Option("--path", help="The source path (relative to its root).")] = None,
+    chunk: Annotated[str | None, typer.Option("--chunk", help="The chunk id.")] = None,
+    k: Annotated[int, typer.Option("-k", help="How many hits the search returns.")] = 8,
+    fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
+    lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
+    overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
+    language_prior: LanguagePriorOpt = None,
+    offset: Annotated[int, typer.Option(help="The page start the search used.")] = 0,
+    scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
+    rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder")] = None,
+    k_overfetch: Annotated[int | None, typer.Option("--k-overfetch", help="Fused candidates reranked.")] = None,
+    llm: Annotated[str | None, typer.Option("--llm", help="ollama | openai | none, for --rerank llm.")] = None,
+    cross_encoder: Annotated[
+        str | None, typer.Option("--cross-encoder", help="Model directory or package, for --rerank cross-encoder.")
+    ] = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Why did a document (not) come back? Every stage for it, and a one-line diagnosis."""
+    name = _collection(collection)
+    with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder, create=False) as engine:
+        result = _run(
+            debug,
+            lambda: engine.explain(
+                query,
+                doc=doc,
+                path=path,
+                chunk=chunk,
+                collection=name,
+                k=k,
+                fusion=fusion,
+                lexical_weight=lexical_weight_option(lexical_weight),
+                overfetch=overfetch,
+                language_prior=language_prior,
+                offset=offset,
+                scopes=scope,
+                rerank=rerank,
+                k_overfetch=k_overfetch,
+            ),
+        )
+    if as_json:
+        _print_json(result)
+        return
+    _print_explain(result)
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _print_terms(lex: Any) -> None:
+    """The lexical term table: each distinct content term once, stopwords on one line,
+    and the chunk the terms were evaluated against."""
+    if lex.chunk_id:
+        console.print(f"    terms evaluated against chunk {safe(lex.chunk_id)}", highlight=False)
+    seen: set[str] = set()
+    stopwords: list[str] = []
+    for term in lex.terms:
+        key = term.exact or term.raw.casefold()
+        if key in seen:
+            continue
+        seen.add(key)
+        if term.stopword:
+            stopwords.append(term.raw)
+            continue
+        mark = "[green]✓[/green]" if term.reason is None else "[red]✗[/red]"
+        console.print(f"    {mark} {safe(term.raw)}" + (f" — {safe(term.reason)}" if term.reason else ""), highlight=False)
+    if stopwords:
+        console.print(f"    [dim]stopwords, not counted: {safe(', '.join(stopwords))}[/dim]", highlight=False)
+
+
+def _print_explain(result: Any) -> None:
+    target = result.target
+    console.print(f"[bold]“{safe(result.query)}”[/bold] — {target['kind']} {safe(target['value'])}", highlight=False)
+    ing = result.ingestion
+    console.print(f"[bold]ingestion[/bold]  {safe(ing.message)}", highlight=False)
+    lex = result.lexical
+    console.print(
+        f"[bold]lexical[/bold]    rank {lex.rank if lex.rank is not None else 'absent'} of {lex.candidates} "
+        f"matching (over-fetch {lex.overfetch}) · BM25 {_num(lex.score)}",
+        highlight=False,
+    )
+    _print_terms(lex)
+    dense = result.dense
+    if dense.ran:
+        console.print(
+            f"[bold]dense[/bold]      rank {dense.rank if dense.rank is not None else 'absent'} of "
+            f"{dense.candidates} · cosine {_num(dense.score)}",
+            highlight=False,
+        )
+    else:
+        console.print(f"[bold]dense[/bold]      off: {dense.reason}", highlight=False)
+    fus = result.fusion
+    if fus.returned:
+        state = "returned"
+    elif not ing.indexed and not ing.chunks:
+        state = "not returned (no such source)" if target["kind"] == "path" else "not returned (not indexed)"
+    else:
+        state = f"not returned ({fus.dropped_by or 'not reached'})"
+    console.print(
+        f"[bold]fusion[/bold]     rank {fus.rank if fus.rank is not None else 'absent'} · score "
+        f"{_num(fus.score)} ({_num(fus.score_normalised)} of the best) · k {fus.k} offset {fus.offset} · {state}",
+        highlight=False,
+    )
+    if fus.settings.dense_weight_used is not None:
+        console.print(
+            f"           {fus.settings.method.value}: dense weight {fus.settings.dense_weight_used:g} — "
+            f"{escape(fus.settings.fusion_reason or '')}{language_note(fus.settings)}",
+            highlight=False,
+        )
+    if result.rerank is not None:
+        rr = result.rerank
+        console.print(
+            f"[bold]rerank[/bold]     {rr.method}: {rr.rank_before} → {rr.rank_after}"
+            + ("" if rr.reranked else f" (fused order kept: {rr.reason})"),
+            highlight=False,
+        )
+    console.print(
+        f"[bold]diagnosis[/bold]  \\[{result.diagnosis.code.value}] {escape(result.diagnosis.message)}",
+        highlight=False,
+    )
+
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``explain`` to the main CLI."""
+    app.command()(explain)

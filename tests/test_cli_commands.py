@@ -1,0 +1,62 @@
+"""Every CLI command follows the interface rules (issue 19): --store, --collection and
+--embedder on each, --json on each that prints results; the package keeps the
+``plait = "plait.cli:main"`` entry point and ``python -m plait.cli`` working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from plait.cli import app, main
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Long-running servers print a banner, not results: the only commands without --json.
+SERVERS = {"serve", "mcp"}
+
+
+def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """(``"refinery run"``, click command) for every leaf command, sub-apps included."""
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*path, name))
+    else:
+        yield " ".join(path), command
+
+
+def _options(command: Any) -> dict[str, Any]:
+    return {opt: param for param in command.params for opt in getattr(param, "opts", [])}
+
+
+def test_every_command_takes_store_collection_embedder_and_json() -> None:
+    commands = dict(_commands(typer.main.get_command(app)))
+    # the walk reaches the top-level commands and the sub-apps' ones
+    assert {"index", "search", "explain", "ask", "serve", "collections", "eval", "refinery run", "faq edit",
+            "keys create"} <= commands.keys()
+    assert len(commands) >= 26
+    for name, command in commands.items():
+        options = _options(command)
+        for required in ("--store", "--collection", "--embedder", "--debug"):
+            assert required in options, f"plait {name} lacks {required}"
+        if name in SERVERS:
+            assert "--json" not in options
+            continue
+        assert "--json" in options, f"plait {name} prints results but has no --json"
+        assert options["--json"].is_flag, f"plait {name}: --json takes no value"
+
+
+def test_entry_point_and_module_run() -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts == {"plait": "plait.cli:main"}
+    assert callable(main)
+    done = subprocess.run(
+        [sys.executable, "-m", "plait.cli", "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ("index", "search", "explain", "ask", "serve", "refinery", "faq", "keys", "eval"):
+        assert name in done.stdout
