@@ -43,11 +43,11 @@ def main() -> None:
 
     embedder = SlowFakeEmbedder(gate=gate, log=args.log, delay=args.delay)
     if args.mode == "cli":
-        import plait.service
+        import plait.service_base
         from plait.cli import main as cli_main
 
-        real = plait.service.make_embedder
-        plait.service.make_embedder = lambda name, **kw: embedder if name == "fake" else real(name, **kw)  # type: ignore[assignment]
+        real = plait.service_base.make_embedder
+        plait.service_base.make_embedder = lambda name, **kw: embedder if name == "fake" else real(name, **kw)  # type: ignore[assignment]
         sys.argv = ["plait", "index", str(args.docs), "--store", args.store, "--embedder", "fake"]
         cli_main()
         return

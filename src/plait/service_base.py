@@ -1,0 +1,133 @@
+"""What every part of :class:`plait.service.Plait` reads: the store, the embedder of each
+collection, the LLM and rerankers, the recorded roots and their walks.
+
+:class:`EngineBase` declares the engine's state (set by ``Plait.__init__``); the indexing
+(:mod:`plait.service_indexing`) and query (:mod:`plait.service_querying`) halves build on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plait.chunking import ChunkSettings
+from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder
+from plait.embeddings.guard import QueryGuard
+from plait.errors import NotFoundError
+from plait.llm import LLM, make_llm
+from plait.rerank import Reranker, make_reranker
+from plait.search import SearchService
+from plait.sources.walks import RootWalk, WalkCache, collection_state
+from plait.stores import Store
+from plait.types import CollectionInfo
+
+if TYPE_CHECKING:
+    from plait.refinery import Refinery
+
+__all__ = ["NONE", "EngineBase"]
+
+#: The embedder name that means "no dense arm".
+NONE = "none"
+
+
+class EngineBase:
+    """The engine's state and the lookups shared by indexing and querying."""
+
+    store: Store
+    chunk_settings: ChunkSettings
+    backfill_batch: int
+    walks: WalkCache
+    _query_guard: QueryGuard
+    _keys: Path | None
+    _reindex_lock: threading.Lock
+    _embedder_choice: str | Embedder | None
+    _embedders: dict[str, Embedder | None]
+    _llm_choice: str | LLM | None
+    _llm: LLM | None
+    _llm_resolved: bool
+    _cross_encoder_choice: str | Path | Reranker | None
+    _rerankers: dict[str, Reranker]
+    _search: SearchService
+    _refinery: Refinery | None
+    _refinery_lock: threading.Lock
+
+    if TYPE_CHECKING:
+
+        @property
+        def refinery(self) -> Refinery:
+            """Defined by :class:`plait.service.Plait` (the refinery searches through it)."""
+
+    # embedders ------------------------------------------------------------------
+    def _by_name(self, name: str) -> Embedder | None:
+        if name not in self._embedders:
+            self._embedders[name] = make_embedder(name)
+        return self._embedders[name]
+
+    def embedder_for(
+        self, collection: str, *, info: CollectionInfo | None = None
+    ) -> tuple[Embedder | None, str]:
+        """The embedder to use for a collection, and its name.
+
+        ``info`` is the collection as the caller just read it (saves reading it again).
+        """
+        choice = self._embedder_choice
+        if isinstance(choice, str):
+            return self._by_name(choice), choice
+        if choice is not None:
+            return choice, choice.provider
+        if info is None:
+            info = self.store.get_collection(collection)
+        recorded = self.store.get_settings(collection).get("embedder") if info else None
+        name = recorded or DEFAULT_EMBEDDER
+        return self._by_name(name), name
+
+    # LLM and rerankers ----------------------------------------------------------
+    @property
+    def llm(self) -> LLM | None:
+        """The chat LLM (``Plait(llm=...)``, else ``PLAIT_LLM``), built once; None if none."""
+        if not self._llm_resolved:
+            choice = self._llm_choice
+            self._llm = choice if choice is not None and not isinstance(choice, str) else make_llm(choice)
+            self._llm_resolved = True
+        return self._llm
+
+    def reranker(self, method: str) -> Reranker:
+        """The reranker for ``method`` (``llm`` or ``cross-encoder``), built once."""
+        if method not in self._rerankers:
+            llm = self.llm if method == "llm" else None
+            self._rerankers[method] = make_reranker(
+                method,
+                llm=llm if llm is not None else "none",  # resolved already: no second env read
+                cross_encoder=self._cross_encoder_choice,
+            )
+        return self._rerankers[method]
+
+    # recorded roots -------------------------------------------------------------
+    def recorded_roots(
+        self, collection: str, *, source: str | Path | None = None
+    ) -> list[dict[str, Any]]:
+        """The roots recorded for a collection; only those at ``source`` when given."""
+        roots: list[dict[str, Any]] = list(self.store.get_settings(collection).get("roots", []))
+        if source is None:
+            return roots
+        wanted = str(Path(source).expanduser().resolve())
+        chosen = [r for r in roots if r.get("path") == wanted]
+        if not chosen:
+            known = ", ".join(sorted({str(r.get("path")) for r in roots})) or "none"
+            raise NotFoundError(
+                f"{wanted} is not a recorded source of collection {collection!r} (recorded: {known})"
+            )
+        return chosen
+    def _walker(self, collection: str) -> Callable[[Mapping[str, Any]], RootWalk]:
+        """What a recorded root yields now, from the walk cache (see :mod:`plait.sources.walks`)."""
+        from plait.coverage import _chunk_keys
+
+        state = collection_state(self.store, collection)
+        keys = _chunk_keys(self.chunk_settings)
+
+        def walk(root: Mapping[str, Any]) -> RootWalk:
+            return self.walks.get(root, state=state, chunk_keys=keys, settings_key=self.chunk_settings)
+
+        return walk

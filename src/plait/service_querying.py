@@ -1,0 +1,201 @@
+"""The query half of :class:`plait.service.Plait`: search and explain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from plait._text import valid_text
+from plait.embeddings import Embedder
+from plait.embeddings.guard import GuardedEmbedder
+from plait.errors import NotFoundError
+from plait.ingest import check_model
+from plait.retrieval.request import validated
+from plait.search import SearchRequest
+from plait.service_base import NONE as _NONE
+from plait.service_base import EngineBase
+from plait.snippets import with_snippets
+from plait.types import CollectionInfo, SearchResult
+
+if TYPE_CHECKING:
+    from plait.explain import ExplainResult
+
+__all__ = ["QueryingMixin"]
+
+
+class QueryingMixin(EngineBase):
+    """Answer queries: hybrid search and its explanation."""
+
+    # searching ------------------------------------------------------------------
+    @valid_text
+    def search(
+        self,
+        query: str,
+        *,
+        collection: str = "default",
+        k: int = 8,
+        fusion: str | None = None,
+        lexical_weight: float | str | None = None,
+        rrf_k: int | None = None,
+        overfetch: int | None = None,
+        threshold: float | None = None,
+        scopes: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        rerank: str | None = None,
+        k_overfetch: int | None = None,
+        offset: int = 0,
+        qa_first: bool = False,
+        language_prior: bool | None = None,
+    ) -> SearchResult:
+        """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
+
+        ``lexical_weight`` is 0..1 or ``"auto"`` (identifier-aware, see
+        :mod:`plait.autoweight`). ``rerank`` (``"llm"`` or ``"cross-encoder"``) reorders
+        the fused top ``max(k, k_overfetch)`` (default 20) before the cut. ``offset``
+        pages: the hits are fused positions ``offset + 1 … offset + k``. ``qa_first``
+        answers with a matching FAQ card when there is one (``answered_by``/``card``,
+        see :mod:`plait.refinery.cards`), else with the hybrid search. ``language_prior``
+        False makes ``adaptive`` ignore the embedder's declared languages (see
+        :class:`~plait.types.FusionSettings`).
+        """
+        request = {
+            "query": query,
+            "k": k,
+            "fusion": fusion,
+            "lexicalWeight": lexical_weight,
+            "rrfK": rrf_k,
+            "overfetch": overfetch,
+            "threshold": threshold,
+            "languagePrior": language_prior,
+            "scopes": list(scopes) if scopes else None,
+            "metadata": dict(metadata) if metadata else None,
+            "rerank": rerank,
+            "offset": offset,
+        }
+        if k_overfetch is not None:
+            request["kOverfetch"] = k_overfetch
+        if qa_first:
+            request["qaFirst"] = True
+        return self.search_request(collection, request)
+
+    @valid_text
+    def search_request(
+        self,
+        collection: str,
+        request: SearchRequest | Mapping[str, Any],
+        *,
+        drafts_visible: bool = True,
+    ) -> SearchResult:
+        """Search with a request model (or its camelCase JSON form).
+
+        ``drafts_visible=False`` (a reader over HTTP or MCP) hides the FAQ cards not yet
+        approved from a search that names the ``faq-card`` scope."""
+        info = self.store.get_collection(collection)
+        if info is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        if _wants_qa_first(request):
+            return self.refinery.search(collection, request)
+        embedder, name = self.embedder_for(collection, info=info)
+        check_model(self.store, collection, embedder, info=info)
+        note = "embedder 'none' selected (lexical only)" if name == _NONE else None
+        guarded = self._guarded(embedder, info)
+        hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
+        result = self._search.search(
+            collection, request, embedder=guarded, embedder_note=note, info=info, also_hidden=hidden
+        )
+        empty = self._empty_scopes(collection, validated(request).scopes)
+        if empty:
+            result = result.model_copy(update={"notes": [*result.notes, empty]})
+        return with_snippets(result)
+
+    def _empty_scopes(self, collection: str, scopes: Sequence[str] | None) -> str | None:
+        """A note naming the asked scopes that hold no chunk, and the scopes that do."""
+        if not scopes:
+            return None
+        counts = {s.scope: s.chunks for s in self.store.scopes(collection) if s.chunks}
+        missing = [name for name in scopes if name not in counts]
+        if not missing:
+            return None
+        held = ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "none"
+        names = ", ".join(repr(name) for name in missing)
+        noun = "scope" if len(missing) == 1 else "scopes"
+        return f"{noun} {names} {'has' if len(missing) == 1 else 'have'} no chunks in collection {collection!r} (chunks per scope: {held})"
+
+    def _draft_card_chunks(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> frozenset[str]:
+        """Chunk ids of the collection's draft FAQ cards when ``request`` names their scope."""
+        from plait.refinery.cards import card_source_id
+        from plait.refinery.models import CARD_SCOPE, CardStatus
+        from plait.refinery.store import default_refinery_path
+
+        scopes = request.scopes if isinstance(request, SearchRequest) else request.get("scopes")
+        if not scopes or CARD_SCOPE not in scopes:
+            return frozenset()
+        if self._refinery is None and not default_refinery_path(getattr(self.store, "path", None)).exists():
+            return frozenset()
+        ids: set[str] = set()
+        for card in self.refinery.cards(collection, status=CardStatus.DRAFT):
+            ids.update(self.store.chunk_ids(collection, card_source_id(card.id)))
+        return frozenset(ids)
+
+    def _guarded(self, embedder: Embedder | None, info: CollectionInfo) -> Embedder | None:
+        """The embedder with its query embeddings bounded and circuit-broken."""
+        if embedder is None:
+            return None
+        return cast(Embedder, GuardedEmbedder(embedder, self._query_guard, dimension=info.dimension))
+
+    @valid_text
+    def explain(
+        self,
+        query: str,
+        *,
+        doc: str | None = None,
+        path: str | None = None,
+        chunk: str | None = None,
+        collection: str = "default",
+        **options: Any,
+    ) -> ExplainResult:
+        """Why a document did (not) come back for ``query``: every stage, and a diagnosis.
+
+        Name the document by exactly one of ``doc`` (metadata ``docId`` or source id),
+        ``path`` (source path) or ``chunk`` (chunk id); ``options`` are the search
+        options of :meth:`search` (``k``, ``fusion``, ``lexical_weight``, ``rerank``…).
+        See :mod:`plait.explain`.
+        """
+        from plait.explain import explain
+
+        info = self.store.get_collection(collection)
+        if info is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        embedder, name = self.embedder_for(collection, info=info)
+        check_model(self.store, collection, embedder, info=info)
+        note = "embedder 'none' selected (lexical only)" if name == _NONE else None
+        request = {"query": query, **_camel_options(options)}
+        return explain(
+            self._search,
+            collection,
+            request,
+            doc=doc,
+            path=path,
+            chunk=chunk,
+            embedder=self._guarded(embedder, info),
+            embedder_note=note,
+            roots=self.recorded_roots(collection),
+            walk=self._walker(collection),
+        )
+
+def _camel_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Search keyword options (snake_case, None = unset) as request JSON keys."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        head, *rest = key.split("_")
+        out[head + "".join(part.title() for part in rest)] = list(value) if key == "scopes" else value
+    return out
+
+
+def _wants_qa_first(request: SearchRequest | Mapping[str, Any]) -> bool:
+    if isinstance(request, SearchRequest):
+        return request.qa_first
+    return bool(request.get("qaFirst") or request.get("qa_first"))
+
