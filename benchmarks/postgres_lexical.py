@@ -257,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sqlite_index_s = index(sqlite_store, corpus)
         pg = PostgresStore(dsn, schema=schema, statement_timeout=300)
         pg_index_s = index(pg, corpus)
-        chunks = {c: s for c, s in _chunk_docs(pg).items()}
+        chunks = dict(_chunk_docs(pg).items())
         print(f"indexed {len(chunks)} chunks: sqlite {sqlite_index_s}s, postgres {pg_index_s}s")
 
         def store_ranker(store: Any) -> Ranker:

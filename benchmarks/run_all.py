@@ -244,7 +244,7 @@ def _hybrid_with_e5(db: Path, texts: list[str], precomputed: type, repeats: int)
     try:
         e5: Any = make_embedder("e5")
         e5.embed_query("warm up the model")
-    except Exception as exc:  # noqa: BLE001 - the figure is optional
+    except Exception as exc:
         return {"e5_skipped": f"{type(exc).__name__}: {exc}"}
 
     class WithE5(precomputed):  # type: ignore[misc, valid-type]

@@ -8,4 +8,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]'
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# Lint and types first (configuration in pyproject.toml); then the tests.
+.venv/bin/ruff check src tests benchmarks
+.venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

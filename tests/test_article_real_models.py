@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from plait.types import Match
 
 pytestmark = pytest.mark.slow

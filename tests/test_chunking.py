@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -171,7 +172,7 @@ def test_long_line_without_spaces() -> None:
     text = "é" * 100_000
     chunks = chunk_text(text)
     assert all(len(chunk.text) == 1200 for chunk in chunks[:-1])
-    assert all(b.start == a.end - 150 for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(b.start == a.end - 150 for a, b in itertools.pairwise(chunks))
     assert chunks[-1].end == len(text)
 
 
@@ -382,7 +383,7 @@ def check_invariants(text: str, chunks: list[TextChunk], config: ChunkSettings) 
         covered[chunk.start : chunk.end] = b"\x01" * (chunk.end - chunk.start)
     for index, char in enumerate(text):
         assert covered[index] or char.isspace(), f"{char!r} at {index} not covered"
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         assert after.start > before.start
         assert before.end - after.start <= config.overlap
 

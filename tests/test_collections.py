@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from git_helpers import make_repo
 from typer.testing import CliRunner
 
+from git_helpers import make_repo
 from plait.api.keys import KeyStore
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder

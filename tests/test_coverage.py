@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from git_helpers import git, make_repo, write
 from typer.testing import CliRunner
 
+from git_helpers import git, make_repo, write
 from plait.cli import app
 from plait.coverage import ScopeCoverage
 from plait.embeddings.fake import FakeEmbedder
@@ -49,7 +49,7 @@ def _row(engine: Plait, scope: str) -> tuple[object, ...]:
 
 
 def test_fresh_index_is_fully_covered(setup: tuple[Plait, Path, Path]) -> None:
-    engine, repo, log = setup
+    engine, repo, _log = setup
     report = engine.coverage()
     stored = {s.scope: s.last_indexed_at for s in engine.store.scopes("default")}
     assert [s.scope for s in report.scopes] == ["adr", "docs", "sessions"]

@@ -176,7 +176,7 @@ def test_beyond_overfetch_reports_exact_ranks(tmp_path: Path) -> None:
     docs = {f"d{i}": " ".join(["refund"] * (6 - i) + ["pad"] * i) for i in range(6)}
     overrides = {"refund": angle(0)}
     # cosine order (smallest angle first): d5, d4, d3, d0, d1, d2
-    for i, deg in zip(range(6), (40, 50, 60, 30, 20, 10)):
+    for i, deg in zip(range(6), (40, 50, 60, 30, 20, 10), strict=True):
         overrides[docs[f"d{i}"]] = angle(deg)
     with engine_with(tmp_path, docs, overrides) as engine:
         result = engine.explain("refund", doc="d1", k=1, overfetch=3)

@@ -28,7 +28,7 @@ def test_rrf_lexical_weight() -> None:
     assert fused["a"] == pytest.approx(1.5 / 11)
     assert fused["b"] == pytest.approx(0.5 / 11)
     only_dense = rrf([("a", 1.0)], [("b", 1.0)], lexical_weight=0.0)
-    assert [f.chunk_id for f in only_dense][0] == "b"
+    assert next(f.chunk_id for f in only_dense) == "b"
     assert {f.chunk_id: f.score for f in only_dense}["a"] == 0.0
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from plait.testing.corpus import ARTICLE_DOCS, documents
 from plait.chunking import ChunkSettings
 from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.remote import OllamaEmbedder
@@ -14,6 +13,7 @@ from plait.errors import ModelMismatchError
 from plait.ingest import build_chunks
 from plait.service import Plait
 from plait.sources.base import SourceDocument, SourcePart
+from plait.testing.corpus import ARTICLE_DOCS, documents
 from plait.testing.wire import WireServer, closed_port
 from plait.types import FileOrigin
 
@@ -116,12 +116,10 @@ def test_recorded_embedder_is_used_by_default(tmp_path: Path) -> None:
 
 def test_wrong_dimension_from_provider_is_reported(tmp_path: Path) -> None:
     store = str(tmp_path / "p.db")
-    with WireServer(dimension=32) as server:
-        with Plait(store, embedder=OllamaEmbedder(base_url=server.url)) as engine:
-            engine.index_documents(documents({"a": "alpha"}))
-    with WireServer(dimension=48) as server:
-        with Plait(store, embedder=OllamaEmbedder(base_url=server.url)) as engine:
-            report = engine.index_documents(documents({"b": "beta"}))
-            assert report.embedding.available is False
-            assert "48-d" in (report.embedding.reason or "") and "32-d" in (report.embedding.reason or "")
-            assert report.chunks_added == 1 and report.complete is False
+    with WireServer(dimension=32) as server, Plait(store, embedder=OllamaEmbedder(base_url=server.url)) as engine:
+        engine.index_documents(documents({"a": "alpha"}))
+    with WireServer(dimension=48) as server, Plait(store, embedder=OllamaEmbedder(base_url=server.url)) as engine:
+        report = engine.index_documents(documents({"b": "beta"}))
+        assert report.embedding.available is False
+        assert "48-d" in (report.embedding.reason or "") and "32-d" in (report.embedding.reason or "")
+        assert report.chunks_added == 1 and report.complete is False

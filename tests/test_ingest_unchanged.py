@@ -115,7 +115,8 @@ def test_one_changed_chunk_is_the_only_one_analysed_and_embedded(
     assert fake.texts_embedded - embedded == 1
     after = _tables(tmp_path / "plait.db")
     untouched = {r[2] for r in before["chunks"]} - {r[2] for r in after["chunks"] if "fast" in r[6]}
-    keep = lambda rows: [r for r in rows if r[2] in untouched]
+    def keep(rows):
+        return [r for r in rows if r[2] in untouched]
     # notes.md and faq.md were not written: same rowids, same vectors, same indexed_at
     assert [r for r in keep(after["chunks"]) if r[3] != "guide.md"] == [
         r for r in keep(before["chunks"]) if r[3] != "guide.md"

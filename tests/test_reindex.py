@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from git_helpers import commit_all, git, make_repo, write
 from typer.testing import CliRunner
 
+from git_helpers import commit_all, git, make_repo, write
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import NotFoundError, ProviderUnavailableError

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import NotFoundError, ValidationError
 from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from plait.types import Match, to_json
 
 

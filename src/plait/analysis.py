@@ -51,7 +51,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from itertools import chain
+from itertools import chain, pairwise
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -87,49 +87,13 @@ PORTUGUESE = "portuguese"
 #: English stopwords (NLTK's list without the apostrophe forms, which the
 #: tokenizer splits anyway, plus a few modals and adverbs), accent-folded.
 ENGLISH_STOPWORDS: frozenset[str] = frozenset(
-    """
-    i me my myself we our ours ourselves you your yours yourself yourselves he
-    him his himself she her hers herself it its itself they them their theirs
-    themselves what which who whom whose this that these those am is are was
-    were be been being have has had having do does did doing a an the and but
-    if or because as until while of at by for with about against between into
-    through during before after above below to from up down in out on off over
-    under again further then once here there when where why how all any both
-    each few more most other some such no nor not only own same so than too
-    very s t can will just don should now d ll m o re ve y ain aren couldn
-    didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn
-    weren won wouldn would could shall may might must also us upon within
-    without yet
-    """.split()
+    ["i", "me", "my", "myself", "we", "our", "ours", "ourselves", "you", "your", "yours", "yourself", "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "what", "which", "who", "whom", "whose", "this", "that", "these", "those", "am", "is", "are", "was", "were", "be", "been", "being", "have", "has", "had", "having", "do", "does", "did", "doing", "a", "an", "the", "and", "but", "if", "or", "because", "as", "until", "while", "of", "at", "by", "for", "with", "about", "against", "between", "into", "through", "during", "before", "after", "above", "below", "to", "from", "up", "down", "in", "out", "on", "off", "over", "under", "again", "further", "then", "once", "here", "there", "when", "where", "why", "how", "all", "any", "both", "each", "few", "more", "most", "other", "some", "such", "no", "nor", "not", "only", "own", "same", "so", "than", "too", "very", "s", "t", "can", "will", "just", "don", "should", "now", "d", "ll", "m", "o", "re", "ve", "y", "ain", "aren", "couldn", "didn", "doesn", "hadn", "hasn", "haven", "isn", "ma", "mightn", "mustn", "needn", "shan", "shouldn", "wasn", "weren", "won", "wouldn", "would", "could", "shall", "may", "might", "must", "also", "us", "upon", "within", "without", "yet"]
 )
 
 #: Portuguese stopwords (NLTK's list plus common contractions and
 #: determiners), written accent-folded because they are matched after folding.
 PORTUGUESE_STOPWORDS: frozenset[str] = frozenset(
-    """
-    a ao aos aquela aquelas aquele aqueles aquilo as ate com como da das de
-    dela delas dele deles depois do dos e ela elas ele eles em entre era eram
-    eramos essa essas esse esses esta estamos estao estar estas estava estavam
-    estavamos este esteja estejam estejamos estes esteve estive estivemos
-    estiver estivera estiveram estiveramos estiverem estivermos estivesse
-    estivessem estivessemos estou eu foi fomos for fora foram foramos forem
-    formos fosse fossem fossemos fui ha haja hajam hajamos hao havemos haver
-    hei houve houvemos houver houvera houveram houveramos houverao houverei
-    houverem houveremos houveria houveriam houveriamos houvermos houvesse
-    houvessem houvessemos isso isto ja lhe lhes mais mas me mesmo meu meus
-    minha minhas muito na nao nas nem no nos nossa nossas nosso nossos num
-    numa o os ou para pela pelas pelo pelos por qual quando que quem sao se
-    seja sejam sejamos sem ser sera serao serei seremos seria seriam seriamos
-    seu seus so somos sou sua suas tambem te tem temos tenha tenham tenhamos
-    tenho tera terao terei teremos teria teriam teriamos teu teus teve tinha
-    tinham tinhamos tive tivemos tiver tivera tiveram tiveramos tiverem
-    tivermos tivesse tivessem tivessemos tu tua tuas um uma voce voces vos
-    aqui ali onde porque pois cada outro outra outros outras tudo todos todas
-    algum alguma alguns algumas nenhum nenhuma sobre apos desde ainda entao
-    assim quanto muita muitos muitas pouco tanto tal tais cujo cuja dessa
-    desse desta deste disso disto nessa nesse nesta neste nisso nisto daquele
-    daquela naquele naquela pra pro
-    """.split()
+    ["a", "ao", "aos", "aquela", "aquelas", "aquele", "aqueles", "aquilo", "as", "ate", "com", "como", "da", "das", "de", "dela", "delas", "dele", "deles", "depois", "do", "dos", "e", "ela", "elas", "ele", "eles", "em", "entre", "era", "eram", "eramos", "essa", "essas", "esse", "esses", "esta", "estamos", "estao", "estar", "estas", "estava", "estavam", "estavamos", "este", "esteja", "estejam", "estejamos", "estes", "esteve", "estive", "estivemos", "estiver", "estivera", "estiveram", "estiveramos", "estiverem", "estivermos", "estivesse", "estivessem", "estivessemos", "estou", "eu", "foi", "fomos", "for", "fora", "foram", "foramos", "forem", "formos", "fosse", "fossem", "fossemos", "fui", "ha", "haja", "hajam", "hajamos", "hao", "havemos", "haver", "hei", "houve", "houvemos", "houver", "houvera", "houveram", "houveramos", "houverao", "houverei", "houverem", "houveremos", "houveria", "houveriam", "houveriamos", "houvermos", "houvesse", "houvessem", "houvessemos", "isso", "isto", "ja", "lhe", "lhes", "mais", "mas", "me", "mesmo", "meu", "meus", "minha", "minhas", "muito", "na", "nao", "nas", "nem", "no", "nos", "nossa", "nossas", "nosso", "nossos", "num", "numa", "o", "os", "ou", "para", "pela", "pelas", "pelo", "pelos", "por", "qual", "quando", "que", "quem", "sao", "se", "seja", "sejam", "sejamos", "sem", "ser", "sera", "serao", "serei", "seremos", "seria", "seriam", "seriamos", "seu", "seus", "so", "somos", "sou", "sua", "suas", "tambem", "te", "tem", "temos", "tenha", "tenham", "tenhamos", "tenho", "tera", "terao", "terei", "teremos", "teria", "teriam", "teriamos", "teu", "teus", "teve", "tinha", "tinham", "tinhamos", "tive", "tivemos", "tiver", "tivera", "tiveram", "tiveramos", "tiverem", "tivermos", "tivesse", "tivessem", "tivessemos", "tu", "tua", "tuas", "um", "uma", "voce", "voces", "vos", "aqui", "ali", "onde", "porque", "pois", "cada", "outro", "outra", "outros", "outras", "tudo", "todos", "todas", "algum", "alguma", "alguns", "algumas", "nenhum", "nenhuma", "sobre", "apos", "desde", "ainda", "entao", "assim", "quanto", "muita", "muitos", "muitas", "pouco", "tanto", "tal", "tais", "cujo", "cuja", "dessa", "desse", "desta", "deste", "disso", "disto", "nessa", "nesse", "nesta", "neste", "nisso", "nisto", "daquele", "daquela", "naquele", "naquela", "pra", "pro"]
 )
 
 #: Union of both lists: removed from the stems field of every text.
@@ -267,7 +231,7 @@ def _is_camel(word: str) -> bool:
         return _ASCII_CAMEL_RE.search(word) is not None
     if word.islower() or word.isupper():
         return False
-    return any(a.islower() and b.isupper() for a, b in zip(word, word[1:]))
+    return any(a.islower() and b.isupper() for a, b in pairwise(word))
 
 
 def _camel_parts(word: str) -> list[str]:
@@ -333,8 +297,8 @@ def _stem_all(words: list[str]) -> tuple[list[str], list[str]]:
     with _STEM_LOCK:
         en = _STEMMERS[ENGLISH].stemWords(words)
         pt = _STEMMERS[PORTUGUESE].stemWords(pt_input)
-    en = [s or w for s, w in zip(en, words)]
-    pt = [(s if s.isascii() else fold(s)) or w for s, w in zip(pt, words)]
+    en = [s or w for s, w in zip(en, words, strict=True)]
+    pt = [(s if s.isascii() else fold(s)) or w for s, w in zip(pt, words, strict=True)]
     return en, pt
 
 
@@ -384,14 +348,14 @@ def _analyse_token(sub: str, raw: str) -> _Token | None:
         if exact in STOPWORDS:
             return _Token(raw, exact, False, True, vote, (), (), ())
         en, pt = _stem_pair(exact)
-        query = (en,) if en == pt else (en, pt)
+        query: tuple[str, ...] = (en,) if en == pt else (en, pt)
         return _Token(raw, exact, False, False, vote, (en,), (pt,), query)
     words = _identifier_words(sub, camel)
     if not words:
         whole = (exact,)
         return _Token(raw, exact, True, False, 0, whole, whole, whole)
     ens, pts = _stem_all(words)
-    query = _dedup(chain((exact,), chain.from_iterable(zip(ens, pts))))
+    query = _dedup(chain((exact,), chain.from_iterable(zip(ens, pts, strict=True))))
     return _Token(raw, exact, True, False, 0, (exact, *ens), (exact, *pts), query)
 
 
@@ -406,7 +370,7 @@ def _build(segment: str) -> tuple[_Token, ...]:
     else:
         subs = _TOKEN_RE.findall(_deaccent(segment))
         raws = [segment.strip("_")] if len(subs) == 1 else subs
-    found = (_analyse_token(sub, raw) for sub, raw in zip(subs, raws))
+    found = (_analyse_token(sub, raw) for sub, raw in zip(subs, raws, strict=True))
     return tuple(t for t in found if t is not None)
 
 

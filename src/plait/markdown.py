@@ -176,9 +176,8 @@ def plain_text(text: str, *, fence: str | None = None) -> str:
             stripped = _strip_tags(token.content).strip()
             if stripped:
                 lines.append(stripped)
-        elif kind == "front_matter":
-            if token.content.strip():
-                lines.append(token.content.strip("\n"))
+        elif kind == "front_matter" and token.content.strip():
+            lines.append(token.content.strip("\n"))
     return "\n".join(lines)
 
 

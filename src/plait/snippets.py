@@ -66,7 +66,7 @@ def snippet(text: str, query: str, *, width: int = DEFAULT_WIDTH) -> tuple[str, 
         best = (-1, 0)
         for i, (first, _, _) in enumerate(matches):
             covered: set[int] = set()
-            for s, e, hit in matches[i:]:
+            for _s, e, hit in matches[i:]:
                 if e - first > width:
                     break
                 covered |= hit

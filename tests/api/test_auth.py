@@ -15,14 +15,14 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 
-import httpx  # noqa: E402
-from http_served import Served, serve_engine  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+import httpx
+from http_served import Served, serve_engine
+from typer.testing import CliRunner
 
-from plait.api.keys import KeyStore, Role, default_keys_path, hash_token  # noqa: E402
-from plait.cli import app  # noqa: E402
-from plait.cli.serve import is_loopback  # noqa: E402
-from plait.errors import NotFoundError, ValidationError  # noqa: E402
+from plait.api.keys import KeyStore, Role, default_keys_path, hash_token
+from plait.cli import app
+from plait.cli.serve import is_loopback
+from plait.errors import NotFoundError, ValidationError
 
 runner = CliRunner()
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 
-import httpx  # noqa: E402
-from http_served import Served, serve_engine  # noqa: E402
+import httpx
+from http_served import Served, serve_engine
 
-from plait.api.http import MAX_BODY_BYTES, create_app, error_status  # noqa: E402
-from plait.embeddings.fake import FakeEmbedder  # noqa: E402
-from plait.errors import (  # noqa: E402
+from plait.api.http import MAX_BODY_BYTES, create_app, error_status
+from plait.embeddings.fake import FakeEmbedder
+from plait.errors import (
     ConfigError,
     ModelMismatchError,
     NotFoundError,
@@ -25,9 +25,9 @@ from plait.errors import (  # noqa: E402
     StoreUnavailableError,
     ValidationError,
 )
-from plait.service import Plait  # noqa: E402
-from plait.testing.asgi_server import UvicornThread  # noqa: E402
-from plait.types import to_json  # noqa: E402
+from plait.service import Plait
+from plait.testing.asgi_server import UvicornThread
+from plait.types import to_json
 
 
 @pytest.fixture

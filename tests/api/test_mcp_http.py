@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("mcp", reason="needs the MCP SDK: pip install 'plait[mcp]'")
 
-import anyio  # noqa: E402
-from http_served import ARTICLE_DOCS, documents  # noqa: E402
-from mcp.client import Client  # noqa: E402
+import anyio
+from http_served import ARTICLE_DOCS, documents
+from mcp.client import Client
 
-from plait.service import Plait  # noqa: E402
+from plait.service import Plait
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 CLI = ["-c", "from plait.cli import main; main()", "mcp"]

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 schemathesis = pytest.importorskip("schemathesis", reason="needs schemathesis (the test extra)")
 
-from hypothesis import HealthCheck, settings  # noqa: E402
 from http_served import ARTICLE_DOCS, documents  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.specs.openapi.checks import (  # noqa: E402
     response_schema_conformance,

@@ -39,7 +39,7 @@ HOSTILE_STRINGS = (
     "a\x00b",
     "\x00",
     "x" * 100_000,
-    "‮evil‬",
+    "\u202eevil\u202c",  # right-to-left override
     "../../../../etc/passwd",
     "/proc/self/fd/3",
     "~nosuchuser/x",

@@ -123,9 +123,8 @@ def test_4xx_is_not_retried_and_names_the_model() -> None:
 
 @pytest.mark.parametrize("cls", [OllamaLLM, OpenAILLM])
 def test_malformed_body(cls: type) -> None:
-    with WireServer(malformed=True) as srv:
-        with pytest.raises(ProviderResponseError, match="malformed JSON"):
-            cls(base_url=srv.url, retries=0).chat(MESSAGES)
+    with WireServer(malformed=True) as srv, pytest.raises(ProviderResponseError, match="malformed JSON"):
+        cls(base_url=srv.url, retries=0).chat(MESSAGES)
 
 
 def test_timeout_is_bounded_and_reported() -> None:
@@ -151,9 +150,8 @@ def test_server_error_in_chat_function_is_a_response_error() -> None:
     def broken(messages: list[dict]) -> str:
         raise ValueError("model crashed")
 
-    with WireServer(chat=broken) as srv:
-        with pytest.raises(ProviderResponseError, match="HTTP 400.*model crashed"):
-            OllamaLLM(base_url=srv.url).chat(MESSAGES)
+    with WireServer(chat=broken) as srv, pytest.raises(ProviderResponseError, match="HTTP 400.*model crashed"):
+        OllamaLLM(base_url=srv.url).chat(MESSAGES)
 
 
 # -- validation before anything is sent -------------------------------------------------

@@ -112,7 +112,7 @@ def test_any_query_gives_results_or_a_validation_error(
     except ValidationError as exc:
         assert str(exc)
         return
-    assert 1 <= k and len(result.hits) <= k
+    assert k >= 1 and len(result.hits) <= k
     scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True)
     assert len({h.chunk_id for h in result.hits}) == len(result.hits)

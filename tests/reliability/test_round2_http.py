@@ -16,15 +16,15 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
-from http_served import Served, serve_engine  # noqa: E402
+from http_served import Served, serve_engine
 
-from plait.api.guards import Admission  # noqa: E402
-from plait.api.http import create_app  # noqa: E402
-from plait.api.keys import KeyStore  # noqa: E402
-from plait.embeddings.fake import FakeEmbedder  # noqa: E402
-from plait.service import Plait  # noqa: E402
-from plait.testing.asgi_server import UvicornThread  # noqa: E402
-from plait.testing.corpus import ARTICLE_DOCS, documents  # noqa: E402
+from plait.api.guards import Admission
+from plait.api.http import create_app
+from plait.api.keys import KeyStore
+from plait.embeddings.fake import FakeEmbedder
+from plait.service import Plait
+from plait.testing.asgi_server import UvicornThread
+from plait.testing.corpus import ARTICLE_DOCS, documents
 
 # ---------------------------------------------------------------------------- D5
 

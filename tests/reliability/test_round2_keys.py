@@ -19,8 +19,8 @@ from plait.testing.corpus import ARTICLE_DOCS, documents
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 
-from plait.api.http import create_app  # noqa: E402
-from plait.testing.asgi_server import UvicornThread  # noqa: E402
+from plait.api.http import create_app
+from plait.testing.asgi_server import UvicornThread
 
 
 def _keys(path: Path) -> tuple[str, str, str]:

@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
-from git_helpers import commit_all, make_repo
 from typer.testing import CliRunner
 
+from git_helpers import commit_all, make_repo
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
 from plait.service import Plait

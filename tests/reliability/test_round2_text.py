@@ -22,7 +22,7 @@ from plait.service import Plait
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
-from http_served import ARTICLE_DOCS, Served, documents, serve_engine  # noqa: E402
+from http_served import ARTICLE_DOCS, Served, documents, serve_engine
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 LONE = "\ud800"

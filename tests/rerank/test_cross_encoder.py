@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from plait.testing.corpus import ARTICLE_DOCS, documents
 
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConfigError
 from plait.rerank import CrossEncoderReranker, Reranker, make_reranker
 from plait.rerank.cross_encoder import resolve_model_path
 from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, documents
 
 pytestmark = pytest.mark.slow  # importing torch + transformers takes ~10 s on 2 cores
 
@@ -98,7 +98,7 @@ def test_order_follows_the_model_scores(model_dir: Path) -> None:
     assert isinstance(reranker, Reranker) and reranker.name == "cross-encoder"
     ids = [cid for cid, _ in CANDIDATES]
     scores = reference_scores(model_dir, QUERY, [text for _, text in CANDIDATES])
-    assert len(set(round(s, 4) for s in scores)) == len(scores)  # no ties
+    assert len({round(s, 4) for s in scores}) == len(scores)  # no ties
     expected = by_descending(ids, scores)
 
     outcome = reranker.rerank(QUERY, CANDIDATES)

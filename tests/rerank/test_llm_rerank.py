@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from typer.testing import CliRunner
 
 from plait.cli import app
@@ -21,6 +20,7 @@ from plait.errors import ConfigError, ValidationError
 from plait.llm import OllamaLLM, OpenAILLM
 from plait.rerank import LLMReranker, Reranker, RerankOutcome, complete_order, parse_ordering
 from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from plait.testing.wire import WireServer, closed_port
 from plait.types import to_json
 
@@ -275,9 +275,8 @@ def test_search_request_json_form_and_cli_names(indexed: str, monkeypatch: pytes
     ],
 )
 def test_bad_rerank_requests(indexed: str, kwargs: dict, message: str) -> None:
-    with _engine(indexed, llm="ollama") as engine:
-        with pytest.raises(ValidationError, match=message):
-            engine.search(QUERY, **kwargs)
+    with _engine(indexed, llm="ollama") as engine, pytest.raises(ValidationError, match=message):
+        engine.search(QUERY, **kwargs)
 
 
 def test_rerank_llm_without_an_llm_is_a_config_error(

@@ -217,7 +217,7 @@ def test_concurrent_writers_lose_nothing(pg_dsn: str, pg_schema: Callable[[], st
                     for i in range(3)
                 ])
             store.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the assert below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in ("left", "right")]

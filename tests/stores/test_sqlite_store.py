@@ -42,7 +42,7 @@ def test_failed_write_rolls_back_both_arms(tmp_path: Path) -> None:
     store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d")])
     bad = make_chunk("b", "beta", source_id="d")
     broken = type(bad)(bad.chunk, bad.exact, bad.stems, "not a vector")  # type: ignore[arg-type]
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):
         store.replace_source("c", "d", "docs", [make_chunk("x", "gamma", source_id="d"), broken, make_chunk("y", "delta", source_id="d")])
     assert store.chunk_ids("c", "d") == ["a"]
     assert [i for i, _ in store.lexical_search("c", ["gamma"], [], limit=5)] == []

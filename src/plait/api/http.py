@@ -137,9 +137,9 @@ def _describe_validation(errors: list[dict[str, Any]]) -> str:
         field = ".".join(loc) or "body"
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         given = error.get("input")
-        if isinstance(given, (int, float, bool)) or (isinstance(given, str) and len(given) <= 40):
-            if error.get("type") not in ("missing", "extra_forbidden"):
-                message += f" (got {given!r})"
+        short = isinstance(given, (int, float, bool)) or (isinstance(given, str) and len(given) <= 40)
+        if short and error.get("type") not in ("missing", "extra_forbidden"):
+            message += f" (got {given!r})"
         parts.append(f"{field}: {message}")
     if len(errors) > 3:
         parts.append(f"and {len(errors) - 3} more")

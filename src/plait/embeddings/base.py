@@ -80,7 +80,8 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
         matrix = matrix[None, :]
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    normalised: np.ndarray = matrix / norms
+    return normalised
 
 
 class BaseEmbedder:
@@ -141,7 +142,7 @@ class BaseEmbedder:
         if cached is not None:
             self._query_cache.move_to_end(text)
             return cached
-        vector = self._checked([text], "query")[0]
+        vector: np.ndarray = self._checked([text], "query")[0]
         self._query_cache[text] = vector
         if len(self._query_cache) > self.query_cache_size:
             self._query_cache.popitem(last=False)

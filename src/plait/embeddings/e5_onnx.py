@@ -152,7 +152,8 @@ class E5OnnxEngine:
                 totals[window.text] += window.weight
         out /= totals[:, None]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return (out / np.maximum(norms, 1e-6)).astype(np.float32)
+        unit: np.ndarray = (out / np.maximum(norms, 1e-6)).astype(np.float32)
+        return unit
 
     def _pooled(self, batch: list[_Window]) -> np.ndarray:
         """Mean of the last hidden state over each window's tokens (specials included)."""

@@ -105,7 +105,7 @@ class QueryGuard:
         def run() -> None:
             try:
                 outcome["vector"] = embedder.embed_query(text)
-            except BaseException as exc:  # handed to the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 outcome["error"] = exc
             finally:
                 done.set()

@@ -28,4 +28,5 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """float32 ``[B, H]``: the mean of ``hidden[B, T, H]`` over the tokens where ``mask`` is 1."""
     weights = mask.astype(np.float32)[..., None]
     summed: np.ndarray = (np.asarray(hidden, dtype=np.float32) * weights).sum(axis=1)
-    return summed / weights.sum(axis=1)
+    pooled: np.ndarray = summed / weights.sum(axis=1)
+    return pooled

@@ -62,8 +62,9 @@ def resolve_model_path(model: str | Path) -> Path:
             getter = getattr(module, "get_model_path", None)
             if callable(getter):
                 return _model_dir(Path(getter()), f"package {text!r} model path")
-            if getattr(module, "__file__", None):
-                return _model_dir(Path(module.__file__).parent, f"package {text!r} folder")
+            location = getattr(module, "__file__", None)
+            if location:
+                return _model_dir(Path(location).parent, f"package {text!r} folder")
     raise ConfigError(
         f"cross-encoder model {text!r} is neither a directory with config.json nor an "
         "installed package that ships one; plait never downloads models: point it at a "

@@ -158,12 +158,11 @@ def validated(request: SearchRequest | Mapping[str, Any]) -> SearchRequest:
         return request
     try:
         return SearchRequest.model_validate(dict(request))
-    except Exception as exc:  # pydantic.ValidationError → one clear message
-        errors = getattr(exc, "errors", None)
-        if callable(errors):
-            parts = [
-                f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
-                for e in errors()
-            ]
-            raise ValidationError("; ".join(parts)) from None
+    except PydanticValidationError as exc:  # → one clear message
+        parts = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
+            for e in exc.errors()
+        ]
+        raise ValidationError("; ".join(parts)) from None
+    except (TypeError, ValueError) as exc:  # not a mapping at all
         raise ValidationError(str(exc)) from None

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from plait.errors import SourceError
 from plait.sources.base import Scan, SourceDocument, SourcePart
+from plait.sources.conventions import scope_of
 from plait.sources.folder import (
     DEFAULT_GLOBS,
     DEFAULT_MAX_BYTES,
@@ -37,7 +38,6 @@ from plait.sources.folder import (
     title_of,
     undecodable_name,
 )
-from plait.sources.conventions import scope_of
 from plait.types import FileOrigin, SkippedSource
 
 __all__ = ["GitSource", "is_git_work_tree"]
@@ -56,7 +56,7 @@ def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
         raise SourceError("the git executable is not on PATH; install git to index a repository")
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
     try:
-        done = subprocess.run(  # noqa: S603 - fixed executable, argument list, no shell
+        done = subprocess.run(
             [executable, *args],
             cwd=root,
             input=stdin,
@@ -86,7 +86,7 @@ def is_git_work_tree(path: Path) -> bool:
     if executable is None or not path.is_dir():
         return False
     try:
-        done = subprocess.run(  # noqa: S603 - fixed executable, argument list, no shell
+        done = subprocess.run(
             [executable, "rev-parse", "--is-inside-work-tree"],
             cwd=path,
             capture_output=True,

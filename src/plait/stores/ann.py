@@ -97,7 +97,7 @@ class AnnIndex:
     """One collection's persisted HNSW graph; labels are chunk rowids."""
 
     def __init__(self, path: Path, dimension: int, settings: AnnSettings) -> None:
-        import hnswlib  # type: ignore[import-untyped]
+        import hnswlib
 
         self.path = path
         self.meta_path = path.with_name(path.name + ".npz")

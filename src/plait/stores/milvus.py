@@ -496,7 +496,7 @@ class MilvusStore(MilvusBase):
 def _same_vector(old: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     """Whether a rewritten row would store the vector the old version already holds."""
     if not old["has_vector"] or not row["has_vector"]:
-        return old["has_vector"] == row["has_vector"]
+        return bool(old["has_vector"] == row["has_vector"])
     return bool(
         np.array_equal(np.asarray(old["vector"], np.float32), np.asarray(row["vector"], np.float32))
     )

@@ -137,7 +137,7 @@ def meta_schema() -> Any:
 
 def chunk_schema(dim: int) -> Any:
     """Schema of a chunk collection whose dense vectors have ``dim`` dimensions."""
-    from pymilvus import DataType, Function, FunctionType, MilvusClient  # type: ignore[import-untyped]
+    from pymilvus import DataType, Function, FunctionType, MilvusClient
 
     schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=8192)

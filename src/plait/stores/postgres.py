@@ -251,7 +251,7 @@ class PostgresStore:
     def _collection(conn: psycopg.Connection, name: str, *, lock: bool = False) -> tuple[int, int | None]:
         """(id, dimension) of a collection; ``lock`` takes its row lock for a write."""
         query = "SELECT id, dimension FROM plait_collections WHERE name = %s"
-        row = conn.execute(query + (" FOR UPDATE" if lock else ""), (name,)).fetchone()  # type: ignore[arg-type]
+        row = conn.execute(query + (" FOR UPDATE" if lock else ""), (name,)).fetchone()
         if row is None:
             raise NotFoundError(f"collection {name!r} does not exist")
         return int(row[0]), row[1]
@@ -682,7 +682,7 @@ class PostgresStore:
             cid, _ = self._collection(conn, collection)
             if not keys:
                 return []
-            stats = term_stats(conn.execute(*term_stats_query(cid, keys)).fetchall())  # type: ignore[call-overload]
+            stats = term_stats(conn.execute(*term_stats_query(cid, keys)).fetchall())
             built = lexical_query(
                 cid, exact, stems, stats=stats, limit=limit, filters=filters, params=bm25
             )

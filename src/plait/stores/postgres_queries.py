@@ -238,8 +238,8 @@ def lexical_query(
         **where_params,
     }
     if where_params:
-        return sql.SQL(_LEXICAL_FILTERED).format(where=where), args  # type: ignore[arg-type]
-    return sql.SQL(_LEXICAL).format(), args  # type: ignore[arg-type]
+        return sql.SQL(_LEXICAL_FILTERED).format(where=where), args
+    return sql.SQL(_LEXICAL).format(), args
 
 
 def uses_hnsw(dimension: int | None, limit: int | None, filters: Filters | None) -> bool:

@@ -327,7 +327,7 @@ def migrate(conn: psycopg.Connection, *, target: int | None = None) -> int:
         current = schema_version(conn)
         for number in range(current + 1, goal + 1):
             with conn.transaction():
-                conn.execute(MIGRATIONS[number - 1])  # type: ignore[arg-type]
+                conn.execute(MIGRATIONS[number - 1])
                 conn.execute("INSERT INTO plait_schema_version (version) VALUES (%s)", (number,))
         return max(current, goal)
     finally:

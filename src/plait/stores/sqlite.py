@@ -350,7 +350,7 @@ class SQLiteStore:
             batch = unique[i : i + 500]
             marks = ",".join("?" * len(batch))
             rows = self._query(
-                f"SELECT content_hash, vector FROM chunks WHERE collection_id = ? "  # noqa: S608
+                f"SELECT content_hash, vector FROM chunks WHERE collection_id = ? "
                 f"AND vector IS NOT NULL AND content_hash IN ({marks})",
                 (cid, *batch),
             )
@@ -368,7 +368,7 @@ class SQLiteStore:
             batch = list(terms[i : i + 500])
             marks = ",".join("?" * len(batch))
             for term_id, term in db.execute(
-                f"SELECT id, term FROM terms WHERE collection_id = ? AND field = ? "  # noqa: S608
+                f"SELECT id, term FROM terms WHERE collection_id = ? AND field = ? "
                 f"AND term IN ({marks})",
                 (cid, field, *batch),
             ):
@@ -380,13 +380,13 @@ class SQLiteStore:
             batch = list(rowids[i : i + 500])
             marks = ",".join("?" * len(batch))
             db.execute(
-                f"UPDATE terms SET df = df - (SELECT COUNT(*) FROM postings p "  # noqa: S608
+                f"UPDATE terms SET df = df - (SELECT COUNT(*) FROM postings p "
                 f"WHERE p.term_id = terms.id AND p.chunk_rowid IN ({marks})) "
                 f"WHERE id IN (SELECT term_id FROM postings WHERE chunk_rowid IN ({marks}))",
                 (*batch, *batch),
             )
-            db.execute(f"DELETE FROM postings WHERE chunk_rowid IN ({marks})", batch)  # noqa: S608
-            db.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", batch)  # noqa: S608
+            db.execute(f"DELETE FROM postings WHERE chunk_rowid IN ({marks})", batch)
+            db.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", batch)
 
     def _insert(self, db: sqlite3.Connection, cid: int, scope: str, item: StoredChunk) -> None:
         chunk = item.chunk
@@ -645,7 +645,7 @@ class SQLiteStore:
             batch = ids[i : i + 500]
             marks = ",".join("?" * len(batch))
             for row in self._query(
-                "SELECT chunk_id, source_id, scope, ordinal, content, content_hash, origin, "  # noqa: S608
+                "SELECT chunk_id, source_id, scope, ordinal, content, content_hash, origin, "
                 f"metadata FROM chunks WHERE collection_id = ? AND chunk_id IN ({marks})",
                 (cid, *batch),
             ):

@@ -78,9 +78,9 @@ class StoreContract:
         store.ensure_collection("a")
         assert [c.name for c in store.list_collections()] == ["a"]
         store.set_embedder("a", provider="fake", model="m", dimension=3)
-        info = store.get_collection("a")
-        assert info is not None
-        assert (info.embedder_provider, info.embedder_model, info.dimension) == ("fake", "m", 3)
+        stored = store.get_collection("a")
+        assert stored is not None
+        assert (stored.embedder_provider, stored.embedder_model, stored.dimension) == ("fake", "m", 3)
         assert store.delete_collection("a") is True
         assert store.delete_collection("a") is False
         assert store.get_collection("a") is None
@@ -334,7 +334,7 @@ class StoreContract:
             "c", "a.md", "docs", [make_chunk("a2", "from two", source_id="a.md")], root="folder:/two", claim=True
         )
         assert (lost.conflict, lost.added, lost.deleted) == ("folder:/one", 0, 0)
-        assert [c for c in store.get_chunks("c", ["a", "a2"])] == ["a"]
+        assert list(store.get_chunks("c", ["a", "a2"])) == ["a"]
         assert [(s.source_id, s.root) for s in store.list_sources("c")] == [("a.md", "folder:/one")]
         same = store.replace_source(
             "c", "a.md", "docs", [make_chunk("a3", "again", source_id="a.md")], root="folder:/one", claim=True

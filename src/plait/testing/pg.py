@@ -25,7 +25,8 @@ def private_postgres(prefix: str = "plait-pg-") -> Iterator[str]:
     import pgserver
 
     root = Path(tempfile.mkdtemp(prefix=prefix))
-    server = pgserver.get_server(root / "data", cleanup_mode="delete")
+    start = pgserver.get_server  # type: ignore[attr-defined]  # exported without __all__
+    server = start(root / "data", cleanup_mode="delete")
     try:
         yield server.get_uri()
     finally:

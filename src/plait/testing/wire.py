@@ -496,7 +496,7 @@ class WireServer:
             fake = self._fake(dimensions or self.dimension)
             rows = fake.embed_documents(texts).astype(float).tolist()
         if self.wrong_dimension is True:
-            rows = [row + [0.5] for row in rows]
+            rows = [[*row, 0.5] for row in rows]
         elif self.wrong_dimension:
             size = int(self.wrong_dimension)
             rows = [(row + [0.5] * size)[:size] for row in rows]
