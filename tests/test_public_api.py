@@ -18,7 +18,7 @@ def test_pinned_public_names() -> None:
         "CoverageReport", "Diagnosis", "EmbeddingReport", "ExplainResult", "FileOrigin",
         "FusionMethod", "FusionSettings", "Hit", "IndexReport", "Match", "ModelMismatchError",
         "NotFoundError", "Plait", "PlaitError", "ProviderError", "ProviderResponseError",
-        "ProviderUnavailableError", "Ranks", "SQLiteStore", "SearchResult", "SessionOrigin",
+        "ProviderUnavailableError", "Ranks", "SQLiteStore", "SearchMode", "SearchResult", "SessionOrigin",
         "SkippedSource", "SourceError", "Store", "StoreError", "StoreUnavailableError",
         "ValidationError", "__version__", "open_store",
     }

@@ -10,6 +10,10 @@
      (default 0.5) of the question's content words (stems, stopwords excluded), or
    * its dense cosine with the question is at least ``min_cosine`` (default 0.84).
 
+   ``mode`` picks the search's arms (``hybrid``, ``lexical``, ``vector``); under
+   ``vector`` no lexical arm runs, so the first rule reads "contains at least
+   ``min_term_coverage`` of the content words" alone.
+
    The default is measured (``benchmarks/ask_gate.py``, figures in
    ``benchmarks/results/ask_gate_*.json``): over ``examples/docs`` with the local e5
    model, the best cosine of 14 answerable questions is 0.84–0.92 and of 12
@@ -44,7 +48,7 @@ from plait.errors import ProviderError, ValidationError
 from plait.ingest import index_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.search import MAX_QUERY_CHARS
-from plait.types import CardHit, FileOrigin, Hit, Model, Origin
+from plait.types import CardHit, FileOrigin, Hit, Model, Origin, SearchMode
 
 if TYPE_CHECKING:
     from plait.searcher import AskEngine
@@ -90,6 +94,8 @@ class AskRequest(Model):
 
     question: str
     k: int | None = Field(default=None, ge=1, le=20)
+    mode: SearchMode = SearchMode.HYBRID
+    """The search's arms: ``hybrid``, ``lexical`` (no embedding) or ``vector`` (no BM25)."""
     qa_first: bool = False
     include_drafts: bool | None = None
     rerank: Literal["llm", "cross-encoder"] | None = None
@@ -138,6 +144,8 @@ class AskResult(Model):
     card: CardHit | None = None
     llm: str | None = None
     vector_available: bool = False
+    search_mode: SearchMode = SearchMode.HYBRID
+    """The arms the search behind the answer ran (the request's ``mode``)."""
     note: str | None = None
 
 
@@ -156,11 +164,14 @@ def _indexed(hit: Hit) -> str:
     return index_text(hit.content, heading)
 
 
-def passes_gate(hit: Hit, question_stems: frozenset[str], settings: AskSettings) -> bool:
-    """The relevance gate (module docstring, step 2)."""
+def passes_gate(
+    hit: Hit, question_stems: frozenset[str], settings: AskSettings, *, lexical_ran: bool = True
+) -> bool:
+    """The relevance gate (module docstring, step 2). ``lexical_ran`` False (mode
+    ``vector``): a hit is not refused for the lexical arm's silence, only its terms count."""
     if hit.vector_score is not None and hit.vector_score >= settings.min_cosine:
         return True
-    if hit.ranks.lexical is None or not question_stems:
+    if (lexical_ran and hit.ranks.lexical is None) or not question_stems:
         return False
     shared = question_stems & text_stems(_indexed(hit))
     return len(shared) / len(question_stems) >= settings.min_term_coverage
@@ -312,14 +323,17 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
         "k": settings.k,
         "scopes": req.scopes,
         "rerank": req.rerank,
+        "mode": req.mode,
     }
     result = engine.search_request(collection, search)
     wanted = content_stems(req.question)
-    sources = [hit for hit in result.hits if passes_gate(hit, wanted, settings)]
+    lexical_ran = req.mode != SearchMode.VECTOR
+    sources = [hit for hit in result.hits if passes_gate(hit, wanted, settings, lexical_ran=lexical_ran)]
     base: dict[str, Any] = {
         "question": req.question,
         "collection": collection,
         "vector_available": result.vector_available,
+        "search_mode": req.mode,
     }
     if not sources:
         return AskResult(**base, answer=NOT_FOUND_ANSWER, mode="not-found", grounded=False)

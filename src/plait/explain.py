@@ -425,7 +425,8 @@ def explain(
     focus = best_fused or best_lex or best_dense or (journeys[0] if journeys else None)
     depth = trace.fused_depth
     lexical_stage = LexicalStage(
-        ran=True,
+        ran=trace.lexical_ran,
+        reason=None if trace.lexical_ran else "mode 'vector': the lexical arm does not run",
         candidates=len(lex_pos),
         overfetch=settings.overfetch,
         chunk_id=best_lex.chunk_id if best_lex else None,
@@ -464,6 +465,7 @@ def explain(
         query=req.query,
         collection=collection,
         target=target,
+        mode=req.mode,
         ingestion=ingestion,
         lexical=lexical_stage,
         dense=dense_stage,

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field
 
 from plait.retrieval.request import SearchRequest
-from plait.types import FusionSettings, Model
+from plait.types import FusionSettings, Model, SearchMode
 
 __all__ = [
     "ArmStage",
@@ -172,6 +172,8 @@ class ExplainResult(Model):
     query: str
     collection: str
     target: dict[str, str]
+    mode: SearchMode = SearchMode.HYBRID
+    """The arms the traced search ran (see :class:`~plait.types.SearchMode`)."""
     ingestion: IngestionStage
     lexical: LexicalStage
     dense: ArmStage
@@ -186,7 +188,11 @@ def _rank(value: int | None) -> str:
     return "absent" if value is None else str(value)
 
 
-def _ranks(lexical: int | None, dense: int | None, fused: int | None, *, dense_ran: bool) -> str:
+def _ranks(
+    lexical: int | None, dense: int | None, fused: int | None, *, dense_ran: bool, lexical_ran: bool = True
+) -> str:
+    if not lexical_ran:
+        return f"dense {_rank(dense)}, fused {_rank(fused)}; no lexical arm (mode 'vector')"
     if not dense_ran:
         return f"lexical {_rank(lexical)}, fused {_rank(fused)}; no dense arm"
     return f"lexical {_rank(lexical)}, dense {_rank(dense)}, fused {_rank(fused)}"
@@ -229,8 +235,18 @@ def diagnose(
     ov, cut = settings.overfetch, req.offset + req.k
     depth = depth or ov
     lex_rank, dense_rank, fused_rank = lexical.rank, dense.rank, fusion.rank
-    ranks = _ranks(lex_rank, dense_rank, fused_rank, dense_ran=dense.ran)
+    ranks = _ranks(lex_rank, dense_rank, fused_rank, dense_ran=dense.ran, lexical_ran=lexical.ran)
     unmatched = [t.reason for t in lexical.terms if t.reason and not t.stopword]
+    if lex_rank is None and dense_rank is None and not lexical.ran:
+        why = "no vector" if ingestion.chunks_with_vector == 0 else (
+            f"no dense arm: {dense.reason}" if not dense.ran else "the dense arm did not return it"
+        )
+        return Diagnosis(
+            code=DiagnosisCode.ABSENT_BOTH,
+            stage="dense",
+            message=f"absent from the dense arm, the only arm mode 'vector' runs ({why}): "
+            "mode 'hybrid' or 'lexical' also asks the lexical index",
+        )
     if lex_rank is None and dense_rank is None:
         if ingestion.chunks_with_vector == 0:
             why = "no vector"
@@ -245,7 +261,11 @@ def diagnose(
             "ingestion, not ranking — check the indexed text and that vectors were written",
         )
     if not lexical.within_overfetch and not dense.within_overfetch:
-        arms = "both arms" if dense.ran else "the lexical arm (no dense arm ran)"
+        arms = (
+            "both arms" if dense.ran and lexical.ran
+            else "the dense arm (no lexical arm ran)" if dense.ran
+            else "the lexical arm (no dense arm ran)"
+        )
         return Diagnosis(
             code=DiagnosisCode.BEYOND_OVERFETCH,
             stage="fusion",
@@ -266,7 +286,7 @@ def diagnose(
             f"{rerank.method} rerank {rerank.rank_after}: the reranker preferred other candidates — "
             "either it is right, or the chunk is badly cut and does not read as an answer",
         )
-    if dense.within_overfetch and not lexical.within_overfetch:
+    if lexical.ran and dense.within_overfetch and not lexical.within_overfetch:
         lost = "returned" if fusion.returned else "not returned"
         detail = f" ({'; '.join(unmatched[:3])})" if unmatched else ""
         return Diagnosis(
@@ -279,7 +299,7 @@ def diagnose(
         found = Diagnosis(
             code=DiagnosisCode.FOUND, stage=None, message=f"returned at position {fused_rank} ({ranks})"
         )
-        if not dense.ran or fused_rank is None:
+        if not dense.ran or not lexical.ran or fused_rank is None:
             return found  # one arm ran: there was nothing for fusion to rescue or demote
         if lex_rank is not None and lex_rank <= cut and (dense_rank is None or dense_rank > cut):
             strong, strong_rank, weak, weak_rank = "lexical", lex_rank, "dense", dense_rank
@@ -311,6 +331,13 @@ def diagnose(
             code=DiagnosisCode.THRESHOLD,
             stage="fusion",
             message=f"dropped by the weighted threshold {settings.threshold} ({ranks})",
+        )
+    if not lexical.ran:
+        return Diagnosis(
+            code=DiagnosisCode.TOP_K,
+            stage="fusion",
+            message=f"dense only ({ranks}): dense rank {dense_rank} left it at fused {fused_rank}, "
+            f"past the cut at {cut}: raise k, or try mode 'hybrid'",
         )
     if not dense.ran:
         return Diagnosis(

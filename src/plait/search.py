@@ -167,6 +167,11 @@ def result_of(trace: Trace, req: SearchRequest, collection: str) -> SearchResult
             f"each arm fetched {trace.depth}; positions past the over-fetch fusion come from "
             "deeper fusions appended after it, so earlier pages keep their order"
         )
+    if not trace.lexical_ran and not trace.dense_ran:
+        notes.append(
+            f"mode 'vector' runs the dense arm only and it could not run ({plan.vector_reason}): "
+            "no hits; mode 'hybrid' or 'lexical' searches the lexical index"
+        )
     rerank_echo: dict[str, Any] = {}
     if trace.rerank is not None:
         rerank_echo = {
@@ -180,6 +185,7 @@ def result_of(trace: Trace, req: SearchRequest, collection: str) -> SearchResult
         collection=collection,
         hits=trace.hits,
         vector_available=trace.dense_ran,
+        mode=plan.mode,
         vector_unavailable_reason=None if trace.dense_ran else plan.vector_reason,
         vector_coverage=plan.vector_coverage,
         fusion=trace.settings,

@@ -144,10 +144,13 @@ class Plait(IndexingMixin, QueryingMixin):
         scopes: Sequence[str] | None = None,
         min_cosine: float | None = None,
         min_term_coverage: float | None = None,
+        mode: str = "hybrid",
     ) -> AskResult:
-        """An answer grounded in the collection, with ``[n]`` citations (see :mod:`plait.ask`)."""
+        """An answer grounded in the collection, with ``[n]`` citations (see :mod:`plait.ask`);
+        ``mode`` is the search's (``hybrid``, ``lexical`` or ``vector``)."""
         request = {
             "question": question,
+            "mode": mode,
             "k": k,
             "qaFirst": qa_first,
             "includeDrafts": include_drafts,

@@ -46,6 +46,7 @@ class QueryingMixin(EngineBase):
         offset: int = 0,
         qa_first: bool = False,
         language_prior: bool | None = None,
+        mode: str = "hybrid",
     ) -> SearchResult:
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
 
@@ -56,11 +57,13 @@ class QueryingMixin(EngineBase):
         answers with a matching FAQ card when there is one (``answered_by``/``card``,
         see :mod:`plait.refinery.cards`), else with the hybrid search. ``language_prior``
         False makes ``adaptive`` ignore the embedder's declared languages (see
-        :class:`~plait.types.FusionSettings`).
+        :class:`~plait.types.FusionSettings`). ``mode`` is ``hybrid`` (both arms),
+        ``lexical`` (the embedder is never called) or ``vector`` (BM25 never runs).
         """
         request = {
             "query": query,
             "k": k,
+            "mode": mode,
             "fusion": fusion,
             "lexicalWeight": lexical_weight,
             "rrfK": rrf_k,

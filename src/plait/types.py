@@ -31,6 +31,7 @@ __all__ = [
     "Model",
     "Origin",
     "Ranks",
+    "SearchMode",
     "SearchResult",
     "SessionOrigin",
     "SkippedSource",
@@ -100,6 +101,15 @@ class Match(StrEnum):
     SEMANTIC = "semantic"
     LEXICAL = "lexical"
     BOTH = "both"
+
+
+class SearchMode(StrEnum):
+    """Which arms a search runs: ``hybrid`` both (fused), ``lexical`` BM25 only (the
+    embedder is never called), ``vector`` the dense arm only (BM25 never runs)."""
+
+    HYBRID = "hybrid"
+    LEXICAL = "lexical"
+    VECTOR = "vector"
 
 
 class FusionMethod(StrEnum):
@@ -283,6 +293,8 @@ class SearchResult(Model):
     collection: str
     hits: list[Hit]
     vector_available: bool
+    mode: SearchMode = SearchMode.HYBRID
+    """The arms this search ran (see :class:`SearchMode`)."""
     vector_unavailable_reason: str | None = None
     vector_coverage: float = Field(default=0.0, ge=0.0, le=1.0)
     fusion: FusionSettings

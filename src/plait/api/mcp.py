@@ -72,6 +72,7 @@ def create_mcp_server(
         rerank: str | None = None,
         k_overfetch: int | None = None,
         qa_first: bool = False,
+        mode: str = "hybrid",
     ) -> dict[str, Any]:
         """Hybrid search. `fusion` is 'adaptive' (default: min-max normalised scores, dense
         weight chosen per query, echoed in `fusion.denseWeightUsed` / `fusionReason`),
@@ -82,13 +83,14 @@ def create_mcp_server(
         `embedderCoversQuery`); `scopes` limits to e.g. ['adr']; `offset` pages (hits are
         fused positions offset+1 … offset+k); `rerank` is 'llm' or 'cross-encoder' and
         reorders the fused top max(k, `k_overfetch`) before the cut; `qa_first` answers with
-        a reviewed FAQ card when one matches (`answeredBy`, `card`).
+        a reviewed FAQ card when one matches (`answeredBy`, `card`); `mode` is 'hybrid'
+        (both arms), 'lexical' (BM25 only, no embedding) or 'vector' (dense only, no BM25).
         Returns hits with content, score, match badge, ranks per arm and origin."""
         name = collection or default_collection
         request: dict[str, Any] = {
             "query": query, "k": k, "offset": offset, "fusion": fusion,
             "lexicalWeight": lexical_weight, "languagePrior": language_prior, "scopes": scopes, "rerank": rerank,
-            "kOverfetch": k_overfetch, "qaFirst": qa_first,
+            "kOverfetch": k_overfetch, "qaFirst": qa_first, "mode": mode,
         }
         options = {key: value for key, value in request.items() if value is not None}
         # an agent is a reader: FAQ cards not yet approved stay out of its searches
@@ -105,16 +107,18 @@ def create_mcp_server(
         lexical_weight: float | str | None = None,
         language_prior: bool | None = None,
         scopes: list[str] | None = None,
+        mode: str = "hybrid",
     ) -> dict[str, Any]:
         """Why did a document (not) come back for `query`? Name it by exactly one of `doc`
         (document id), `path` (source path) or `chunk` (chunk id). Returns every stage for
         it — ingestion, lexical terms that matched or not and why, exact rank in each arm,
-        fused rank and what cut it — and a one-line `diagnosis` naming the stage to fix."""
+        fused rank and what cut it — and a one-line `diagnosis` naming the stage to fix.
+        `mode` ('hybrid', 'lexical', 'vector') is the traced search's."""
         name = collection or default_collection
         result = call(
             lambda: engine.explain(
                 query, doc=doc, path=path, chunk=chunk, collection=name, k=k,
-                lexical_weight=lexical_weight, language_prior=language_prior, scopes=scopes,
+                lexical_weight=lexical_weight, language_prior=language_prior, scopes=scopes, mode=mode,
             )
         )
         return to_json(result)
@@ -128,16 +132,18 @@ def create_mcp_server(
         include_drafts: bool | None = None,
         rerank: str | None = None,
         scopes: list[str] | None = None,
+        mode: str = "hybrid",
     ) -> dict[str, Any]:
         """A grounded answer to `question` with `[n]` citations: each citation names the
         chunk, its origin (path › headings) and the quoted sentence. `mode` says how it was
         made (llm, extractive, card, not-found); `grounded` is false when nothing relevant
-        was found. `qa_first` prefers a reviewed FAQ card."""
+        was found. `qa_first` prefers a reviewed FAQ card; `mode` ('hybrid', 'lexical',
+        'vector') picks the search's arms (echoed in `searchMode`)."""
         name = collection or default_collection
         result = call(
             lambda: engine.ask(
                 question, collection=name, k=k, qa_first=qa_first,
-                include_drafts=include_drafts, rerank=rerank, scopes=scopes,
+                include_drafts=include_drafts, rerank=rerank, scopes=scopes, mode=mode,
             )
         )
         return to_json(result)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, LlmOpt, StoreOpt, console
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, LlmOpt, ModeOpt, StoreOpt, console
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
@@ -19,6 +19,7 @@ __all__ = ["register"]
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     k: Annotated[int | None, typer.Option("-k", help="Sources given to the answer (default 5).")] = None,
+    mode: ModeOpt = "hybrid",
     qa_first: Annotated[
         bool, typer.Option("--qa-first", help="Answer with a matching approved FAQ card when there is one.")
     ] = False,
@@ -52,6 +53,7 @@ def ask(
                 rerank=rerank,
                 scopes=scope,
                 min_cosine=min_cosine,
+                mode=mode,
             ),
         )
     if as_json:

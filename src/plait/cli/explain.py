@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, ModeOpt, StoreOpt, console
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
@@ -25,6 +25,7 @@ def explain(
     path: Annotated[str | None, typer.Option("--path", help="The source path (relative to its root).")] = None,
     chunk: Annotated[str | None, typer.Option("--chunk", help="The chunk id.")] = None,
     k: Annotated[int, typer.Option("-k", help="How many hits the search returns.")] = 8,
+    mode: ModeOpt = "hybrid",
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
@@ -63,6 +64,7 @@ def explain(
                 scopes=scope,
                 rerank=rerank,
                 k_overfetch=k_overfetch,
+                mode=mode,
             ),
         )
     if as_json:
@@ -102,12 +104,15 @@ def _print_explain(result: Any) -> None:
     ing = result.ingestion
     console.print(f"[bold]ingestion[/bold]  {safe(ing.message)}", highlight=False)
     lex = result.lexical
-    console.print(
-        f"[bold]lexical[/bold]    rank {lex.rank if lex.rank is not None else 'absent'} of {lex.candidates} "
-        f"matching (over-fetch {lex.overfetch}) · BM25 {_num(lex.score)}",
-        highlight=False,
-    )
-    _print_terms(lex)
+    if not lex.ran:
+        console.print(f"[bold]lexical[/bold]    off: {lex.reason}", highlight=False)
+    else:
+        console.print(
+            f"[bold]lexical[/bold]    rank {lex.rank if lex.rank is not None else 'absent'} of {lex.candidates} "
+            f"matching (over-fetch {lex.overfetch}) · BM25 {_num(lex.score)}",
+            highlight=False,
+        )
+        _print_terms(lex)
     dense = result.dense
     if dense.ran:
         console.print(

@@ -30,6 +30,7 @@ __all__ = [
     "EmbedderOpt",
     "JsonOpt",
     "LlmOpt",
+    "ModeOpt",
     "StoreOpt",
     "collection_name",
     "console",
@@ -101,6 +102,9 @@ EmbedderOpt = Annotated[
         "--embedder",
         help="e5 | minilm | ollama | openai | none (default: the collection's recorded one).",
     ),
+]
+ModeOpt = Annotated[
+    str, typer.Option("--mode", help="hybrid (both arms) | lexical (no embedding) | vector (no BM25).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
 #: ask and the refinery: the LLM that writes answers and cards.

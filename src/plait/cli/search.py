@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, ModeOpt, StoreOpt, console, err
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
@@ -77,7 +77,8 @@ def _print_result(result: SearchResult, debug: bool) -> None:
         else:
             console.print("   [dim]" + safe(" ".join(hit.content.split())[:200]) + "[/dim]", highlight=False)
     f = result.fusion
-    line = f"fusion {f.method.value}"
+    line = "" if result.mode.value == "hybrid" else f"mode {result.mode.value} · "
+    line += f"fusion {f.method.value}"
     if f.method.value == "rrf":
         line += f" (k={f.rrf_k}, lexical_weight={f.lexical_weight})"
     elif f.method.value == "weighted":
@@ -88,7 +89,10 @@ def _print_result(result: SearchResult, debug: bool) -> None:
         line += f" \\[auto: {escape(f.lexical_weight_reason or '')}]"
     line += f" · over-fetch {f.overfetch} · "
     if not result.vector_available:
-        line += f"[yellow]lexical only[/yellow]: {result.vector_unavailable_reason}"
+        arm = "no arm" if result.mode.value == "vector" else "lexical only"
+        line += f"[yellow]{arm}[/yellow]: {result.vector_unavailable_reason}"
+    elif result.mode.value == "vector":
+        line += "dense arm only (no BM25)"
     elif result.vector_coverage < 1.0:
         line += f"[yellow]{coverage_text(result.vector_coverage)}[/yellow] (backfill in progress)"
     else:
@@ -110,6 +114,7 @@ def _print_result(result: SearchResult, debug: bool) -> None:
 def search(
     query: Annotated[str, typer.Argument(help="The query.")],
     k: Annotated[int, typer.Option("-k", help="How many hits.")] = 8,
+    mode: ModeOpt = "hybrid",
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[
         str | None, typer.Option(help="0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware).")
@@ -170,6 +175,7 @@ def search(
                 k_overfetch=k_overfetch,
                 offset=offset,
                 qa_first=qa_first,
+                mode=mode,
             ),
         )
     if as_json:

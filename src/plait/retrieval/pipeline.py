@@ -60,17 +60,20 @@ def run_arms(
 ) -> tuple[Ranked, Ranked]:
     """Each arm's candidates for ``plan``, hidden chunks removed, ``depth`` deep (None: all).
 
-    The dense list is empty when the plan has no vector (the dense arm does not run).
+    The dense list is empty when the plan has no vector (the dense arm does not run), the
+    lexical one when the plan's mode is ``vector``.
     """
     timings = timings if timings is not None else {}
     extra = len(plan.hidden)
     limit = None if depth is None else depth + extra
-    t = time.perf_counter()
-    lexical = store.lexical_search(
-        collection, list(plan.exact), list(plan.stems), limit=limit, filters=plan.filters
-    )
-    lexical = without_hidden(lexical, plan.hidden, depth)
-    timings["lexical"] = _ms(t)
+    lexical: Ranked = []
+    if plan.lexical_runs:  # mode 'vector': BM25 never runs
+        t = time.perf_counter()
+        lexical = store.lexical_search(
+            collection, list(plan.exact), list(plan.stems), limit=limit, filters=plan.filters
+        )
+        lexical = without_hidden(lexical, plan.hidden, depth)
+        timings["lexical"] = _ms(t)
     dense: Ranked = []
     if plan.vector is not None:
         t = time.perf_counter()
@@ -150,6 +153,10 @@ class Trace:
         return self.plan.vector is not None
 
     @property
+    def lexical_ran(self) -> bool:
+        return self.plan.lexical_runs
+
+    @property
     def returned(self) -> frozenset[str]:
         """Chunk ids of the hits."""
         return frozenset(hit.chunk_id for hit in self.hits)
@@ -208,7 +215,7 @@ def run(
     reranker: Reranker | None = None,
     timings: dict[str, float] | None = None,
 ) -> Trace:
-    """Run ``plan``: both arms, fusion, the ``[offset, offset + k)`` cut, the rerank."""
+    """Run ``plan``: its arms (both, or the one its mode names), fusion, the ``[offset, offset + k)`` cut, the rerank."""
     timings = timings if timings is not None else {}
     depth = plan.depth
     lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
@@ -216,7 +223,7 @@ def run(
     pending = pending_chunks(store, collection, plan, lexical)
     settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=plan.need, pending=pending)
     timings["fuse"] = _ms(t)
-    best = max_fused_score(settings, lexical=True, dense=plan.vector is not None)
+    best = max_fused_score(settings, lexical=plan.lexical_runs, dense=plan.vector is not None)
     rerank: RerankTrace | None = None
     t = time.perf_counter()
     if reranker is None:

@@ -23,7 +23,13 @@ from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.fusion import fetch_depth, for_query
 from plait.retrieval.request import DEFAULT_K_OVERFETCH, SearchRequest
 from plait.stores.base import Filters, Store
-from plait.types import CollectionInfo, FusionMethod, FusionSettings, LexicalWeightMode
+from plait.types import (
+    CollectionInfo,
+    FusionMethod,
+    FusionSettings,
+    LexicalWeightMode,
+    SearchMode,
+)
 
 __all__ = [
     "SEARCH_HIDDEN_KEY",
@@ -31,6 +37,7 @@ __all__ = [
     "embed_query",
     "hidden_chunks",
     "lexical_terms",
+    "mode_settings",
     "plan_for_text",
     "plan_query",
     "request_settings",
@@ -92,6 +99,23 @@ def request_settings(saved_settings: Mapping[str, Any], request: SearchRequest) 
     return base.model_copy(update=overrides)
 
 
+def mode_settings(settings: FusionSettings, mode: SearchMode) -> FusionSettings:
+    """``settings`` for a one-arm ``mode``: the linear fusions (minmax, dbsf, adaptive)
+    get the arm's whole weight (dense weight 0 for ``lexical``, 1 for ``vector``) and say
+    so in ``fusion_reason``; RRF and weighted score the one list they get as they are.
+
+    >>> mode_settings(FusionSettings(), SearchMode.VECTOR).dense_weight_used
+    1.0
+    """
+    if mode == SearchMode.HYBRID or settings.method in (FusionMethod.RRF, FusionMethod.WEIGHTED):
+        return settings
+    used = 1.0 if mode == SearchMode.VECTOR else 0.0
+    arm = "dense" if mode == SearchMode.VECTOR else "lexical"
+    return settings.model_copy(
+        update={"dense_weight_used": used, "fusion_reason": f"mode {mode.value!r}: the {arm} arm only"}
+    )
+
+
 def hidden_chunks(saved_settings: Mapping[str, Any], scopes: Sequence[str] | None) -> frozenset[str]:
     """Chunk ids of scopes searched only when named (FAQ cards: ``searchHidden``).
 
@@ -143,10 +167,18 @@ class QueryPlan:
     k_overfetch: int = DEFAULT_K_OVERFETCH
     method_from: str = "default"
     """Where the fusion method came from: ``request``, ``collection`` or ``default``."""
+    mode: SearchMode = SearchMode.HYBRID
+    """The arms this search runs: ``lexical`` never embeds the query (:attr:`vector` is
+    None), ``vector`` never asks the lexical index."""
     vector_coverage: float = 1.0
     """The share of the collection's chunks that have a vector when planned; below 1
     (a backfill still running) the chunks without one are not penalised in fusion
     (:mod:`plait.fusion_pending`). 1.0 for plans built from text alone."""
+
+    @property
+    def lexical_runs(self) -> bool:
+        """Whether the lexical arm runs (every mode but ``vector``)."""
+        return self.mode != SearchMode.VECTOR
 
     @property
     def language(self) -> str | None:
@@ -239,7 +271,7 @@ def plan_query(
     started = time.perf_counter()
     plan = plan_for_text(
         request.query,
-        request_settings(saved_settings, request),
+        mode_settings(request_settings(saved_settings, request), request.mode),
         languages=embedder_languages(embedder),
         filters=Filters(
             scopes=tuple(request.scopes) if request.scopes else None, metadata=request.metadata or {}
@@ -254,17 +286,17 @@ def plan_query(
     method_from = "request" if request.fusion is not None else ("collection" if saved_method else "default")
     from dataclasses import replace
 
-    plan = replace(plan, method_from=method_from)
+    plan = replace(plan, method_from=method_from, mode=request.mode)
     timings["analyse"] = _ms(started)
+    coverage = vector_coverage(info.chunks, info.chunks_without_vector)
+    if request.mode == SearchMode.LEXICAL:  # the embedder is never called
+        return replace(plan.with_vector(None, "mode 'lexical': the dense arm does not run"), vector_coverage=coverage)
     if embedder is not None and info.chunks - info.chunks_without_vector > 0:
         started = time.perf_counter()
         vector, reason = embed_query(embedder, request.query, info=info, note=embedder_note)
         timings["embed"] = _ms(started)
     else:
         vector, reason = embed_query(embedder, request.query, info=info, note=embedder_note)
-    from dataclasses import replace
-
-    coverage = vector_coverage(info.chunks, info.chunks_without_vector)
     return replace(plan.with_vector(vector, reason), vector_coverage=coverage)
 
 

@@ -20,7 +20,7 @@ from plait.retrieval.fusion_choice import (
     _Choice,
     knob_error,
 )
-from plait.types import FusionMethod, Model
+from plait.types import FusionMethod, Model, SearchMode
 
 __all__ = [
     "DEFAULT_K_OVERFETCH",
@@ -49,6 +49,9 @@ class SearchRequest(Model):
 
     query: str
     k: int = Field(default=8, ge=1, le=MAX_K)
+    mode: SearchMode = SearchMode.HYBRID
+    """``hybrid`` (both arms, fused), ``lexical`` (the embedder is never called) or
+    ``vector`` (BM25 never runs)."""
     fusion: FusionMethod | FusionChoice | None = None
     """A method name (its knobs as the top-level fields below) or a method's own object
     (see :mod:`plait.retrieval.fusion_choice`); None: the collection's saved method."""
