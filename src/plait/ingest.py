@@ -72,8 +72,13 @@ __all__ = [
     "index_text",
 ]
 
-Progress = Callable[[int, int], None]
-"""Called with (documents done, chunks written) after each document."""
+Progress = Callable[[int, int, int | None], None]
+"""Called with (sources done, chunks written, sources in all) after each document.
+
+When the source knows its file list before reading it (a folder, a git tree: see
+``Scan.total``) the first number counts every source read, skipped ones included, and
+the third is their total, so a caller can show an ETA; otherwise the first counts the
+documents written and the third is None."""
 
 
 def content_hash(text: str) -> str:
@@ -253,6 +258,16 @@ class _Run:
     pending: bool = False  # vectors left to a later backfill (detached)
     written: set[str] = field(default_factory=set)  # source ids this run has handled
     conflicts: list[SkippedSource] = field(default_factory=list)  # lost to another root mid-run
+    scan: Scan | None = None  # the scan being indexed, for its counts of sources read and in all
+
+
+def _tick(run: _Run, progress: Progress) -> None:
+    chunks = run.added + run.updated + run.unchanged
+    scan = run.scan
+    if scan is not None and scan.total is not None:
+        progress(min(scan.seen, scan.total), chunks, scan.total)
+    else:
+        progress(run.docs, chunks, None)
 
 
 class Indexer:
@@ -393,7 +408,7 @@ class Indexer:
         run.docs += 1
         run.scopes.add(doc.scope)
         if progress is not None:
-            progress(run.docs, run.added + run.updated + run.unchanged)
+            _tick(run, progress)
 
     def _unchanged(
         self, collection: str, batch: list[tuple[SourceDocument, list[Chunk]]], run: _Run, root: str
@@ -473,7 +488,7 @@ class Indexer:
                 model=self.embedder.model,
                 dimension=self.embedder.dimension,
             )
-        run = _Run()
+        run = _Run(scan=documents if isinstance(documents, Scan) else None)
         if self.embedder is None:
             run.available = False
             run.reason = "no embedder selected (lexical only)"
@@ -502,6 +517,8 @@ class Indexer:
                 batch, pending = [], 0
         if batch:
             self._write(collection, batch, run, progress, root or "")
+        if progress is not None and run.scan is not None and run.scan.total is not None:
+            _tick(run, progress)  # the skipped sources after the last written one count too
         conflicts += run.conflicts  # lost inside the write's own transaction (a concurrent run)
         yielded -= {c.path for c in run.conflicts}
         kept: list[SkippedSource] = []

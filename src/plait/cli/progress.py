@@ -32,7 +32,7 @@ from plait.types import IndexReport
 
 __all__ = ["IndexProgress", "coverage_text", "run_indexing"]
 
-DocTick = Callable[[int, int], None]
+DocTick = Callable[[int, int, int | None], None]
 VectorTick = Callable[[int, int], None]
 Action = Callable[[DocTick | None, VectorTick | None], IndexReport]
 
@@ -50,6 +50,25 @@ class _Rate(ProgressColumn):
         return Text("" if speed is None else f"{speed:.1f} chunks/s")
 
 
+def _document_columns(*, known: bool) -> list[ProgressColumn]:
+    """The first bar's columns: with a known number of sources, N/M and an ETA."""
+    if not known:
+        return [
+            TextColumn("[bold]indexing"),
+            BarColumn(),
+            TextColumn("{task.completed} sources · {task.fields[chunks]} chunks"),
+            TimeElapsedColumn(),
+        ]
+    return [
+        TextColumn("[bold]indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("sources · {task.fields[chunks]} chunks · ETA"),
+        TimeRemainingColumn(),
+        TimeElapsedColumn(),
+    ]
+
+
 class IndexProgress:
     """The bars of one indexing command (or, off a terminal, one line per phase)."""
 
@@ -63,22 +82,16 @@ class IndexProgress:
         self._vectors_task: TaskID | None = None
         self.embedding_started = False
 
-    def documents(self, docs: int, chunks: int) -> None:
+    def documents(self, docs: int, chunks: int, total: int | None) -> None:
+        """A source done; with ``total`` known (a folder, a git tree) the bar shows N/M and an ETA."""
         if not self.bars:
             return
         if self._docs is None:
-            self._docs = Progress(
-                TextColumn("[bold]indexing"),
-                BarColumn(),
-                TextColumn("{task.completed} sources · {task.fields[chunks]} chunks"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
-            )
+            self._docs = Progress(*_document_columns(known=total is not None), console=self.console, transient=True)
             self._docs.start()
-            self._docs_task = self._docs.add_task("index", total=None, chunks=0)
+            self._docs_task = self._docs.add_task("index", total=total, chunks=0)
         if self._docs_task is not None:
-            self._docs.update(self._docs_task, completed=docs, chunks=chunks)
+            self._docs.update(self._docs_task, completed=docs, total=total, chunks=chunks)
 
     def vectors(self, done: int, total: int) -> None:
         if not self.embedding_started:

@@ -58,6 +58,11 @@ class Scan:
     conventions: dict[str, int] = field(default_factory=dict)
     """Folders whose files became scope ``adr`` by convention, with how many
     (:mod:`plait.sources.conventions`); filled while ``documents`` is consumed."""
+    total: int | None = None
+    """How many sources ``seen`` will reach, when the source knows it before reading them
+    (a folder walk's or a git tree's file list), so progress can show a total and an ETA;
+    None for streams (session logs, JSONL). Set at the latest when the first document
+    is yielded."""
 
     def __iter__(self) -> Iterator[SourceDocument]:
         return iter(self.documents)

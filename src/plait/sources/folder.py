@@ -124,7 +124,9 @@ class FolderSource:
         return scan
 
     def _documents(self, root: Path, scan: Scan) -> Iterator[SourceDocument]:
-        for path in self._paths(scan):
+        paths = list(self._paths(scan))  # names only: cheap next to reading the files
+        scan.total = len(paths)
+        for path in paths:
             relative = path.relative_to(self.root).as_posix()
             scan.seen += 1
             if (printable := undecodable_name(relative)) is not None:

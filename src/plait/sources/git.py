@@ -131,6 +131,7 @@ class GitSource:
                 raise SourceError(f"{self.root} is not inside a git working tree; pass a ref to index a commit")
             listing = _git(root, "ls-files", "-z", "--cached")
             paths = sorted({os.fsdecode(p) for p in listing.split(b"\0") if p})
+            scan.total = sum(1 for p in paths if self._wanted(p))
             scan.documents = self._working_tree(root, paths, scan)
         else:
             if not self.ref or self.ref.startswith("-"):
@@ -234,6 +235,7 @@ class GitSource:
     def _commit(self, root: Path, sha: str, scan: Scan) -> Iterator[SourceDocument]:
         entries = self._listing(root, sha)
         wanted = [p for p in sorted(entries) if self._wanted(p)]
+        scan.total = len(wanted)
         for start in range(0, len(wanted), _BATCH):
             paths = wanted[start : start + _BATCH]
             plan: dict[str, str] = {}  # path → the tree path whose blob to read
