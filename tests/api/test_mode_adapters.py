@@ -14,15 +14,15 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 pytest.importorskip("mcp", reason="needs the MCP SDK: pip install 'plait[mcp]'")
 
-import anyio  # noqa: E402
-import httpx  # noqa: E402
-from http_served import Served, serve_engine  # noqa: E402
-from mcp.client import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+import anyio
+import httpx
+from http_served import Served, serve_engine
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from typer.testing import CliRunner
 
-from plait.cli import app  # noqa: E402
-from plait.types import to_json  # noqa: E402
+from plait.cli import app
+from plait.types import to_json
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
