@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plait.chunking import ChunkSettings
-from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder
+from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder, registry_name
 from plait.embeddings.guard import QueryGuard
 from plait.errors import NotFoundError
 from plait.llm import LLM, make_llm
@@ -30,6 +30,7 @@ __all__ = ["NONE", "EngineBase"]
 
 #: The embedder name that means "no dense arm".
 NONE = "none"
+CUSTOM = "custom"  # an Embedder object no registry name rebuilds: never recorded
 
 
 class EngineBase:
@@ -75,8 +76,8 @@ class EngineBase:
         choice = self._embedder_choice
         if isinstance(choice, str):
             return self._by_name(choice), choice
-        if choice is not None:
-            return choice, choice.provider
+        if choice is not None:  # an object: recorded only under a name that rebuilds it
+            return choice, registry_name(choice) or CUSTOM
         if info is None:
             info = self.store.get_collection(collection)
         recorded = self.store.get_settings(collection).get("embedder") if info else None

@@ -13,6 +13,7 @@ from plait._text import valid_text
 from plait.backfill import BackfillProgress, vector_coverage
 from plait.errors import NotFoundError, PlaitError
 from plait.ingest import Indexer, Progress, check_model
+from plait.service_base import CUSTOM as _CUSTOM
 from plait.service_base import NONE as _NONE
 from plait.service_base import EngineBase
 from plait.sources.base import Scan, SourceDocument
@@ -48,7 +49,7 @@ class IndexingMixin(EngineBase):
     def _remember(self, collection: str, name: str, root: Mapping[str, Any] | None) -> None:
         settings = self.store.get_settings(collection)
         update: dict[str, Any] = {}
-        if name != _NONE and not settings.get("embedder"):
+        if name not in (_NONE, _CUSTOM) and not settings.get("embedder"):
             update["embedder"] = name
         if root is not None:
             roots = [r for r in settings.get("roots", []) if root_key(r) != root_key(root)]

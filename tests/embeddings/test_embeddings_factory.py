@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,41 @@ def test_unknown_option_is_a_config_error() -> None:
         make_embedder("ollama", colour="blue")
     with pytest.raises(ConfigError):
         make_embedder("e5", variant="klingon")
+
+
+def test_registry_name_rebuilds_the_embedder_object() -> None:
+    from plait.embeddings import E5Embedder, FakeEmbedder, MiniLMEmbedder, registry_name
+    from plait.embeddings.cache import CachedEmbedder
+
+    assert registry_name(E5Embedder()) == "e5"  # its provider is "local": not a name
+    assert registry_name(CachedEmbedder(MiniLMEmbedder(), path=":memory:")) == "minilm"
+    assert registry_name(FakeEmbedder()) == "fake"
+
+    class Custom(FakeEmbedder):
+        provider = "local"
+
+    assert registry_name(Custom()) is None
+
+
+def test_an_embedder_object_is_recorded_by_a_name_that_rebuilds_it(tmp_path: Path) -> None:
+    """Regression: a store indexed with an Embedder object recorded its provider
+    ('local' for e5), and a later Plait(store) failed with "unknown embedder 'local'"."""
+    from plait.embeddings import FakeEmbedder
+    from plait.errors import ModelMismatchError
+    from plait.service import Plait
+    from plait.testing.corpus import ARTICLE_DOCS, documents
+
+    class Custom(FakeEmbedder):
+        provider = "local"
+
+    store = str(tmp_path / "p.db")
+    with Plait(store, embedder=FakeEmbedder()) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="named")
+        assert engine.store.get_settings("named").get("embedder") == "fake"
+    with Plait(store, embedder=Custom(model="custom-m")) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="custom")
+        assert "embedder" not in engine.store.get_settings("custom")
+    with Plait(store) as engine:
+        assert engine.search("ERR-4012", collection="named").hits  # rebuilt as "fake"
+        with pytest.raises(ModelMismatchError, match="custom-m"):
+            engine.search("ERR-4012", collection="custom")  # not "unknown embedder 'local'"

@@ -56,6 +56,7 @@ __all__ = [
     "embedder_languages",
     "make_embedder",
     "normalise_rows",
+    "registry_name",
 ]
 
 #: Every name :func:`make_embedder` accepts.
@@ -112,6 +113,23 @@ _BUILDERS: dict[str, Callable[..., Embedder]] = {
     "openai": OpenAIEmbedder,
     "fake": FakeEmbedder,
 }
+
+
+def registry_name(embedder: Embedder) -> str | None:
+    """The name :func:`make_embedder` rebuilds ``embedder`` from, or None for a custom one.
+
+    A collection records this name so a later ``Plait(store)`` embeds queries with the
+    same embedder; an :class:`Embedder` object's ``provider`` (``local`` for e5 and
+    MiniLM) is not such a name. Wrappers that expose ``inner`` (the embedding cache) are
+    looked through.
+    """
+    inner = getattr(embedder, "inner", None)
+    if inner is not None and inner is not embedder:
+        return registry_name(inner)
+    for name, builder in _BUILDERS.items():
+        if type(embedder) is builder:
+            return name
+    return None
 
 
 def make_embedder(name: str, **options: Any) -> Embedder | None:
