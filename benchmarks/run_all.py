@@ -41,7 +41,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-SCIFACT = Path("/work/shared/data/scifact")
+SCIFACT = ROOT.parent / "shared" / "data" / "scifact"  # ../shared/data beside the repository
 DIM = 384
 
 
