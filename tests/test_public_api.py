@@ -14,16 +14,18 @@ def test_all_is_sorted_and_complete() -> None:
 
 def test_pinned_public_names() -> None:
     assert set(plait.__all__) == {
-        "AskResult", "Chunk", "ChunkSettings", "Citation", "CollectionInfo", "ConfigError",
+        "AskResult", "AsyncClient", "AuthenticationError", "Chunk", "ChunkSettings", "Citation",
+        "Client", "CollectionInfo", "ConfigError",
         "CoverageReport", "Diagnosis", "EmbeddingReport", "ExplainResult", "FileOrigin",
         "FusionMethod", "FusionSettings", "Hit", "IndexReport", "Match", "ModelMismatchError",
-        "NotFoundError", "Plait", "PlaitError", "ProviderError", "ProviderResponseError",
-        "ProviderUnavailableError", "Ranks", "SQLiteStore", "SearchMode", "SearchResult", "SessionOrigin",
+        "NotFoundError", "PermissionDeniedError", "Plait", "PlaitError", "ProviderError",
+        "ProviderResponseError", "ProviderUnavailableError", "Ranks", "RateLimitError", "SQLiteStore",
+        "SearchMode", "SearchResult", "ServiceError", "ServiceTimeoutError", "ServiceUnavailableError", "SessionOrigin",
         "SkippedSource", "SourceError", "Store", "StoreError", "StoreUnavailableError",
         "ValidationError", "__version__", "open_store",
     }
 
 
 def test_errors_share_one_base() -> None:
-    for name in ("ConfigError", "ModelMismatchError", "NotFoundError", "ProviderError", "SourceError", "StoreError", "ValidationError"):
+    for name in ("ConfigError", "ModelMismatchError", "NotFoundError", "ProviderError", "SourceError", "StoreError", "ValidationError", "ServiceError"):
         assert issubclass(getattr(plait, name), plait.PlaitError)

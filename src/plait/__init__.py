@@ -8,15 +8,22 @@ from __future__ import annotations
 
 from plait.ask import AskResult, Citation
 from plait.chunking import ChunkSettings
+from plait.client import AsyncClient, Client
 from plait.coverage import CoverageReport
 from plait.errors import (
+    AuthenticationError,
     ConfigError,
     ModelMismatchError,
     NotFoundError,
+    PermissionDeniedError,
     PlaitError,
     ProviderError,
     ProviderResponseError,
     ProviderUnavailableError,
+    RateLimitError,
+    ServiceError,
+    ServiceTimeoutError,
+    ServiceUnavailableError,
     SourceError,
     StoreError,
     StoreUnavailableError,
@@ -46,9 +53,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AskResult",
+    "AsyncClient",
+    "AuthenticationError",
     "Chunk",
     "ChunkSettings",
     "Citation",
+    "Client",
     "CollectionInfo",
     "ConfigError",
     "CoverageReport",
@@ -63,15 +73,20 @@ __all__ = [
     "Match",
     "ModelMismatchError",
     "NotFoundError",
+    "PermissionDeniedError",
     "Plait",
     "PlaitError",
     "ProviderError",
     "ProviderResponseError",
     "ProviderUnavailableError",
     "Ranks",
+    "RateLimitError",
     "SQLiteStore",
     "SearchMode",
     "SearchResult",
+    "ServiceError",
+    "ServiceTimeoutError",
+    "ServiceUnavailableError",
     "SessionOrigin",
     "SkippedSource",
     "SourceError",

@@ -11,22 +11,38 @@
     ├── ProviderError          an embedding or LLM provider failed
     │   ├── ProviderUnavailableError  connection refused, DNS, timeout
     │   └── ProviderResponseError     an answer that is not what the protocol promises
-    └── SourceError            a source (folder, file, log) cannot be read at all
+    ├── SourceError            a source (folder, file, log) cannot be read at all
+    └── ServiceError           a plait server (``plait.client``) failed a request it gave no type for
+        ├── AuthenticationError      401: no or unknown API key
+        ├── PermissionDeniedError    403: the key's role is too low, or the Host is not served
+        └── ServiceUnavailableError  the server is unreachable or busy (503); ``retry_after``
+            ├── RateLimitError       429: too many requests
+            └── ServiceTimeoutError  no answer within the client's timeout (or a 408)
 
-Callers catch `PlaitError` for "plait said no"; anything else is a bug.
+Callers catch `PlaitError` for "plait said no"; anything else is a bug. Over HTTP
+(:class:`plait.client.Client`) a server error comes back as the same class the server
+raised (the ``X-Plait-Error`` response header names it), so code that catches
+``NotFoundError`` around ``Plait.search`` catches it around ``Client.search`` too; the
+``ServiceError`` branch is only raised by the client.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "ConfigError",
     "ConflictError",
     "ModelMismatchError",
     "NotFoundError",
+    "PermissionDeniedError",
     "PlaitError",
     "ProviderError",
     "ProviderResponseError",
     "ProviderUnavailableError",
+    "RateLimitError",
+    "ServiceError",
+    "ServiceTimeoutError",
+    "ServiceUnavailableError",
     "SourceError",
     "StoreError",
     "StoreUnavailableError",
@@ -81,3 +97,40 @@ class ProviderResponseError(ProviderError):
 
 class SourceError(PlaitError):
     """A source cannot be read at all (missing folder, unreadable log)."""
+
+
+class ServiceError(PlaitError):
+    """A plait server answered a request with an error that names no other class here
+    (a 500, an unexpected status or body), or could not be asked at all.
+
+    ``status`` is the HTTP status (None when no answer came) and ``retry_after`` the
+    seconds the server's ``Retry-After`` header asked for (None when it sent none).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class AuthenticationError(ServiceError):
+    """401: the request carried no API key, or one the server does not know (or revoked)."""
+
+
+class PermissionDeniedError(ServiceError):
+    """403: the key's role is too low for the call (e.g. reindex needs a maintainer),
+    or a server without auth refused the request's Host."""
+
+
+class ServiceUnavailableError(ServiceError):
+    """The server could not be reached (refused, DNS) or said it is busy (503): worth
+    retrying, after ``retry_after`` seconds when it said so."""
+
+
+class RateLimitError(ServiceUnavailableError):
+    """429: the server (or a proxy in front of it) asks for fewer requests."""
+
+
+class ServiceTimeoutError(ServiceUnavailableError):
+    """No complete answer within the client's timeout (connect, read, write or pool),
+    or a 408 because the request body did not reach the server in time."""

@@ -20,7 +20,9 @@ library's own models in their camelCase JSON form, and errors map from
     auth off: POST/PUT/PATCH/DELETE without a JSON
     content type or ``X-Plait-Request``               415
 
-Every error body is ``{"error": "<one-line message>"}``. With auth on, each request
+Every error body is ``{"error": "<one-line message>"}``; an error plait raised also names
+its class in the ``X-Plait-Error`` header (e.g. ``ModelMismatchError``: the nearest
+class of :mod:`plait.errors`), which :class:`plait.client.Client` raises again. With auth on, each request
 carries ``Authorization: Bearer <token>`` (or ``X-API-Key``): no or unknown key → 401,
 a role too low → 403, and a collection the key does not cover → 404 with exactly the
 body of a collection that does not exist, so existence never leaks.
@@ -42,6 +44,7 @@ from plait.api.guards import (
     NoSimpleRequests,
 )
 from plait.api.keys import ApiKey, KeyStore, Role
+from plait.client_errors import ERROR_HEADER
 from plait.coverage import CoverageReport
 from plait.errors import (
     ConfigError,
@@ -64,7 +67,7 @@ if TYPE_CHECKING:
 
     from plait.service import Plait
 
-__all__ = ["MAX_BODY_BYTES", "MAX_IN_FLIGHT", "create_app", "error_status"]
+__all__ = ["ERROR_HEADER", "MAX_BODY_BYTES", "MAX_IN_FLIGHT", "create_app", "error_name", "error_status"]
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_IN_FLIGHT = 64
@@ -102,6 +105,14 @@ def error_status(exc: PlaitError) -> int:
         if isinstance(exc, kind):
             return status
     return 500
+
+
+def error_name(exc: PlaitError) -> str:
+    """The name of the nearest class of :mod:`plait.errors` that ``exc`` is an instance of."""
+    for kind in type(exc).__mro__:
+        if kind.__module__ == PlaitError.__module__:
+            return kind.__name__
+    return PlaitError.__name__
 
 
 def _short(message: str) -> str:
@@ -200,7 +211,9 @@ def create_app(
     async def _plait_error(_: Request, exc: PlaitError) -> JSONResponse:
         status = error_status(exc)
         # a busy store or an unreachable provider: worth retrying, so say when
-        headers = {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)} if status == 503 else None
+        headers = {ERROR_HEADER: error_name(exc)}
+        if status == 503:
+            headers["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
         return error(status, str(exc), headers)
 
     @app.exception_handler(RequestValidationError)
@@ -218,7 +231,7 @@ def create_app(
         invalid = surrogate_error(exc)
         if invalid is None:
             return error(500, "internal error")
-        return error(422, str(invalid))
+        return error(422, str(invalid), {ERROR_HEADER: error_name(invalid)})
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, __: Exception) -> JSONResponse:

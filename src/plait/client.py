@@ -1,0 +1,441 @@
+"""A Python client for a served plait (``plait serve``): the same calls as :class:`~plait.Plait`.
+
+Moving from embedded to served is one line::
+
+    engine = Plait(store="./.plait/plait.db")                       # embedded
+    engine = Client("http://127.0.0.1:8000", api_key=token)         # served
+    result = engine.search("what does ERR-4012 mean", collection="docs", k=5)
+
+:class:`Client` (and :class:`AsyncClient`, the same methods as coroutines) has
+``search``, ``search_request``, ``explain``, ``ask``, ``ask_request``, ``coverage``,
+``collections`` and ``reindex`` with :class:`~plait.Plait`'s keyword options, and
+returns the same models (:class:`~plait.SearchResult`, :class:`~plait.ExplainResult`,
+:class:`~plait.AskResult`, :class:`~plait.CoverageReport`, ``list[CollectionInfo]``,
+:class:`~plait.IndexReport`), parsed from the API's camelCase JSON.
+
+Errors are the :mod:`plait.errors` classes the server raised (``NotFoundError``,
+``ValidationError``, ``ModelMismatchError``…), plus the served-only branch under
+:class:`~plait.errors.ServiceError`: ``AuthenticationError`` (401),
+``PermissionDeniedError`` (403), ``RateLimitError`` (429), ``ServiceUnavailableError``
+(busy, refused) and ``ServiceTimeoutError`` (see :mod:`plait.client_errors`). Nothing is
+retried: a ``ServiceUnavailableError`` says how long the server asked to wait in
+``retry_after``.
+
+``reindex`` runs on the server (the maintainer role); it takes no source options over
+HTTP, and may take longer than a search: its ``timeout`` overrides the client's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Self, TypeVar
+from urllib.parse import quote, urlsplit
+
+import httpx
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+from pydantic.alias_generators import to_camel
+
+from plait.ask import AskRequest, AskResult
+from plait.client_errors import error_from_response, error_from_transport
+from plait.coverage import CoverageReport
+from plait.errors import ConfigError, ServiceError
+from plait.explain_models import ExplainResult
+from plait.retrieval.request import SearchRequest
+from plait.types import CollectionInfo, IndexReport, SearchResult
+
+__all__ = ["DEFAULT_TIMEOUT", "AsyncClient", "Client"]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds each request may take (connect, read, write and pool wait each)."""
+
+_USER_AGENT = "plait-client/0.1.0"
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """One API request and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    body: Mapping[str, Any] | None = None
+    timeout: float | None = None
+
+
+def _model(kind: type[M]) -> Callable[[Any], M]:
+    return kind.model_validate
+
+
+def _models(kind: type[M]) -> Callable[[Any], list[M]]:
+    def parse(data: Any) -> list[M]:
+        if not isinstance(data, list):
+            raise TypeError(f"expected a JSON list, got {type(data).__name__}")
+        return [kind.model_validate(item) for item in data]
+
+    return parse
+
+
+def _options(values: Mapping[str, Any], *, skip: Sequence[str] = ("self", "collection")) -> dict[str, Any]:
+    """Keyword options (snake_case; None and empty = unset) as a camelCase request body."""
+    body: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in skip or value is None:
+            continue
+        if isinstance(value, Mapping):
+            value = dict(value)
+        elif isinstance(value, Sequence) and not isinstance(value, str):
+            value = list(value)
+        if isinstance(value, (dict, list)) and not value:
+            continue  # Plait treats empty scopes / metadata as none given
+        body[to_camel(name)] = value
+    return body
+
+
+def _request_body(request: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(request, BaseModel):
+        return request.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return dict(request)
+
+
+def _in(collection: str, *rest: str) -> str:
+    return "/".join(["/v1/collections", quote(collection, safe=""), *rest])
+
+
+def _search(collection: str, body: Mapping[str, Any]) -> _Call[SearchResult]:
+    return _Call("POST", _in(collection, "search"), _model(SearchResult), body)
+
+
+def _explain(collection: str, body: Mapping[str, Any]) -> _Call[ExplainResult]:
+    return _Call("POST", _in(collection, "explain"), _model(ExplainResult), body)
+
+
+def _ask(collection: str, body: Mapping[str, Any]) -> _Call[AskResult]:
+    return _Call("POST", _in(collection, "ask"), _model(AskResult), body)
+
+
+def _coverage(collection: str) -> _Call[CoverageReport]:
+    return _Call("GET", _in(collection, "coverage"), _model(CoverageReport))
+
+
+def _collections() -> _Call[list[CollectionInfo]]:
+    return _Call("GET", "/v1/collections", _models(CollectionInfo))
+
+
+def _reindex(collection: str, timeout: float | None) -> _Call[IndexReport]:
+    return _Call("POST", _in(collection, "reindex"), _model(IndexReport), timeout=timeout)
+
+
+def _health() -> _Call[dict[str, Any]]:
+    def parse(data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+        return data
+
+    return _Call("GET", "/healthz", parse)
+
+
+def _explain_body(
+    query: str, doc: str | None, path: str | None, chunk: str | None, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    return _options({"query": query, "doc": doc, "path": path, "chunk": chunk, **options}, skip=())
+
+
+class _Base:
+    """Settings and answer handling shared by :class:`Client` and :class:`AsyncClient`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        parts = urlsplit(base_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000, got {base_url!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ConfigError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if api_key is not None and not api_key.strip():
+            raise ConfigError("api_key is empty: pass the token 'plait keys create' printed, or None")
+        self.base_url = base_url.strip().rstrip("/")
+        self.timeout = float(timeout)
+        self._headers = {
+            "Accept": "application/json",
+            "User-Agent": _USER_AGENT,
+            # with auth off, a body-less POST (reindex) needs it (plait.api.guards)
+            "X-Plait-Request": "1",
+            **({"Authorization": f"Bearer {api_key.strip()}"} if api_key else {}),
+            **dict(headers or {}),
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_url!r})"
+
+    def _timeout(self, call: _Call[Any]) -> httpx.Timeout:
+        return httpx.Timeout(call.timeout if call.timeout is not None else self.timeout)
+
+    def _failed(self, exc: httpx.TransportError, call: _Call[Any]) -> ServiceError:
+        seconds = call.timeout if call.timeout is not None else self.timeout
+        return error_from_transport(exc, method=call.method, url=self.base_url + call.path, timeout=seconds)
+
+    def _read(self, response: httpx.Response, call: _Call[T]) -> T:
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        where = f"{call.method} {self.base_url}{call.path}"
+        try:
+            data = response.json()
+        except ValueError:
+            raise ServiceError(
+                f"{where}: the answer is not JSON (HTTP {response.status_code}); is this a plait server?",
+                status=response.status_code,
+            ) from None
+        try:
+            return call.parse(data)
+        except (PydanticValidationError, TypeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ServiceError(
+                f"{where}: the answer is not what this client expects ({first}); "
+                "is the server a different plait version?",
+                status=response.status_code,
+            ) from None
+
+
+class Client(_Base):
+    """A served plait over HTTP, with the calls and models of :class:`~plait.Plait`.
+
+    ``base_url`` is the server's address (``http://127.0.0.1:8000``; a path prefix is
+    kept), ``api_key`` a token from ``plait keys create`` (None for ``--no-auth``),
+    ``timeout`` the seconds each request may take. Use it as a context manager, or
+    :meth:`close` it, to release the connection pool.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key=api_key, timeout=timeout, headers=headers)
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=self._headers, timeout=self.timeout,
+            follow_redirects=False, transport=transport,
+        )
+
+    def _send(self, call: _Call[T]) -> T:
+        try:
+            response = self._http.request(
+                call.method, call.path, json=call.body, timeout=self._timeout(call)
+            )
+        except httpx.TransportError as exc:
+            raise self._failed(exc, call) from exc
+        return self._read(response, call)
+
+    def search(
+        self,
+        query: str,
+        *,
+        collection: str = "default",
+        k: int = 8,
+        fusion: str | None = None,
+        lexical_weight: float | str | None = None,
+        rrf_k: int | None = None,
+        overfetch: int | None = None,
+        threshold: float | None = None,
+        scopes: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        rerank: str | None = None,
+        k_overfetch: int | None = None,
+        offset: int = 0,
+        qa_first: bool = False,
+        language_prior: bool | None = None,
+    ) -> SearchResult:
+        """Hybrid search, as :meth:`plait.Plait.search`."""
+        return self._send(_search(collection, _options(locals())))
+
+    def search_request(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> SearchResult:
+        """Search with a request model (or its camelCase JSON form)."""
+        return self._send(_search(collection, _request_body(request)))
+
+    def explain(
+        self,
+        query: str,
+        *,
+        doc: str | None = None,
+        path: str | None = None,
+        chunk: str | None = None,
+        collection: str = "default",
+        **options: Any,
+    ) -> ExplainResult:
+        """Why a document did (not) come back for ``query``, as :meth:`plait.Plait.explain`."""
+        return self._send(_explain(collection, _explain_body(query, doc, path, chunk, options)))
+
+    def ask(
+        self,
+        question: str,
+        *,
+        collection: str = "default",
+        k: int | None = None,
+        qa_first: bool = False,
+        include_drafts: bool | None = None,
+        rerank: str | None = None,
+        scopes: Sequence[str] | None = None,
+        min_cosine: float | None = None,
+        min_term_coverage: float | None = None,
+    ) -> AskResult:
+        """A grounded answer with ``[n]`` citations, as :meth:`plait.Plait.ask`."""
+        return self._send(_ask(collection, _options(locals())))
+
+    def ask_request(self, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
+        """Ask with a request model (or its camelCase JSON form)."""
+        return self._send(_ask(collection, _request_body(request)))
+
+    def coverage(self, *, collection: str = "default") -> CoverageReport:
+        """Per scope: sources present against sources with chunks, vectors, last index."""
+        return self._send(_coverage(collection))
+
+    def collections(self) -> list[CollectionInfo]:
+        """The collections the key covers, with model and counts."""
+        return self._send(_collections())
+
+    def reindex(self, *, collection: str = "default", timeout: float | None = None) -> IndexReport:
+        """Reindex on the server (maintainer role); ``timeout`` overrides the client's."""
+        return self._send(_reindex(collection, timeout))
+
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``: ``{"status": "ok", "auth": …, "defaultCollection": …}``."""
+        return self._send(_health())
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient(_Base):
+    """:class:`Client` for asyncio: the same methods as coroutines (``await client.search(…)``).
+
+    Close it with ``await client.aclose()`` or ``async with AsyncClient(…) as client``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key=api_key, timeout=timeout, headers=headers)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=self._headers, timeout=self.timeout,
+            follow_redirects=False, transport=transport,
+        )
+
+    async def _send(self, call: _Call[T]) -> T:
+        try:
+            response = await self._http.request(
+                call.method, call.path, json=call.body, timeout=self._timeout(call)
+            )
+        except httpx.TransportError as exc:
+            raise self._failed(exc, call) from exc
+        return self._read(response, call)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        collection: str = "default",
+        k: int = 8,
+        fusion: str | None = None,
+        lexical_weight: float | str | None = None,
+        rrf_k: int | None = None,
+        overfetch: int | None = None,
+        threshold: float | None = None,
+        scopes: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        rerank: str | None = None,
+        k_overfetch: int | None = None,
+        offset: int = 0,
+        qa_first: bool = False,
+        language_prior: bool | None = None,
+    ) -> SearchResult:
+        """Hybrid search, as :meth:`plait.Plait.search`."""
+        return await self._send(_search(collection, _options(locals())))
+
+    async def search_request(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> SearchResult:
+        """Search with a request model (or its camelCase JSON form)."""
+        return await self._send(_search(collection, _request_body(request)))
+
+    async def explain(
+        self,
+        query: str,
+        *,
+        doc: str | None = None,
+        path: str | None = None,
+        chunk: str | None = None,
+        collection: str = "default",
+        **options: Any,
+    ) -> ExplainResult:
+        """Why a document did (not) come back for ``query``, as :meth:`plait.Plait.explain`."""
+        return await self._send(_explain(collection, _explain_body(query, doc, path, chunk, options)))
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        collection: str = "default",
+        k: int | None = None,
+        qa_first: bool = False,
+        include_drafts: bool | None = None,
+        rerank: str | None = None,
+        scopes: Sequence[str] | None = None,
+        min_cosine: float | None = None,
+        min_term_coverage: float | None = None,
+    ) -> AskResult:
+        """A grounded answer with ``[n]`` citations, as :meth:`plait.Plait.ask`."""
+        return await self._send(_ask(collection, _options(locals())))
+
+    async def ask_request(self, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
+        """Ask with a request model (or its camelCase JSON form)."""
+        return await self._send(_ask(collection, _request_body(request)))
+
+    async def coverage(self, *, collection: str = "default") -> CoverageReport:
+        """Per scope: sources present against sources with chunks, vectors, last index."""
+        return await self._send(_coverage(collection))
+
+    async def collections(self) -> list[CollectionInfo]:
+        """The collections the key covers, with model and counts."""
+        return await self._send(_collections())
+
+    async def reindex(self, *, collection: str = "default", timeout: float | None = None) -> IndexReport:
+        """Reindex on the server (maintainer role); ``timeout`` overrides the client's."""
+        return await self._send(_reindex(collection, timeout))
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /healthz``."""
+        return await self._send(_health())
+
+    async def aclose(self) -> None:
+        """Release the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
