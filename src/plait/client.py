@@ -329,6 +329,8 @@ class AsyncClient(_Base):
     """:class:`Client` for asyncio: the same methods as coroutines (``await client.search(…)``).
 
     Close it with ``await client.aclose()`` or ``async with AsyncClient(…) as client``.
+    Its connections belong to the event loop of its first request: use one client per
+    loop (not across several ``asyncio.run`` calls).
     """
 
     def __init__(

@@ -4,7 +4,7 @@ Every test taking ``engine`` runs twice: once on an embedded :class:`Plait`, onc
 :class:`Client` talking to a real uvicorn on 127.0.0.1 that serves an engine over an
 identical store, with identical assertions. Dense ranks are placed with FakeEmbedder
 overrides (the query on the e0 axis, each document at a chosen angle), so every rank
-and score below is computed by hand.
+and score below is computed by hand (see ``hand_ranked``).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 
 import httpx
 
+from hand_ranked import DIM, QUERY, make_engine, serve
 from plait import (
     AsyncClient,
     AuthenticationError,
@@ -42,42 +42,11 @@ from plait import (
 )
 from plait.api.http import create_app
 from plait.api.keys import KeyStore
-from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConflictError
 from plait.service import Plait
 from plait.testing.asgi_server import UvicornThread
-from plait.testing.corpus import ARTICLE_DOCS, documents
+from plait.testing.corpus import ARTICLE_DOCS
 from plait.types import FileOrigin, Match, Ranks
-
-DIM = 8
-QUERY = "ERR-4012"
-# kb-101 is the only document with the identifier (lexical rank 1) and the farthest from
-# the query in the dense arm (80°: rank 5); the others at 10°, 20°, 30°, 40° (ranks 1-4).
-ANGLES = {"kb-101": 80, "kb-102": 10, "kb-103": 20, "kb-104": 30, "kb-105": 40}
-FILES = {"refunds.md": "# Refunds\n\nRefund within 7 days.\n", "keys.md": "# Keys\n\nEvery payment carries a key.\n"}
-
-
-def angle(degrees: float) -> list[float]:
-    v = np.zeros(DIM)
-    v[0], v[1] = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
-    return list(v)
-
-
-def make_engine(tmp_path: Path) -> Plait:
-    """Collection 'a': the article's five documents; 'files': two Markdown files on disk;
-    'other': indexed with another embedding model (so 'a''s engine must refuse it)."""
-    overrides = {QUERY: angle(0)} | {ARTICLE_DOCS[d]: angle(a) for d, a in ANGLES.items()}
-    store = str(tmp_path / "plait.db")
-    with Plait(store, embedder=FakeEmbedder(dimension=DIM, model="other-model")) as other:
-        other.index_documents(documents({"o-1": "ERR-4012 elsewhere"}), collection="other")
-    engine = Plait(store, embedder=FakeEmbedder(dimension=DIM, overrides=overrides))
-    engine.index_documents(documents(ARTICLE_DOCS), collection="a")
-    folder = tmp_path / "files"
-    folder.mkdir()
-    for name, text in FILES.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    engine.index(folder, collection="files", scope="docs")
-    return engine
 
 
 @pytest.fixture(params=["embedded", "served"])
@@ -86,16 +55,8 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         if request.param == "embedded":
             yield plait
             return
-        keys = KeyStore(tmp_path / "keys.db")
-        token = keys.create(role="admin", collection="*")[1]
-        try:
-            with (
-                UvicornThread(create_app(plait, auth=True, keys=keys)) as server,
-                Client(server.url, api_key=token, timeout=30) as client,
-            ):
-                yield client
-        finally:
-            keys.close()
+        with serve(plait, tmp_path) as (url, token), Client(url, api_key=token, timeout=30) as client:
+            yield client
 
 
 # -- the same assertions, embedded and served ---------------------------------------------
