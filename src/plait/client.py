@@ -257,6 +257,7 @@ class Client(_Base):
         offset: int = 0,
         qa_first: bool = False,
         language_prior: bool | None = None,
+        mode: str = "hybrid",
     ) -> SearchResult:
         """Hybrid search, as :meth:`plait.Plait.search`."""
         return self._send(_search(collection, _options(locals())))
@@ -290,6 +291,7 @@ class Client(_Base):
         scopes: Sequence[str] | None = None,
         min_cosine: float | None = None,
         min_term_coverage: float | None = None,
+        mode: str = "hybrid",
     ) -> AskResult:
         """A grounded answer with ``[n]`` citations, as :meth:`plait.Plait.ask`."""
         return self._send(_ask(collection, _options(locals())))
@@ -375,6 +377,7 @@ class AsyncClient(_Base):
         offset: int = 0,
         qa_first: bool = False,
         language_prior: bool | None = None,
+        mode: str = "hybrid",
     ) -> SearchResult:
         """Hybrid search, as :meth:`plait.Plait.search`."""
         return await self._send(_search(collection, _options(locals())))
@@ -408,6 +411,7 @@ class AsyncClient(_Base):
         scopes: Sequence[str] | None = None,
         min_cosine: float | None = None,
         min_term_coverage: float | None = None,
+        mode: str = "hybrid",
     ) -> AskResult:
         """A grounded answer with ``[n]`` citations, as :meth:`plait.Plait.ask`."""
         return await self._send(_ask(collection, _options(locals())))

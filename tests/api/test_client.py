@@ -91,6 +91,20 @@ def test_search_options_pass_through(engine: Any) -> None:
     assert [h.metadata["docId"] for h in filtered.hits] == ["kb-104"]
 
 
+def test_search_and_ask_modes_pass_through(engine: Any) -> None:
+    lexical = engine.search(QUERY, collection="a", mode="lexical")
+    assert lexical.mode == "lexical" and [h.metadata["docId"] for h in lexical.hits] == ["kb-101"]
+    assert lexical.hits[0].match is Match.LEXICAL and lexical.hits[0].ranks.dense is None
+    vector = engine.search(QUERY, collection="a", k=5, mode="vector")
+    assert [h.metadata["docId"] for h in vector.hits] == ["kb-102", "kb-103", "kb-104", "kb-105", "kb-101"]
+    assert all(h.lexical_score is None and h.match is Match.SEMANTIC for h in vector.hits)
+    answer = engine.ask("What does ERR-4012 mean?", collection="a", mode="lexical")
+    assert answer.citations[0].chunk_id == lexical.hits[0].chunk_id
+    assert all(source.ranks.dense is None for source in answer.sources)
+    with pytest.raises(ValidationError, match="mode"):
+        engine.search(QUERY, collection="a", mode="dense")
+
+
 def test_search_request_takes_the_camel_case_form(engine: Any) -> None:
     result = engine.search_request("a", {"query": QUERY, "k": 1, "fusion": "rrf", "lexicalWeight": 1.0})
     assert result.hits[0].score == pytest.approx(2 / 61) and result.k == 1
