@@ -346,6 +346,7 @@ def explain(
     embedder_note: str | None = None,
     roots: Sequence[Mapping[str, Any]] = (),
     walk: Callable[[Mapping[str, Any]], RootWalk] | None = None,
+    also_hidden: frozenset[str] = frozenset(),
 ) -> ExplainResult:
     """The journey of one document for ``request`` (see the module docstring).
 
@@ -353,11 +354,13 @@ def explain(
     verdict below is read from that trace; only the target's ranks past the fetch
     depth come from a second, unlimited ask of the same arms. ``walk`` gives what a
     root yields now (a cached walk, :mod:`plait.sources.walks`); None walks each time.
+    ``also_hidden`` are chunk ids the caller may not see (draft FAQ cards for a reader),
+    hidden in the trace exactly as in that caller's search.
     """
     store = service.store
     req = _validated(request)
     target, chunks = _target_chunks(store, collection, doc=doc, path=path, chunk=chunk, roots=roots)
-    trace = service.trace(collection, req, embedder=embedder, embedder_note=embedder_note)
+    trace = service.trace(collection, req, embedder=embedder, embedder_note=embedder_note, also_hidden=also_hidden)
     plan, settings = trace.plan, trace.settings
     filters = plan.filters
 

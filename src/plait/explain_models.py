@@ -93,7 +93,8 @@ class ChunkJourney(Model):
     has_vector: bool
     passes_filters: bool
     hidden: bool = False
-    """Left out of this search: its scope is searched only when named (``searchHidden``)."""
+    """Left out of this search: its scope is searched only when named (``searchHidden``),
+    or it is a draft FAQ card and the caller a reader."""
     lexical_rank: int | None = None
     lexical_score: float | None = None
     dense_rank: int | None = None
@@ -225,7 +226,15 @@ def diagnose(
             + f") are outside the requested scopes {req.scopes or 'any'} / metadata {req.metadata or {}}",
         )
     if all(j.hidden for j in journeys if j.passes_filters):
-        scopes = ", ".join(sorted({j.scope for j in journeys if j.hidden}))
+        named = {j.scope for j in journeys if j.hidden}
+        scopes = ", ".join(sorted(named))
+        if req.scopes and named <= set(req.scopes):  # its scope is named: hidden from this caller
+            return Diagnosis(
+                code=DiagnosisCode.HIDDEN,
+                stage="filters",
+                message="hidden: a FAQ card not yet approved (a draft), which only maintainer keys "
+                "see; approve it to publish it",
+            )
         return Diagnosis(
             code=DiagnosisCode.HIDDEN,
             stage="filters",

@@ -155,6 +155,7 @@ class QueryingMixin(EngineBase):
         path: str | None = None,
         chunk: str | None = None,
         collection: str = "default",
+        drafts_visible: bool = True,
         **options: Any,
     ) -> ExplainResult:
         """Why a document did (not) come back for ``query``: every stage, and a diagnosis.
@@ -162,6 +163,8 @@ class QueryingMixin(EngineBase):
         Name the document by exactly one of ``doc`` (metadata ``docId`` or source id),
         ``path`` (source path) or ``chunk`` (chunk id); ``options`` are the search
         options of :meth:`search` (``k``, ``fusion``, ``lexical_weight``, ``rerank``…).
+        ``drafts_visible`` as in :meth:`search_request`: explain traces the search the
+        caller would get, so for a reader a draft FAQ card is hidden here as there.
         See :mod:`plait.explain`.
         """
         from plait.explain import explain
@@ -173,6 +176,7 @@ class QueryingMixin(EngineBase):
         check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         request = {"query": query, **_camel_options(options)}
+        hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
         return explain(
             self._search,
             collection,
@@ -184,6 +188,7 @@ class QueryingMixin(EngineBase):
             embedder_note=note,
             roots=self.recorded_roots(collection),
             walk=self._walker(collection),
+            also_hidden=hidden,
         )
 
 def _camel_options(options: Mapping[str, Any]) -> dict[str, Any]:

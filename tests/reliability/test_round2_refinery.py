@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -133,3 +134,32 @@ def test_a_reader_cannot_ask_with_drafts(served: tuple[str, Plait, dict[str, str
         f"{url}/v1/collections/kb/ask", json=body, headers={"Authorization": f"Bearer {tokens['maintainer']}"}, timeout=30
     )
     assert maintainer.status_code == 200 and maintainer.json()["answeredBy"] == "card"
+
+
+def _explain(url: str, token: str, card_id: str) -> dict[str, Any]:
+    response = httpx.post(
+        f"{url}/v1/collections/kb/explain",
+        json={"query": ROTATE, "k": 20, "scopes": [CARD_SCOPE], "doc": f"card:{card_id}"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_explain_traces_the_callers_search_so_a_reader_sees_drafts_hidden(
+    served: tuple[str, Plait, dict[str, str]],
+) -> None:
+    """Regression: explain ran the maintainer's search for everybody, so a reader was told a
+    draft card it can never get was "returned at fused rank 1"."""
+    url, engine, tokens = served
+    rotate = next(c for c in engine.refinery.cards("kb") if c.question == ROTATE)
+    as_reader = _explain(url, tokens["reader"], rotate.id)
+    assert as_reader["diagnosis"]["code"] == "hidden"
+    assert "draft" in as_reader["diagnosis"]["message"]
+    assert all(c["hidden"] and c["fusedRank"] is None for c in as_reader["chunks"])
+    as_maintainer = _explain(url, tokens["maintainer"], rotate.id)
+    assert as_maintainer["diagnosis"]["code"] != "hidden"
+    assert any(c["fusedRank"] is not None for c in as_maintainer["chunks"])
+    engine.refinery.approve("kb", rotate.id)
+    assert _explain(url, tokens["reader"], rotate.id)["diagnosis"]["code"] != "hidden"

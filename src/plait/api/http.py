@@ -332,8 +332,10 @@ def create_app(
         """Why a document did (not) come back: every stage for it, and a one-line diagnosis."""
         allow(key, collection, Role.READER, "explain")
         options = body.model_dump(exclude={"query", "doc", "path", "chunk"}, exclude_none=True)
+        drafts = key is None or key.role.includes(Role.MAINTAINER)  # as the caller's search
         return engine.explain(
-            body.query, doc=body.doc, path=body.path, chunk=body.chunk, collection=collection, **options
+            body.query, doc=body.doc, path=body.path, chunk=body.chunk, collection=collection,
+            drafts_visible=drafts, **options,
         )
 
     @app.post(

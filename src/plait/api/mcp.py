@@ -119,6 +119,7 @@ def create_mcp_server(
             lambda: engine.explain(
                 query, doc=doc, path=path, chunk=chunk, collection=name, k=k,
                 lexical_weight=lexical_weight, language_prior=language_prior, scopes=scopes, mode=mode,
+                drafts_visible=False,  # the trace of the agent's own (reader's) search
             )
         )
         return to_json(result)
