@@ -47,6 +47,7 @@ from pydantic import ValidationError as PydanticValidationError
 from plait.errors import ProviderError, ValidationError
 from plait.ingest import index_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
+from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
 from plait.types import CardHit, FileOrigin, Hit, Model, Origin, SearchMode
 
@@ -325,7 +326,11 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
         "rerank": req.rerank,
         "mode": req.mode,
     }
-    result = engine.search_request(collection, search)
+    # an answer is built from approved cards only, unless drafts count (as for qa_first);
+    # cards are searched only when their scope is named (no refinery is opened otherwise)
+    names_cards = bool(req.scopes) and CARD_SCOPE in (req.scopes or ())
+    drafts = engine.refinery.drafts_count(collection, req.include_drafts) if names_cards else True
+    result = engine.search_request(collection, search, drafts_visible=drafts)
     wanted = content_stems(req.question)
     lexical_ran = req.mode != SearchMode.VECTOR
     sources = [hit for hit in result.hits if passes_gate(hit, wanted, settings, lexical_ran=lexical_ran)]

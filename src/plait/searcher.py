@@ -30,8 +30,11 @@ class Searcher(Protocol):
         """The chat LLM, or None when none is configured."""
         ...
 
-    def search_request(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> SearchResult:
-        """Search ``collection`` with a request model (or its camelCase JSON form)."""
+    def search_request(
+        self, collection: str, request: SearchRequest | Mapping[str, Any], *, drafts_visible: bool = True
+    ) -> SearchResult:
+        """Search ``collection`` with a request model (or its camelCase JSON form);
+        ``drafts_visible`` False hides draft FAQ cards from a search naming their scope."""
         ...
 
     def index_documents(self, documents: Iterable[SourceDocument], *, collection: str = "default") -> IndexReport:
@@ -44,6 +47,10 @@ class CardMatcher(Protocol):
 
     def match(self, collection: str, query: str, *, include_drafts: bool | None = None) -> CardHit | None:
         """The card that answers ``query``, or None."""
+        ...
+
+    def drafts_count(self, collection: str, include_drafts: bool | None = None) -> bool:
+        """Whether draft cards may answer (``include_drafts``, else the collection's setting)."""
         ...
 
 

@@ -163,3 +163,28 @@ def test_explain_traces_the_callers_search_so_a_reader_sees_drafts_hidden(
     assert any(c["fusedRank"] is not None for c in as_maintainer["chunks"])
     engine.refinery.approve("kb", rotate.id)
     assert _explain(url, tokens["reader"], rotate.id)["diagnosis"]["code"] != "hidden"
+
+
+def test_ask_over_the_card_scope_is_built_from_approved_cards_only(
+    served: tuple[str, Plait, dict[str, str]],
+) -> None:
+    """Regression: ask searched with drafts visible, so an answer naming scopes ["faq-card"]
+    quoted cards nobody had approved (to a reader too)."""
+    url, engine, tokens = served
+    rotate = next(c for c in engine.refinery.cards("kb") if c.question == ROTATE)
+
+    def cited_cards() -> list[str]:
+        response = httpx.post(
+            f"{url}/v1/collections/kb/ask",
+            json={"question": ROTATE, "scopes": [CARD_SCOPE]},
+            headers={"Authorization": f"Bearer {tokens['reader']}"},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        return [c["chunkId"] for c in response.json()["citations"]]
+
+    assert cited_cards() == []  # every card is a draft
+    assert engine.ask(ROTATE, collection="kb", scopes=[CARD_SCOPE]).citations == []
+    engine.refinery.approve("kb", rotate.id)
+    cited = cited_cards()
+    assert cited and set(cited) <= set(engine.store.chunk_ids("kb", f"card:{rotate.id}"))

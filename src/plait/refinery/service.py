@@ -253,6 +253,11 @@ class Refinery:
         return self._review(collection, card_id, changes)
 
     # qa_first --------------------------------------------------------------------
+    def drafts_count(self, collection: str, include_drafts: bool | None = None) -> bool:
+        """Whether draft cards may answer: ``include_drafts``, else the collection's
+        ``qa_include_drafts`` (off by default)."""
+        return self.settings(collection).qa_include_drafts if include_drafts is None else include_drafts
+
     def match(self, collection: str, query: str, *, include_drafts: bool | None = None) -> CardHit | None:
         """The card that answers ``query`` under the collection's thresholds, or None."""
         card, _ = match_card(
