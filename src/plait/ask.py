@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from plait.chunk_build import index_text
 from plait.errors import ProviderError, ValidationError
-from plait.ingest import index_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS

@@ -32,9 +32,9 @@ from typing import Any
 
 from pydantic import Field
 
+from plait.chunk_build import build_chunks
 from plait.chunking import ChunkSettings
 from plait.errors import NotFoundError
-from plait.ingest import build_chunks
 from plait.sources.base import SourceDocument
 from plait.sources.roots import root_key
 from plait.sources.walks import RootWalk, walk_root

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from plait.ingest import index_text
+from plait.chunk_build import index_text
 from plait.llm import LLM
 from plait.refinery.extract import MAX_QUESTION_CHARS, Extracted, trim
 from plait.types import Chunk, FileOrigin
