@@ -24,9 +24,9 @@ from plait.errors import StoreError
 from plait.stores.base import BM25Params, Filters, StoredChunk
 from plait.stores.lexical import idf
 from plait.stores.postgres import PostgresStore
+from plait.stores.postgres_lexical import lexical_query
 from plait.stores.postgres_queries import (
     TermStats,
-    lexical_query,
     term_stats,
     term_stats_query,
     term_weights,
@@ -68,10 +68,11 @@ def _rows(store: PostgresStore, query: str, params: Any = ()) -> list[tuple[Any,
 def _exact_postings(store: PostgresStore, collection: str = "c") -> set[tuple[str, str, int, int]]:
     """(key, chunk id, tf, len) of the exact-field postings of a collection."""
     return set(_rows(store, """
-        SELECT p.key, c.chunk_id, p.tf, p.len FROM plait_postings p
+        SELECT t.key, c.chunk_id, p.tf, p.len FROM plait_postings p
         JOIN plait_collections k ON k.id = p.collection_id AND k.name = %s
+        JOIN plait_lex_terms t ON t.collection_id = p.collection_id AND t.id = p.term
         JOIN plait_chunks c ON c.collection_id = p.collection_id AND c.id = p.chunk_row
-        WHERE p.key LIKE 'e:%%'""", (collection,)))  # type: ignore[arg-type]
+        WHERE t.key LIKE 'e:%%'""", (collection,)))  # type: ignore[arg-type]
 
 
 def _postings_drift(store: PostgresStore) -> int:
@@ -79,7 +80,8 @@ def _postings_drift(store: PostgresStore) -> int:
     recount = """SELECT c.collection_id, x.key, c.id, x.tf,
                         CASE x.field WHEN 0 THEN c.len_exact ELSE c.len_stems END
                  FROM plait_chunks c, plait_lex_postings(c.lex_exact, c.lex_stems) x"""
-    stored = "SELECT collection_id, key, chunk_row, tf, len FROM plait_postings"
+    stored = ("SELECT p.collection_id, t.key, p.chunk_row, p.tf, p.len FROM plait_postings p "
+              "JOIN plait_lex_terms t ON t.collection_id = p.collection_id AND t.id = p.term")
     row = _rows(store, f"SELECT count(*) FROM (({stored} EXCEPT {recount}) UNION ALL ({recount} EXCEPT {stored})) d")
     return int(row[0][0])
 
@@ -242,7 +244,7 @@ def test_migration_from_version_2_backfills_postings(pg_dsn: str, schema: str) -
         assert _rows(store, "SELECT array_agg(version ORDER BY version) FROM plait_schema_version")[0][0] == list(
             range(1, LATEST_VERSION + 1)
         )
-        assert LATEST_VERSION == 4  # 4: backfill claims
+        assert LATEST_VERSION == 5  # 4: backfill claims, 5: term ids and bounds
         assert _exact_postings(store) == {
             ("e:err-4012", "d1", 1, 2), ("e:checkout", "d1", 1, 2), ("e:checkout", "d2", 1, 3),
             ("e:cart", "d2", 2, 3), ("e:inventory", "d3", 1, 1),
@@ -282,7 +284,7 @@ def test_lexical_query_plan_reads_postings_not_chunks(pg: PostgresStore) -> None
     keys = ["e:zebra", "e:text", "s:filler"]
     stats = term_stats(_rows(pg, *term_stats_query(cid, keys)))
     assert stats.n_chunks == 3000 and stats.df == {"e:zebra": 1, "e:text": 3000, "s:filler": 3000}
-    built = lexical_query(cid, ["zebra", "text"], ["filler"], stats=stats, limit=10, filters=None, params=BM25Params())
+    built = lexical_query(cid, ["zebra", "text"], ["filler"], limit=10, filters=None, params=BM25Params())
     assert built is not None
     with pg._tx() as conn:
         plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + built[0], built[1]).fetchall())

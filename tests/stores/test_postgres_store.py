@@ -33,13 +33,8 @@ from plait.service import Plait
 from plait.stores import open_store
 from plait.stores.base import BM25Params, Filters
 from plait.stores.postgres import PostgresStore
-from plait.stores.postgres_queries import (
-    lexical_query,
-    term_stats,
-    term_stats_query,
-    uses_hnsw,
-    vector_query,
-)
+from plait.stores.postgres_lexical import lexical_query
+from plait.stores.postgres_queries import uses_hnsw, vector_query
 from plait.stores.postgres_schema import LATEST_VERSION, migrate, schema_version
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import StoreContract, make_chunk
@@ -243,7 +238,7 @@ def test_concurrent_writers_lose_nothing(pg_dsn: str, pg_schema: Callable[[], st
 # ------------------------------------------------------------------------- migrations
 def test_migrations_from_empty_schema(pg: PostgresStore) -> None:
     assert _scalar(pg, "SELECT array_agg(version ORDER BY version) FROM plait_schema_version") == list(range(1, LATEST_VERSION + 1))
-    assert LATEST_VERSION == 4
+    assert LATEST_VERSION == 5
     assert _scalar(pg, "SELECT to_regclass('plait_vector_claims') IS NOT NULL") is True
     assert _scalar(pg, "SELECT to_regclass('plait_chunks_lex')") is None  # dropped by migration 3
 
@@ -319,8 +314,7 @@ def test_explain_uses_hnsw_per_dimension_and_postings(pg: PostgresStore) -> None
         got = pg.vector_search(name, vectors[5], limit=10)
         assert got[0][0] == f"{name}5" and got[0][1] == pytest.approx(1.0, abs=1e-5)
         assert len(got) == 10
-        stats = term_stats(_rows(pg, *term_stats_query(cid, ["e:zebra"])))
-        built = lexical_query(cid, ["zebra"], [], stats=stats, limit=10, filters=None, params=BM25Params())
+        built = lexical_query(cid, ["zebra"], [], limit=10, filters=None, params=BM25Params())
         assert built is not None
         assert "plait_postings_pkey" in _plan(pg, *built)
         assert [i for i, _ in pg.lexical_search(name, ["zebra"], [], limit=10)] == [f"{name}9"]

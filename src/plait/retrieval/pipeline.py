@@ -19,7 +19,7 @@ from plait.fusion import FUSERS, Fused, max_fused_score, resolve_fusion, tiers
 from plait.fusion_pending import not_penalised
 from plait.rerank.base import Reranker, complete_order
 from plait.retrieval.plan import QueryPlan
-from plait.stores.base import Store
+from plait.stores.base import Store, TwoArmStore
 from plait.types import Chunk, FusionSettings, Hit, Match, Ranks
 
 __all__ = [
@@ -66,6 +66,18 @@ def run_arms(
     timings = timings if timings is not None else {}
     extra = len(plan.hidden)
     limit = None if depth is None else depth + extra
+    if isinstance(store, TwoArmStore):
+        # A server store answers both arms in one round trip: the time is the pair's.
+        t = time.perf_counter()
+        both = store.search_arms(
+            collection, list(plan.exact), list(plan.stems), plan.vector, limit=limit,
+            filters=plan.filters, lexical=plan.lexical_runs,
+        )
+        if plan.lexical_runs:
+            timings["lexical"] = _ms(t)
+        if plan.vector is not None:
+            timings["dense"] = _ms(t)
+        return without_hidden(both[0], plan.hidden, depth), without_hidden(both[1], plan.hidden, depth)
     lexical: Ranked = []
     if plan.lexical_runs:  # mode 'vector': BM25 never runs
         t = time.perf_counter()

@@ -27,6 +27,7 @@ __all__ = [
     "SourceInfo",
     "Store",
     "StoredChunk",
+    "TwoArmStore",
 ]
 
 
@@ -252,3 +253,24 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class TwoArmStore(Protocol):
+    """A store that answers both arms at once (one round trip to a server store)."""
+
+    def search_arms(
+        self,
+        collection: str,
+        exact: Sequence[str],
+        stems: Sequence[str],
+        vector: np.ndarray | None,
+        *,
+        limit: int | None,
+        filters: Filters | None = None,
+        params: BM25Params | None = None,
+        lexical: bool = True,
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """``(lexical_search(...), vector_search(...))`` with the same arguments, in one
+        request; the dense list is empty when ``vector`` is None."""
+        ...

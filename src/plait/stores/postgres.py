@@ -22,84 +22,45 @@ so concurrent writers of one collection queue instead of deadlocking on statisti
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import psycopg
-from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import TypeAdapter
 
-from plait.errors import NotFoundError, StoreError, StoreUnavailableError
+from plait.errors import NotFoundError, StoreError
 from plait.stores.base import (
-    BM25Params,
     ChunkState,
-    Filters,
     ReplaceCounts,
     ScopeInfo,
     SourceInfo,
     StoredChunk,
 )
-from plait.stores.postgres_queries import (
-    HNSW_MAX_DIMENSION,
-    LEXICAL_WORK_MEM,
-    hnsw_index,
-    lexical_keys,
-    lexical_query,
-    term_stats,
-    term_stats_query,
-    uses_hnsw,
-    vector_query,
-)
-from plait.stores.postgres_schema import migrate
+from plait.stores.postgres_base import now as _now
+from plait.stores.postgres_base import vec as _vec
+from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
+from plait.stores.postgres_search import PostgresSearch
 from plait.types import Chunk, CollectionInfo, Origin
 
 __all__ = ["PostgresStore"]
 
 _ORIGIN = TypeAdapter(Origin)
-_CHUNK_COLUMNS = "chunk_id, source_id, scope, ordinal, content, content_hash, origin, metadata"
-_VECTOR_HINT = (
-    "install pgvector on the server (https://github.com/pgvector/pgvector#installation, "
-    "or enable it in your managed Postgres) and run `CREATE EXTENSION vector;` as a user "
-    "allowed to create extensions, then retry"
-)
-
-# One round trip: the lexical arm's snapshot and its work_mem floor (never lowered).
-_LEXICAL_TX = sql.SQL(
-    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
-    "SELECT set_config('work_mem', {m}, true) "
-    "WHERE pg_size_bytes(current_setting('work_mem')) < pg_size_bytes({m})"
-).format(m=sql.Literal(LEXICAL_WORK_MEM))
+_CHUNK_COLUMNS = "c.chunk_id, c.source_id, c.scope, c.ordinal, c.content, c.content_hash, c.origin, c.metadata"
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _safe_dsn(dsn: str) -> str:
-    """The DSN without its password, for messages."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", re.sub(r"password=\S+", "password=***", dsn))
-
-
-def _vec(vector: Any) -> np.ndarray:
-    """A float32 array from an array-like or a pgvector ``Vector``."""
-    if hasattr(vector, "to_numpy"):
-        vector = vector.to_numpy()
-    return np.asarray(vector, dtype=np.float32)
-
-
-class PostgresStore:
+class PostgresStore(PostgresSearch):
     """A :class:`~plait.stores.base.Store` in a PostgreSQL database with pgvector.
 
     ``dsn`` is a libpq URL or key/value string. ``schema`` (created if missing) puts
     plait's tables in their own schema; otherwise they go to the first schema of the
-    server's search path. ``statement_timeout`` bounds every statement (seconds).
+    server's search path. ``statement_timeout`` bounds every statement (seconds);
+    ``prepare`` False keeps every statement unprepared (PgBouncer before 1.21 in
+    transaction mode). ``vacuum_after`` chunks written through this store (default
+    5,000) make the next :meth:`mark_scope_indexed` (the end of an index run) run
+    ``VACUUM (ANALYZE)`` on the lexical tables, so their index-only scans need no heap
+    visits right after a large load; None leaves it to autovacuum.
     """
 
     def __init__(
@@ -111,177 +72,46 @@ class PostgresStore:
         connect_timeout: float = 10.0,
         min_connections: int = 1,
         max_connections: int = 4,
+        prepare: bool = True,
+        vacuum_after: int | None = 5000,
     ) -> None:
-        if statement_timeout <= 0 or connect_timeout <= 0:
-            raise StoreError(
-                f"timeouts must be positive seconds, got statement_timeout={statement_timeout}, "
-                f"connect_timeout={connect_timeout}"
-            )
-        self.dsn = dsn
-        self.schema = schema
-        self._where = _safe_dsn(dsn)
-        self._timeout_ms = int(statement_timeout * 1000)
-        self._connect_timeout = connect_timeout
-        self._bootstrap()
-        self._pool = ConnectionPool(
+        super().__init__(
             dsn,
-            min_size=min_connections,
-            max_size=max(min_connections, max_connections),
-            kwargs={"connect_timeout": max(1, int(connect_timeout)), "prepare_threshold": None},
-            configure=self._configure,
-            timeout=connect_timeout,
-            name="plait",
-            open=True,
+            schema=schema,
+            statement_timeout=statement_timeout,
+            connect_timeout=connect_timeout,
+            min_connections=min_connections,
+            max_connections=max_connections,
+            prepare=prepare,
         )
-
-    # plumbing ----------------------------------------------------------------------
-    def _session(self, conn: psycopg.Connection) -> None:
-        """Search path (plait's schema first; pgvector's schema appended when it is not on
-        the path, as with managed services that keep extensions in ``extensions``) and
-        the statement timeout."""
-        if self.schema is not None:
-            conn.execute(
-                "SELECT set_config('search_path', %s || ', ' || current_setting('search_path'), false)",
-                (sql.Identifier(self.schema).as_string(conn),),
-            )
-        self._find_vector(conn)
-        conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(self._timeout_ms),))
-
-    @staticmethod
-    def _find_vector(conn: psycopg.Connection) -> None:
-        """Append pgvector's schema to the search path if it is not on it (no-op when the
-        extension is missing)."""
-        conn.execute(
-            "SELECT set_config('search_path', current_setting('search_path') || ', ' || quote_ident(n.nspname), false)"
-            " FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-            " WHERE e.extname = 'vector' AND NOT n.nspname = ANY(current_schemas(false))"
-        )
-
-    def _configure(self, conn: psycopg.Connection) -> None:
-        self._session(conn)
-        register_vector(conn)
-        conn.commit()
-
-    def _connect_error(self, exc: psycopg.Error) -> StoreError:
-        if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
-            return StoreUnavailableError(f"cannot reach PostgreSQL at {self._where}: {exc}".strip())
-        return StoreError(f"PostgreSQL at {self._where} refused the connection: {exc}".strip())
-
-    def _bootstrap(self) -> None:
-        """Check the server, ensure the schema and the vector extension, migrate.
-
-        Creating the schema and the extension races between processes starting at
-        once (``IF NOT EXISTS`` is not atomic), so both happen under an advisory lock.
-        """
-        try:
-            conn = psycopg.connect(
-                self.dsn, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
-            )
-        except psycopg.Error as exc:
-            raise self._connect_error(exc) from exc
-        try:
-            with conn:
-                conn.execute("SELECT pg_advisory_lock(hashtextextended('plait.bootstrap', 0))")
-                try:
-                    if self.schema is not None:
-                        conn.execute(
-                            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-                        )
-                    self._session(conn)
-                    if self._ensure_vector(conn):
-                        self._find_vector(conn)  # just created, maybe off the search path
-                finally:
-                    conn.execute("SELECT pg_advisory_unlock(hashtextextended('plait.bootstrap', 0))")
-                # A migration (or waiting for another process's) may take longer than
-                # one query is allowed to.
-                conn.execute("SET statement_timeout = 0")
-                migrate(conn)
-        except psycopg.OperationalError as exc:
-            raise self._connect_error(exc) from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot prepare the plait schema at {self._where}: {exc}") from exc
-
-    def _ensure_vector(self, conn: psycopg.Connection) -> bool:
-        """Create pgvector if missing (True when this call created it): in ``public`` when
-        there is one, so that dropping plait's own schema (a tenant removed) cannot drop
-        the extension and with it the vector columns of every other schema; where plait
-        may not create in ``public``, in the first schema of the search path."""
-        row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
-        if row:
-            return False
-        public = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'public'").fetchone()
-        try:
-            if public:
-                try:
-                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
-                    return True
-                except psycopg.errors.InsufficientPrivilege:
-                    pass  # e.g. a trusted-extension user without CREATE on public
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            return True
-        except psycopg.Error as exc:
-            detail = " ".join(str(exc).split())
-            raise StoreError(
-                f"the PostgreSQL extension 'vector' is missing in {self._where} and plait could "
-                f"not create it ({exc.sqlstate}: {detail}): {_VECTOR_HINT}"
-            ) from exc
-
-    @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection in a transaction, committed on success; driver errors
-        become :class:`StoreError` (:class:`StoreUnavailableError` when the server is gone)."""
-        try:
-            with self._pool.connection() as conn:
-                yield conn
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(
-                f"no PostgreSQL connection from {self._where} within {self._connect_timeout}s: {exc}"
-            ) from exc
-        except psycopg.errors.QueryCanceled as exc:
-            raise StoreError(
-                f"a PostgreSQL statement exceeded the {self._timeout_ms / 1000:g}s statement "
-                f"timeout: {exc}"
-            ) from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"lost PostgreSQL at {self._where}: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error: {exc}") from exc
-
-    @staticmethod
-    def _collection(conn: psycopg.Connection, name: str, *, lock: bool = False) -> tuple[int, int | None]:
-        """(id, dimension) of a collection; ``lock`` takes its row lock for a write."""
-        query = "SELECT id, dimension FROM plait_collections WHERE name = %s"
-        row = conn.execute(query + (" FOR UPDATE" if lock else ""), (name,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"collection {name!r} does not exist")
-        return int(row[0]), row[1]
+        self._vacuum_after = vacuum_after
+        self._written = 0
 
     # collections -------------------------------------------------------------------
-    @staticmethod
-    def _info(conn: psycopg.Connection, row: Sequence[Any]) -> CollectionInfo:
-        cid = row[0]
-        counts = conn.execute(
-            "SELECT count(*), count(*) FILTER (WHERE vector IS NULL), count(DISTINCT source_id) "
-            "FROM plait_chunks WHERE collection_id = %s",
-            (cid,),
-        ).fetchone()
-        last = conn.execute(
-            "SELECT max(last_indexed_at) FROM plait_scopes WHERE collection_id = %s", (cid,)
-        ).fetchone()
-        assert counts is not None and last is not None  # aggregates always return a row
-        return CollectionInfo(
-            name=row[1],
-            embedder_provider=row[2],
-            embedder_model=row[3],
-            dimension=row[4],
-            chunks=counts[0],
-            chunks_without_vector=counts[1],
-            sources=counts[2],
-            created_at=row[5],
-            last_indexed_at=last[0],
-        )
+    # One statement: the chunk count is the one the statistics triggers keep, chunks
+    # without a vector come from their partial index, sources from their table (a
+    # source row exists exactly while the source holds chunks).
+    _INFO = (
+        "SELECT p.name, p.provider, p.model, p.dimension, p.n_chunks, "
+        "(SELECT count(*) FROM plait_chunks c WHERE c.collection_id = p.id AND c.vector IS NULL), "
+        "(SELECT count(*) FROM plait_sources s WHERE s.collection_id = p.id), "
+        "p.created_at, (SELECT max(s.last_indexed_at) FROM plait_scopes s WHERE s.collection_id = p.id) "
+        "FROM plait_collections p"
+    )
 
-    _INFO_ROW = "SELECT id, name, provider, model, dimension, created_at FROM plait_collections"
+    @staticmethod
+    def _info(row: Sequence[Any]) -> CollectionInfo:
+        return CollectionInfo(
+            name=row[0],
+            embedder_provider=row[1],
+            embedder_model=row[2],
+            dimension=row[3],
+            chunks=int(row[4]),
+            chunks_without_vector=int(row[5]),
+            sources=int(row[6]),
+            created_at=row[7],
+            last_indexed_at=row[8],
+        )
 
     def ensure_collection(self, name: str) -> CollectionInfo:
         with self._tx() as conn:
@@ -290,19 +120,19 @@ class PostgresStore:
                 "ON CONFLICT (name) DO NOTHING",
                 (name, _now()),
             )
-            row = conn.execute(self._INFO_ROW + " WHERE name = %s", (name,)).fetchone()
+            row = conn.execute(self._INFO + " WHERE p.name = %s", (name,)).fetchone()
             assert row is not None  # just inserted, or already there
-            return self._info(conn, row)
+            return self._info(row)
 
     def get_collection(self, name: str) -> CollectionInfo | None:
-        with self._tx() as conn:
-            row = conn.execute(self._INFO_ROW + " WHERE name = %s", (name,)).fetchone()
-            return self._info(conn, row) if row else None
+        with self._read() as conn:
+            row = conn.execute(self._INFO + " WHERE p.name = %s", (name,), prepare=self._prepare).fetchone()
+        return self._info(row) if row else None
 
     def list_collections(self) -> list[CollectionInfo]:
-        with self._tx() as conn:
-            rows = conn.execute(self._INFO_ROW + " ORDER BY name").fetchall()
-            return [self._info(conn, r) for r in rows]
+        with self._read() as conn:
+            rows = conn.execute(self._INFO + " ORDER BY p.name").fetchall()
+        return [self._info(r) for r in rows]
 
     def delete_collection(self, name: str) -> bool:
         with self._tx() as conn:
@@ -315,8 +145,10 @@ class PostgresStore:
             conn.execute("SELECT set_config('plait.skip_stats', 'on', true)")
             conn.execute("DELETE FROM plait_chunks WHERE collection_id = %s", (cid,))
             conn.execute("SELECT set_config('plait.skip_stats', 'off', true)")
+            conn.execute("DELETE FROM plait_postings WHERE collection_id = %s", (cid,))
             conn.execute("DELETE FROM plait_collections WHERE id = %s", (cid,))
-            return True
+        self._forget(name)
+        return True
 
     def set_embedder(
         self, name: str, *, provider: str, model: str, dimension: int | None
@@ -347,13 +179,16 @@ class PostgresStore:
                         "((vector::vector({})) vector_cosine_ops) WHERE collection_id = {}"
                     ).format(hnsw_index(cid), sql.Literal(int(dimension)), sql.Literal(cid))
                 )
-            row = conn.execute(self._INFO_ROW + " WHERE id = %s", (cid,)).fetchone()
+            row = conn.execute(self._INFO + " WHERE p.id = %s", (cid,)).fetchone()
             assert row is not None
-            return self._info(conn, row)
+        self._forget(name)
+        return self._info(row)
 
     def get_settings(self, name: str) -> dict[str, Any]:
-        with self._tx() as conn:
-            row = conn.execute("SELECT settings FROM plait_collections WHERE name = %s", (name,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT settings FROM plait_collections WHERE name = %s", (name,), prepare=self._prepare
+            ).fetchone()
         if row is None:
             raise NotFoundError(f"collection {name!r} does not exist")
         return dict(row[0])
@@ -478,6 +313,7 @@ class PostgresStore:
                     (cid, to_delete),
                 )
             if inserts:
+                self._written += len(inserts)
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO plait_chunks (collection_id, chunk_id, source_id, scope, "
@@ -525,6 +361,18 @@ class PostgresStore:
                 "ON CONFLICT (collection_id, scope) DO UPDATE SET last_indexed_at = excluded.last_indexed_at",
                 (cid, scope, at),
             )
+        if self._vacuum_after is not None and self._written >= self._vacuum_after:
+            self.vacuum()
+
+    def vacuum(self) -> None:
+        """``VACUUM (ANALYZE)`` the chunk and postings tables: marks the pages of a large
+        load all-visible (the postings' index-only scans then skip the heap) and refreshes
+        the planner's statistics. Cost grows with the pages changed since the last
+        vacuum (the visibility map skips the rest)."""
+        self._written = 0
+        with self._read() as conn:
+            for table in ("plait_postings", "plait_lex_terms", "plait_chunks"):
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
 
     # backfill claims -----------------------------------------------------------------
     def claim_without_vector(
@@ -578,13 +426,15 @@ class PostgresStore:
         return {r[0]: int(r[1]) for r in rows}
 
     def without_vector(self, collection: str, chunk_ids: Sequence[str]) -> set[str]:
-        with self._tx() as conn:
-            cid, _ = self._collection(conn, collection)
+        with self._read() as conn:
             rows = conn.execute(
-                "SELECT chunk_id FROM plait_chunks WHERE collection_id = %s AND vector IS NULL "
-                "AND chunk_id = ANY(%s)",
-                (cid, list(dict.fromkeys(chunk_ids))),
+                "SELECT c.chunk_id FROM plait_collections p JOIN plait_chunks c ON c.collection_id = p.id "
+                "WHERE p.name = %s AND c.vector IS NULL AND c.chunk_id = ANY(%s)",
+                (collection, list(dict.fromkeys(chunk_ids))),
+                prepare=self._prepare,
             ).fetchall()
+            if not rows:
+                self._collection(conn, collection)  # NotFoundError when it does not exist
         return {r[0] for r in rows}
 
     # reads -------------------------------------------------------------------------
@@ -631,13 +481,15 @@ class PostgresStore:
         return [(r[0], r[1]) for r in rows]
 
     def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        with self._tx() as conn:
-            cid, _ = self._collection(conn, collection)
+        with self._read() as conn:
             rows = conn.execute(
-                "SELECT " + _CHUNK_COLUMNS + " FROM plait_chunks "
-                "WHERE collection_id = %s AND chunk_id = ANY(%s)",
-                (cid, list(dict.fromkeys(chunk_ids))),
+                "SELECT " + _CHUNK_COLUMNS + " FROM plait_collections p JOIN plait_chunks c "
+                "ON c.collection_id = p.id WHERE p.name = %s AND c.chunk_id = ANY(%s)",
+                (collection, list(dict.fromkeys(chunk_ids))),
+                prepare=self._prepare,
             ).fetchall()
+            if not rows:
+                self._collection(conn, collection)  # NotFoundError when it does not exist
         found = {
             r[0]: Chunk(
                 id=r[0], source_id=r[1], scope=r[2], ordinal=r[3], content=r[4],
@@ -662,71 +514,3 @@ class PostgresStore:
                 ).fetchall()
         return [r[0] for r in rows]
 
-    # the two arms ------------------------------------------------------------------
-    def lexical_search(
-        self,
-        collection: str,
-        exact: Sequence[str],
-        stems: Sequence[str],
-        *,
-        limit: int | None,
-        filters: Filters | None = None,
-        params: BM25Params | None = None,
-    ) -> list[tuple[str, float]]:
-        bm25 = params or BM25Params()
-        keys, _ = lexical_keys(exact, stems, bm25)
-        with self._tx() as conn:
-            # The statistics and the postings are read in one snapshot; the postings'
-            # sort stays in memory (never lowering a larger work_mem).
-            conn.execute(_LEXICAL_TX)
-            cid, _ = self._collection(conn, collection)
-            if not keys:
-                return []
-            stats = term_stats(conn.execute(*term_stats_query(cid, keys)).fetchall())
-            built = lexical_query(
-                cid, exact, stems, stats=stats, limit=limit, filters=filters, params=bm25
-            )
-            if built is None:
-                return []
-            rows = conn.execute(*built).fetchall()
-        return [(r[0], float(r[1])) for r in rows]
-
-    def vector_search(
-        self,
-        collection: str,
-        vector: np.ndarray,
-        *,
-        limit: int | None,
-        filters: Filters | None = None,
-    ) -> list[tuple[str, float]]:
-        query_vector = _vec(vector)
-        with self._tx() as conn:
-            cid, dimension = self._collection(conn, collection)
-            stored = dimension
-            if stored is None:
-                row = conn.execute(
-                    "SELECT vector_dims(vector) FROM plait_chunks WHERE collection_id = %s "
-                    "AND vector IS NOT NULL LIMIT 1",
-                    (cid,),
-                ).fetchone()
-                if row is None:
-                    return []
-                stored = int(row[0])
-            if query_vector.ndim != 1 or query_vector.shape[0] != stored:
-                raise StoreError(
-                    f"query vector has {query_vector.shape[-1] if query_vector.ndim else 0} "
-                    f"dimensions, collection {collection!r} holds {stored}-d vectors"
-                )
-            if uses_hnsw(dimension, limit, filters):
-                # ef_search bounds what one HNSW scan returns: at least the limit.
-                ef = str(max(40, limit or 0))
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
-            query, args = vector_query(
-                cid, query_vector, dimension=dimension, limit=limit, filters=filters
-            )
-            rows = conn.execute(query, args).fetchall()
-        rows.sort(key=lambda r: (-r[1], r[2]))
-        return [(r[0], float(r[1])) for r in rows]
-
-    def close(self) -> None:
-        self._pool.close()

@@ -3,22 +3,16 @@
 Both builders return ``(query, params)`` with named placeholders only; the store runs
 them and tests ``EXPLAIN`` them.
 
-Lexical (postings + BM25), two statements in one snapshot: :func:`term_stats_query`
-reads the collection's chunk count and length totals and the query keys' document
-frequencies; the weighted idf and mean lengths are then computed in Python exactly
-as :mod:`plait.stores.lexical` computes them, and :func:`lexical_query` reads each
-key's postings from ``plait_postings`` (one primary-key range per key, index-only),
-sums each chunk's BM25 contributions, cuts the top ``n`` (ties by row id) and only
-then joins those rows to ``plait_chunks`` for their ids — or, with filters, joins
-every scored chunk and filters before the cut. The work is proportional to the
-postings of the query's keys, never to the chunks' lexical documents; the scores are
-the embedded store's, bit for bit when the plan keeps the keys' order (Lucene idf,
-``k1``/``b``, two weighted fields).
+Lexical: the statement itself is :func:`plait.stores.postgres_lexical.lexical_query`;
+here are the pieces it shares with the tests — the query's field-prefixed keys
+(:func:`lexical_keys`), the statistics (:func:`term_stats_query`, :class:`TermStats`)
+and the weighted idf and mean lengths computed in Python exactly as
+:mod:`plait.stores.lexical` computes them (:func:`term_weights`).
 
 Dense (HNSW): ``ORDER BY (vector::vector(d)) <=> q LIMIT n`` matches the collection's
 partial index ``… USING hnsw ((vector::vector(d)) vector_cosine_ops) WHERE
-collection_id = X`` (the planner sees ``collection_id``'s value because the store
-never uses server-side prepared statements, so every plan is a custom plan).
+collection_id = X`` (``collection_id`` and ``d`` are literals in the statement's text,
+so even a prepared statement's generic plan matches the partial index).
 """
 
 from __future__ import annotations
@@ -43,7 +37,6 @@ __all__ = [
     "filter_sql",
     "hnsw_index",
     "lexical_keys",
-    "lexical_query",
     "term_stats",
     "term_stats_query",
     "term_weights",
@@ -56,9 +49,9 @@ __all__ = [
 HNSW_MAX_DIMENSION = 2000
 #: pgvector's upper bound for ``hnsw.ef_search``; larger limits scan exactly.
 EF_SEARCH_MAX = 1000
-#: The lexical transaction's ``work_mem`` floor: the ordered sum sorts the query's
-#: postings, ~5 MB for 50k postings (a long query over 100k chunks), which spills to
-#: disk under PostgreSQL's 4 MB default.
+#: The pooled connections' ``work_mem`` floor: the lexical statement aggregates the
+#: query's postings (several MB for a long query over 100k chunks), which would spill
+#: to disk under PostgreSQL's 4 MB default.
 LEXICAL_WORK_MEM = "32MB"
 #: Lexemes are field-prefixed: ``e:`` exact, ``s:`` stems.
 FIELD_PREFIX = ("e:", "s:")
@@ -167,81 +160,6 @@ def term_weights(
     return out_keys, out_idf, out_avgdl
 
 
-# One term's contribution is written in numpy's evaluation order in
-# plait.stores.lexical.term_scores, and each chunk's contributions are added in query
-# order (``ORDER BY q.i``: whatever join the planner picks), so each chunk's sum is the
-# embedded store's to the last bit and ties break alike.
-_SCORED = """
-WITH scored AS (
-    SELECT p.chunk_row,
-           sum(q.idf * p.tf * (%(k1)s + 1.0)
-               / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.len / q.avgdl)) ORDER BY q.i) AS score
-    FROM unnest(%(keys)s::text[], %(idf)s::float8[], %(avgdl)s::float8[])
-        WITH ORDINALITY AS q(key, idf, avgdl, i)
-    JOIN plait_postings p ON p.collection_id = %(cid)s AND p.key = q.key
-    GROUP BY p.chunk_row
-)
-"""
-
-# Without filters the top n is cut from the postings alone; only those n rows are
-# then joined to their chunks for the ids.
-_LEXICAL = _SCORED + """
-SELECT c.chunk_id, top.score
-FROM (SELECT chunk_row, score FROM scored ORDER BY score DESC, chunk_row LIMIT %(limit)s) AS top
-JOIN plait_chunks c ON c.collection_id = %(cid)s AND c.id = top.chunk_row
-ORDER BY top.score DESC, top.chunk_row
-"""
-
-# With filters the scored chunks are walked best first, each checked against the
-# filters by its primary key, until n pass: a nested loop the planner cannot turn into
-# a scan of every chunk row (OFFSET 0 keeps both subqueries as written).
-_LEXICAL_FILTERED = _SCORED + """
-SELECT c.chunk_id, s.score
-FROM (SELECT chunk_row, score FROM scored ORDER BY score DESC, chunk_row OFFSET 0) AS s
-CROSS JOIN LATERAL (
-    SELECT c.chunk_id FROM plait_chunks c
-    WHERE c.collection_id = %(cid)s AND c.id = s.chunk_row{where}
-    OFFSET 0
-) AS c
-ORDER BY s.score DESC, s.chunk_row
-LIMIT %(limit)s
-"""
-
-
-def lexical_query(
-    cid: int,
-    exact: Sequence[str],
-    stems: Sequence[str],
-    *,
-    stats: TermStats,
-    limit: int | None,
-    filters: Filters | None,
-    params: BM25Params,
-) -> tuple[sql.Composed, dict[str, Any]] | None:
-    """BM25 over collection ``cid``'s postings (rows: chunk id, score, best first,
-    ties by row id), or None when no query term occurs in the collection.
-
-    ``stats`` come from :func:`term_stats_query` run in the same snapshot."""
-    keys, fields = lexical_keys(exact, stems, params)
-    keys, idfs, avgdl = term_weights(keys, fields, stats, params)
-    if not keys:
-        return None
-    where, where_params = filter_sql(filters)
-    args: dict[str, Any] = {
-        "cid": cid,
-        "keys": keys,
-        "idf": idfs,
-        "avgdl": avgdl,
-        "k1": float(params.k1),
-        "b": float(params.b),
-        "limit": limit,
-        **where_params,
-    }
-    if where_params:
-        return sql.SQL(_LEXICAL_FILTERED).format(where=where), args
-    return sql.SQL(_LEXICAL).format(), args
-
-
 def uses_hnsw(dimension: int | None, limit: int | None, filters: Filters | None) -> bool:
     """Whether a vector query goes through the HNSW index: the dimension is known and
     indexable, the limit fits ``ef_search`` and there is no filter (post-filtering an
@@ -268,12 +186,14 @@ def vector_query(
         distance = sql.SQL("(c.vector::vector({d})) <=> %(q)s::vector({d})").format(
             d=sql.Literal(int(dimension or 0))
         )
+        # The collection id is a literal: a prepared statement's generic plan must still
+        # match the partial index's predicate.
         query = sql.SQL(
             "SELECT c.chunk_id, 1 - ({dist}) AS score, c.id FROM plait_chunks c "
-            "WHERE c.collection_id = %(cid)s AND c.vector IS NOT NULL "
+            "WHERE c.collection_id = {cid} AND c.vector IS NOT NULL "
             "ORDER BY {dist} LIMIT %(limit)s"
-        ).format(dist=distance)
-        return query, {"q": vector, "cid": cid, "limit": limit}
+        ).format(dist=distance, cid=sql.Literal(int(cid)))
+        return query, {"q": vector, "limit": limit}
     where, where_params = filter_sql(filters)
     query = sql.SQL(
         "SELECT c.chunk_id, 1 - (c.vector <=> %(q)s) AS score, c.id "

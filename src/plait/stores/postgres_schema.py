@@ -33,6 +33,16 @@ backfills the postings of every chunk already stored and drops the GIN index on
 ``lex``, which no query reads any more (``lex`` itself stays: the df triggers use it,
 and ad-hoc ``ts_rank`` queries can still index it).
 
+Migration 5 makes the postings compact and prunable: ``plait_lex_terms`` gets an
+integer ``id`` and per-term bounds ``max_tf`` / ``min_len`` (the largest term
+frequency and smallest field length among the term's postings; widened on every
+insert, left alone on deletes, where they remain valid bounds), and ``plait_postings``
+becomes ``(collection_id integer, term integer, chunk_row, tf, len)`` with the
+primary key ``(collection_id, term, chunk_row) INCLUDE (tf, len)`` (no text key, no
+foreign key: :meth:`~plait.stores.postgres.PostgresStore.delete_collection` deletes a
+collection's postings itself), with autovacuum told to visit both tables after 2 % of
+new rows instead of 20 %, so index-only scans come back soon after a large load.
+
 Migrations run under ``pg_advisory_lock`` so several processes may start at once.
 """
 
@@ -278,9 +288,100 @@ CREATE INDEX plait_vector_claims_owner ON plait_vector_claims (collection_id, ow
 CREATE INDEX plait_chunks_without_vector ON plait_chunks (collection_id, id) WHERE vector IS NULL;
 """
 
+_MIGRATION_5 = r"""
+-- Integer term ids, per-term bounds, compact postings keyed by term id.
+ALTER TABLE plait_lex_terms
+    ADD COLUMN id integer GENERATED ALWAYS AS IDENTITY,
+    ADD COLUMN max_tf integer NOT NULL DEFAULT 0,
+    ADD COLUMN min_len integer NOT NULL DEFAULT 2147483647;
+UPDATE plait_lex_terms AS t SET max_tf = x.max_tf, min_len = x.min_len
+    FROM (SELECT collection_id, key, max(tf) AS max_tf, min(len) AS min_len
+          FROM plait_postings GROUP BY 1, 2) AS x
+    WHERE t.collection_id = x.collection_id AND t.key = x.key;
+CREATE TABLE plait_postings_v5 (
+    collection_id integer NOT NULL,
+    term integer NOT NULL,
+    chunk_row bigint NOT NULL,
+    tf integer NOT NULL,
+    len integer NOT NULL
+) WITH (fillfactor = 100,
+        autovacuum_vacuum_insert_scale_factor = 0.02,
+        autovacuum_vacuum_scale_factor = 0.05,
+        autovacuum_analyze_scale_factor = 0.02);
+INSERT INTO plait_postings_v5 (collection_id, term, chunk_row, tf, len)
+    SELECT p.collection_id, t.id, p.chunk_row, p.tf, p.len
+    FROM plait_postings AS p
+    JOIN plait_lex_terms AS t ON t.collection_id = p.collection_id AND t.key = p.key
+    ORDER BY 1, 2, 3;
+DROP TABLE plait_postings;
+ALTER TABLE plait_postings_v5 RENAME TO plait_postings;
+ALTER TABLE plait_postings ADD CONSTRAINT plait_postings_pkey
+    PRIMARY KEY (collection_id, term, chunk_row) INCLUDE (tf, len);
+ALTER TABLE plait_chunks SET (autovacuum_vacuum_insert_scale_factor = 0.02,
+                              autovacuum_analyze_scale_factor = 0.02);
+ANALYZE plait_postings;
+ANALYZE plait_lex_terms;
+
+CREATE OR REPLACE FUNCTION plait_lex_stats_add() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+    INSERT INTO plait_lex_terms AS t (collection_id, key, df, max_tf, min_len)
+        SELECT c.collection_id, p.key, count(*), max(p.tf),
+               min(CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END)
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
+        GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (collection_id, key) DO UPDATE SET df = t.df + excluded.df,
+        max_tf = greatest(t.max_tf, excluded.max_tf), min_len = least(t.min_len, excluded.min_len);
+    INSERT INTO plait_postings (collection_id, term, chunk_row, tf, len)
+        SELECT c.collection_id, t.id, c.id, p.tf,
+               CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p, plait_lex_terms AS t
+        WHERE t.collection_id = c.collection_id AND t.key = p.key
+        ORDER BY 1, 2, 3;
+    UPDATE plait_collections AS p
+        SET n_chunks = p.n_chunks + x.n,
+            len_exact_total = p.len_exact_total + x.e,
+            len_stems_total = p.len_stems_total + x.s
+        FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+              FROM changed GROUP BY collection_id) AS x
+        WHERE p.id = x.collection_id;
+    RETURN NULL;
+END $$;
+
+-- A delete leaves max_tf / min_len as they are: still bounds, only looser.
+CREATE OR REPLACE FUNCTION plait_lex_stats_remove() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+    DELETE FROM plait_postings AS t
+        USING (SELECT c.collection_id, lt.id AS term, c.id
+               FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p, plait_lex_terms AS lt
+               WHERE lt.collection_id = c.collection_id AND lt.key = p.key) AS x
+        WHERE t.collection_id = x.collection_id AND t.term = x.term AND t.chunk_row = x.id;
+    UPDATE plait_lex_terms AS t SET df = t.df - x.n
+        FROM (SELECT c.collection_id, p.key, count(*) AS n
+              FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
+              GROUP BY 1, 2 ORDER BY 1, 2) AS x
+        WHERE t.collection_id = x.collection_id AND t.key = x.key;
+    DELETE FROM plait_lex_terms AS t
+        USING (SELECT DISTINCT c.collection_id, p.key
+               FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p) AS x
+        WHERE t.collection_id = x.collection_id AND t.key = x.key AND t.df <= 0;
+    UPDATE plait_collections AS p
+        SET n_chunks = p.n_chunks - x.n,
+            len_exact_total = p.len_exact_total - x.e,
+            len_stems_total = p.len_stems_total - x.s
+        FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+              FROM changed GROUP BY collection_id) AS x
+        WHERE p.id = x.collection_id;
+    RETURN NULL;
+END $$;
+"""
+
 #: Migration ``n`` is ``MIGRATIONS[n - 1]``; applied in order, each in the same
 #: transaction as its row in ``plait_schema_version``.
-MIGRATIONS: tuple[str, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4)
+MIGRATIONS: tuple[str, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5)
 LATEST_VERSION = len(MIGRATIONS)
 
 _LOCK_KEY = "SELECT hashtextextended('plait.migrate:' || current_schema(), 0)"
