@@ -415,6 +415,7 @@ def explain(
                 fused_rank=fz[0] if fz else None,
                 fused_score=fz[1].score if fz else None,
                 rerank_rank=rerank_ranks.get(c.id),
+                cut_by_max_per_source=trace.diversity is not None and c.id in trace.diversity.cut,
                 returned=c.id in returned_ids,
                 terms=_term_matches(req.query, sent_exact, c),
             )
@@ -505,7 +506,8 @@ def dropped_by(trace: Trace, journeys: Sequence[ChunkJourney]) -> DroppedBy | No
     In pipeline order: ``filters`` (no chunk passes the scopes/metadata), ``hidden``
     (the rest are hidden from searches that name no scope), ``overfetch`` (no chunk
     within the depth fusion read either arm to), ``threshold`` (within it, but the
-    weighted fusion dropped it), ``rerank`` (its best fused chunk was inside the page window and the reranker
+    weighted fusion dropped it), ``max-per-source`` (fused, but every such chunk was left
+    out because its source already had ``maxPerSource`` chunks above it), ``rerank`` (its best fused chunk was inside the page window and the reranker
     moved it out), else ``top-k`` (fused, but outside ``[offset, offset + k)``).
     """
     if any(j.returned for j in journeys) or not journeys:
@@ -522,9 +524,14 @@ def dropped_by(trace: Trace, journeys: Sequence[ChunkJourney]) -> DroppedBy | No
         in_arms = any((j.lexical_rank or seen + 1) <= seen or (j.dense_rank or seen + 1) <= seen for j in visible)
         return "threshold" if in_arms else "overfetch"
     plan = trace.plan
+    kept = [j for j in fused if not j.cut_by_max_per_source]
+    if not kept:
+        return "max-per-source"
     if trace.rerank is not None and trace.rerank.reranked:
         pool = {item.chunk_id for _, item in trace.rerank.pool}
-        if any(j.chunk_id in pool and plan.offset < (j.fused_rank or 0) <= plan.need for j in fused):
+        numbered = trace.diversity.order if trace.diversity is not None else list(enumerate(trace.fused, start=1))
+        window = {item.chunk_id for _, item in numbered[plan.offset : plan.need]}
+        if any(j.chunk_id in pool and j.chunk_id in window for j in kept):
             return "rerank"
     return "top-k"
 

@@ -52,12 +52,13 @@ class DiagnosisCode(StrEnum):
     FUSION_DEMOTED = "fusion-demoted"
     TOP_K = "top-k"
     THRESHOLD = "threshold"
+    MAX_PER_SOURCE = "max-per-source"
     FOUND = "found"
 
 
 Stage = Literal["ingestion", "filters", "lexical", "dense", "fusion", "rerank"]
 #: The stage that kept a document out of the page (see :func:`plait.explain.dropped_by`).
-DroppedBy = Literal["filters", "hidden", "overfetch", "threshold", "top-k", "rerank"]
+DroppedBy = Literal["filters", "hidden", "overfetch", "threshold", "max-per-source", "top-k", "rerank"]
 
 
 class Diagnosis(Model):
@@ -102,6 +103,8 @@ class ChunkJourney(Model):
     fused_rank: int | None = None
     fused_score: float | None = None
     rerank_rank: int | None = None
+    cut_by_max_per_source: bool = False
+    """Fused, but left out by ``maxPerSource``: its source had that many chunks fused above it."""
     returned: bool = False
     terms: list[TermMatch] = Field(default_factory=list)
 
@@ -280,6 +283,16 @@ def diagnose(
             stage="fusion",
             message=f"beyond the over-fetch in {arms} ({ranks}; over-fetch {ov}): fusion never saw "
             "it — the query does not resemble it; rephrase, or raise overfetch",
+        )
+    if fusion.dropped_by == "max-per-source":
+        cut_chunks = [j for j in journeys if j.cut_by_max_per_source]
+        best = min(cut_chunks, key=lambda j: j.fused_rank or 0)
+        return Diagnosis(
+            code=DiagnosisCode.MAX_PER_SOURCE,
+            stage="fusion",
+            message=f"cut by maxPerSource {req.max_per_source or 'default'} ({ranks}): source "
+            f"{best.source_id!r} already had that many chunks fused above it (this one fused "
+            f"{best.fused_rank}); raise maxPerSource, or leave it out, to see it",
         )
     if (
         rerank is not None

@@ -30,8 +30,9 @@ from typing import Any
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError
 from plait.rerank.base import Reranker
+from plait.retrieval.diversity import group_by_source
 from plait.retrieval.fusion_choice import decision
-from plait.retrieval.pipeline import Trace, run, without_hidden
+from plait.retrieval.pipeline import MAX_DIVERSITY_DEPTH, Trace, run, without_hidden
 from plait.retrieval.plan import (
     SEARCH_HIDDEN_KEY,
     hidden_chunks,
@@ -161,10 +162,10 @@ def result_of(trace: Trace, req: SearchRequest, collection: str) -> SearchResult
     """The search response for a trace of ``req``."""
     plan = trace.plan
     notes: list[str] = []
-    if trace.depth > plan.settings.overfetch:
+    if plan.depth > plan.settings.overfetch:
         notes.append(
             f"offset {plan.offset} + k {plan.k} goes past over-fetch {plan.settings.overfetch}: "
-            f"each arm fetched {trace.depth}; positions past the over-fetch fusion come from "
+            f"each arm fetched {plan.depth}; positions past the over-fetch fusion come from "
             "deeper fusions appended after it, so earlier pages keep their order"
         )
     if not trace.lexical_ran and not trace.dense_ran:
@@ -172,6 +173,19 @@ def result_of(trace: Trace, req: SearchRequest, collection: str) -> SearchResult
             f"mode 'vector' runs the dense arm only and it could not run ({plan.vector_reason}): "
             "no hits; mode 'hybrid' or 'lexical' searches the lexical index"
         )
+    diversity = trace.diversity
+    groups = None
+    if diversity is not None:
+        left_out = sum(diversity.more.values())
+        if trace.depth > plan.depth:
+            notes.append(
+                f"maxPerSource {plan.max_per_source} left out {left_out} fused candidates: each arm "
+                f"fetched {trace.depth} (not {plan.depth}) to fill the page"
+            )
+        if trace.depth >= MAX_DIVERSITY_DEPTH:
+            notes.append(f"maxPerSource: stopped fusing deeper at {MAX_DIVERSITY_DEPTH} candidates per arm")
+        if plan.group_by is not None:
+            groups = group_by_source(trace.hits, diversity.sources)
     rerank_echo: dict[str, Any] = {}
     if trace.rerank is not None:
         rerank_echo = {
@@ -198,5 +212,8 @@ def result_of(trace: Trace, req: SearchRequest, collection: str) -> SearchResult
             include={"fusion", "lexical_weight", "rrf_k", "overfetch", "threshold", "language_prior"},
         ),
         fusion_decided=decision(trace.settings, plan.method_from),
+        max_per_source=plan.max_per_source,
+        group_by="source" if plan.group_by is not None else None,
+        groups=groups,
         **rerank_echo,
     )

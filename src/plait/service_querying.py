@@ -47,6 +47,8 @@ class QueryingMixin(EngineBase):
         qa_first: bool = False,
         language_prior: bool | None = None,
         mode: str = "hybrid",
+        max_per_source: int | None = None,
+        group_by: str | None = None,
     ) -> SearchResult:
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
 
@@ -59,11 +61,16 @@ class QueryingMixin(EngineBase):
         False makes ``adaptive`` ignore the embedder's declared languages (see
         :class:`~plait.types.FusionSettings`). ``mode`` is ``hybrid`` (both arms),
         ``lexical`` (the embedder is never called) or ``vector`` (BM25 never runs).
+        ``max_per_source`` keeps at most that many chunks of one source in the hits (the
+        rest counted in ``more_from_source``); ``group_by="source"`` returns one entry per
+        source in ``groups`` (see :mod:`plait.retrieval.diversity`).
         """
         request = {
             "query": query,
             "k": k,
             "mode": mode,
+            "maxPerSource": max_per_source,
+            "groupBy": group_by,
             "fusion": fusion,
             "lexicalWeight": lexical_weight,
             "rrfK": rrf_k,

@@ -35,6 +35,7 @@ __all__ = [
     "SearchResult",
     "SessionOrigin",
     "SkippedSource",
+    "SourceGroup",
     "to_json",
 ]
 
@@ -240,6 +241,23 @@ class Hit(Model):
     score_normalised: float | None = None
     snippet: str = ""
     highlights: list[list[int]] = Field(default_factory=list)
+    more_from_source: int | None = None
+    """With ``maxPerSource``: how many fused candidates of this hit's source were left out
+    by it (0: none); None when the request set no ``maxPerSource``."""
+
+
+class SourceGroup(Model):
+    """``groupBy: "source"``: one source (file or session) and its best chunks in the page.
+
+    ``chunk_ids`` are its hits in the result's ``hits``, best first; ``score`` the best
+    one's; ``more_from_source`` its fused candidates left out by ``maxPerSource``."""
+
+    source_id: str
+    origin: Origin
+    scope: str
+    score: float
+    chunk_ids: list[str]
+    more_from_source: int = 0
 
 
 class CardSource(Model):
@@ -313,6 +331,13 @@ class SearchResult(Model):
     fusion_decided: FusionDecision | None = None
     """What fusion used for this query (see :class:`FusionDecision`); ``fusion`` is the
     full settings record, kept for compatibility."""
+    max_per_source: int | None = None
+    """At most this many chunks of one source in the hits (None: no limit); the chunks
+    left out are counted in each hit's ``more_from_source``."""
+    group_by: Literal["source"] | None = None
+    groups: list[SourceGroup] | None = None
+    """``groupBy: "source"``: one entry per source in the order of its best hit; ``k``
+    and ``offset`` then count sources, and ``hits`` holds every group's chunks."""
 
 
 class EmbeddingReport(Model):

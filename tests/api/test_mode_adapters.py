@@ -94,3 +94,37 @@ def test_mcp_and_cli_take_mode(served: Served, tmp_path: Path) -> None:
     assert table.exit_code == 0 and "mode vector" in table.output and "dense arm only" in table.output
     bad = runner.invoke(app, ["search", "x", "--store", store, "-c", "a", "--mode", "dense"])
     assert bad.exit_code == 1 and "mode" in bad.output
+
+
+def test_http_mcp_and_cli_take_max_per_source_and_group_by(served: Served, tmp_path: Path) -> None:
+    body = {"query": "checkout session token", "k": 3, "maxPerSource": 1, "groupBy": "source"}
+    data = _post(served, "search", body).json()
+    expected = served.engine.search(
+        "checkout session token", collection="a", k=3, max_per_source=1, group_by="source"
+    )
+    assert data["groups"] == to_json(expected)["groups"]
+    assert data["maxPerSource"] == 1 and data["groupBy"] == "source"
+    assert [g["chunkIds"] for g in data["groups"]] == [[h["chunkId"]] for h in data["hits"]]
+    assert all(h["moreFromSource"] == 0 for h in data["hits"])  # one chunk per article document
+    bad = _post(served, "search", {"query": "x", "maxPerSource": 0})
+    assert bad.status_code == 422 and "maxPerSource" in bad.json()["error"]
+
+    store = str(tmp_path / "plait.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", "from plait.cli import main; main()", "mcp", "--store", store, "--collection", "a"],
+        env={"PYTHONPATH": str(SRC)},
+    )
+
+    async def main() -> Any:
+        async with Client(params) as client:
+            return await client.call_tool("search", {"query": "checkout", "max_per_source": 2, "group_by": "source"})
+
+    mcp = anyio.run(main).structured_content
+    assert mcp["maxPerSource"] == 2 and len(mcp["groups"]) == len(mcp["hits"])
+
+    out = CliRunner().invoke(
+        app, ["search", "checkout", "--store", store, "-c", "a", "--max-per-source", "1", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["maxPerSource"] == 1

@@ -73,6 +73,8 @@ def create_mcp_server(
         k_overfetch: int | None = None,
         qa_first: bool = False,
         mode: str = "hybrid",
+        max_per_source: int | None = None,
+        group_by: str | None = None,
     ) -> dict[str, Any]:
         """Hybrid search. `fusion` is 'adaptive' (default: min-max normalised scores, dense
         weight chosen per query, echoed in `fusion.denseWeightUsed` / `fusionReason`),
@@ -84,13 +86,16 @@ def create_mcp_server(
         fused positions offset+1 … offset+k); `rerank` is 'llm' or 'cross-encoder' and
         reorders the fused top max(k, `k_overfetch`) before the cut; `qa_first` answers with
         a reviewed FAQ card when one matches (`answeredBy`, `card`); `mode` is 'hybrid'
-        (both arms), 'lexical' (BM25 only, no embedding) or 'vector' (dense only, no BM25).
+        (both arms), 'lexical' (BM25 only, no embedding) or 'vector' (dense only, no BM25);
+        `max_per_source` keeps at most N chunks of one file or session (the rest counted in
+        each hit's `moreFromSource`); `group_by` 'source' adds `groups`, one per source.
         Returns hits with content, score, match badge, ranks per arm and origin."""
         name = collection or default_collection
         request: dict[str, Any] = {
             "query": query, "k": k, "offset": offset, "fusion": fusion,
             "lexicalWeight": lexical_weight, "languagePrior": language_prior, "scopes": scopes, "rerank": rerank,
             "kOverfetch": k_overfetch, "qaFirst": qa_first, "mode": mode,
+            "maxPerSource": max_per_source, "groupBy": group_by,
         }
         options = {key: value for key, value in request.items() if value is not None}
         # an agent is a reader: FAQ cards not yet approved stay out of its searches
@@ -108,6 +113,7 @@ def create_mcp_server(
         language_prior: bool | None = None,
         scopes: list[str] | None = None,
         mode: str = "hybrid",
+        max_per_source: int | None = None,
     ) -> dict[str, Any]:
         """Why did a document (not) come back for `query`? Name it by exactly one of `doc`
         (document id), `path` (source path) or `chunk` (chunk id). Returns every stage for
@@ -119,6 +125,7 @@ def create_mcp_server(
             lambda: engine.explain(
                 query, doc=doc, path=path, chunk=chunk, collection=name, k=k,
                 lexical_weight=lexical_weight, language_prior=language_prior, scopes=scopes, mode=mode,
+                max_per_source=max_per_source,
                 drafts_visible=False,  # the trace of the agent's own (reader's) search
             )
         )

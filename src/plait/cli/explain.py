@@ -8,7 +8,16 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, ModeOpt, StoreOpt, console
+from plait.cli.options import (
+    CollectionOpt,
+    DebugOpt,
+    EmbedderOpt,
+    JsonOpt,
+    MaxPerSourceOpt,
+    ModeOpt,
+    StoreOpt,
+    console,
+)
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
@@ -26,6 +35,7 @@ def explain(
     chunk: Annotated[str | None, typer.Option("--chunk", help="The chunk id.")] = None,
     k: Annotated[int, typer.Option("-k", help="How many hits the search returns.")] = 8,
     mode: ModeOpt = "hybrid",
+    max_per_source: MaxPerSourceOpt = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
@@ -65,6 +75,7 @@ def explain(
                 rerank=rerank,
                 k_overfetch=k_overfetch,
                 mode=mode,
+                max_per_source=max_per_source,
             ),
         )
     if as_json:

@@ -30,6 +30,7 @@ __all__ = [
     "EmbedderOpt",
     "JsonOpt",
     "LlmOpt",
+    "MaxPerSourceOpt",
     "ModeOpt",
     "StoreOpt",
     "collection_name",
@@ -105,6 +106,10 @@ EmbedderOpt = Annotated[
 ]
 ModeOpt = Annotated[
     str, typer.Option("--mode", help="hybrid (both arms) | lexical (no embedding) | vector (no BM25).")
+]
+MaxPerSourceOpt = Annotated[
+    int | None,
+    typer.Option("--max-per-source", help="At most N chunks of one source file or session in the hits."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's JSON model.")]
 #: ask and the refinery: the LLM that writes answers and cards.

@@ -8,7 +8,17 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, ModeOpt, StoreOpt, console, err
+from plait.cli.options import (
+    CollectionOpt,
+    DebugOpt,
+    EmbedderOpt,
+    JsonOpt,
+    MaxPerSourceOpt,
+    ModeOpt,
+    StoreOpt,
+    console,
+    err,
+)
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
@@ -67,9 +77,10 @@ def _print_result(result: SearchResult, debug: bool) -> None:
         dense = "—" if hit.ranks.dense is None else hit.ranks.dense
         lexical = "—" if hit.ranks.lexical is None else hit.ranks.lexical
         reranked = "" if hit.ranks.rerank is None else f" · rerank {hit.ranks.rerank}"
+        more = f" [dim](+{hit.more_from_source} more from this source)[/dim]" if hit.more_from_source else ""
         console.print(
             f"[bold]{hit.ranks.fused:>2}[/bold] {_BADGE[hit.match.value]:<9} {hit.score:.4f} "
-            f"dense {dense} · lexical {lexical}{reranked}  [blue]{_origin_text(hit)}[/blue]",
+            f"dense {dense} · lexical {lexical}{reranked}  [blue]{_origin_text(hit)}[/blue]{more}",
             highlight=False,
         )
         if hit.snippet:
@@ -115,6 +126,10 @@ def search(
     query: Annotated[str, typer.Argument(help="The query.")],
     k: Annotated[int, typer.Option("-k", help="How many hits.")] = 8,
     mode: ModeOpt = "hybrid",
+    max_per_source: MaxPerSourceOpt = None,
+    group_by: Annotated[
+        str | None, typer.Option("--group-by", help="source: one entry per source with its best chunks.")
+    ] = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[
         str | None, typer.Option(help="0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware).")
@@ -176,6 +191,8 @@ def search(
                 offset=offset,
                 qa_first=qa_first,
                 mode=mode,
+                max_per_source=max_per_source,
+                group_by=group_by,
             ),
         )
     if as_json:

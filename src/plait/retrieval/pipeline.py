@@ -15,14 +15,16 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from plait.fusion import FUSERS, Fused, max_fused_score, resolve_fusion, tiers
+from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, resolve_fusion, tiers
 from plait.fusion_pending import not_penalised
 from plait.rerank.base import Reranker, complete_order
+from plait.retrieval.diversity import Diversified, diversify
 from plait.retrieval.plan import QueryPlan
 from plait.stores.base import Store, TwoArmStore
 from plait.types import Chunk, FusionSettings, Hit, Match, Ranks
 
 __all__ = [
+    "MAX_DIVERSITY_DEPTH",
     "Ranked",
     "RerankTrace",
     "Trace",
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 Ranked = list[tuple[str, float]]
+#: The deepest each arm is fetched to fill a page that ``max_per_source`` thinned out.
+MAX_DIVERSITY_DEPTH = 4096
 
 
 def without_hidden(ranked: Ranked, hidden: frozenset[str], limit: int | None) -> Ranked:
@@ -159,6 +163,8 @@ class Trace:
     """(fused position, candidate) in the returned order, before hydration."""
     hits: list[Hit]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    diversity: Diversified | None = None
+    """``max_per_source`` applied to :attr:`fused` (None when the plan has none)."""
 
     @property
     def dense_ran(self) -> bool:
@@ -192,13 +198,16 @@ def rerank_order(
     size: int,
     method: str | None = None,
     timings: dict[str, float] | None = None,
+    numbered: Sequence[tuple[int, Fused]] | None = None,
 ) -> tuple[RerankTrace, dict[str, Chunk]]:
     """Rerank the fused top ``size`` (chunks that still exist); also returns their chunks.
 
-    ``method`` is the name the request gave (default: the reranker's own)."""
+    ``method`` is the name the request gave (default: the reranker's own); ``numbered``
+    the (fused position, candidate) order to take the pool from when it is not ``fused``
+    itself (``max_per_source`` left some out)."""
     timings = timings if timings is not None else {}
     t = time.perf_counter()
-    pool = list(enumerate(fused[:size], start=1))
+    pool = list(numbered[:size]) if numbered is not None else list(enumerate(fused[:size], start=1))
     chunks = store.get_chunks(collection, [item.chunk_id for _, item in pool])
     pool = [(position, item) for position, item in pool if item.chunk_id in chunks]
     timings["hydrate"] = _ms(t)
@@ -227,34 +236,64 @@ def run(
     reranker: Reranker | None = None,
     timings: dict[str, float] | None = None,
 ) -> Trace:
-    """Run ``plan``: its arms (both, or the one its mode names), fusion, the ``[offset, offset + k)`` cut, the rerank."""
+    """Run ``plan``: its arms (both, or the one its mode names), fusion, ``max_per_source``,
+    the ``[offset, offset + k)`` cut, the rerank."""
     timings = timings if timings is not None else {}
-    depth = plan.depth
-    lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
-    t = time.perf_counter()
-    pending = pending_chunks(store, collection, plan, lexical)
-    settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=plan.need, pending=pending)
-    timings["fuse"] = _ms(t)
+    depth, need = plan.depth, plan.need
+    chunks: dict[str, Chunk] = {}
+    diversity: Diversified | None = None
+    while True:
+        lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
+        t = time.perf_counter()
+        pending = pending_chunks(store, collection, plan, lexical)
+        settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=need, pending=pending)
+        timings["fuse"] = _ms(t)
+        if plan.max_per_source is None:
+            break
+        # Diversity needs every candidate's source, and enough candidates left after it:
+        # fuse deeper (prefix-stable, see plait.fusion.tiered) until the page is full.
+        t = time.perf_counter()
+        chunks = store.get_chunks(collection, [item.chunk_id for item in fused])
+        diversity = diversify(fused, {cid: c.source_id for cid, c in chunks.items()}, plan.max_per_source)
+        timings["diversity"] = _ms(t)
+        have = len(diversity.order) if plan.group_by is None else len(_sources_in(diversity))
+        exhausted = len(lexical) < depth and len(dense) < depth
+        if have >= plan.need or exhausted or depth >= MAX_DIVERSITY_DEPTH:
+            break
+        need *= 2
+        depth = fetch_depth(plan.settings.overfetch, need)
     best = max_fused_score(settings, lexical=plan.lexical_runs, dense=plan.vector is not None)
+    numbered = diversity.order if diversity is not None else list(enumerate(fused, start=1))
     rerank: RerankTrace | None = None
     t = time.perf_counter()
     if reranker is None:
-        page = list(enumerate(fused, start=1))[plan.offset : plan.need]
-        chunks = store.get_chunks(collection, [item.chunk_id for _, item in page])
-        timings["hydrate"] = _ms(t)
+        ordered = numbered
     else:
-        rerank, chunks = rerank_order(
+        rerank, pool_chunks = rerank_order(
             store, collection, plan.query, reranker, fused,
-            size=plan.pool_size, method=plan.rerank, timings=timings,
+            size=plan.pool_size, method=plan.rerank, timings=timings, numbered=numbered,
         )
+        chunks = {**chunks, **pool_chunks}
         # Positions past the reranked pool keep their fused order, so pages of one size
         # do not overlap.
         by_id = {item.chunk_id: (position, item) for position, item in rerank.pool}
-        rest = list(enumerate(fused, start=1))[plan.pool_size : plan.need]
-        page = ([by_id[cid] for cid in rerank.order] + rest)[plan.offset : plan.need]
-        if rest:
-            chunks = {**chunks, **store.get_chunks(collection, [i.chunk_id for _, i in rest])}
-    hits = hits_for(page, chunks, rerank_ranks=rerank.ranks if rerank else None, best=best)
+        ordered = [by_id[cid] for cid in rerank.order] + numbered[plan.pool_size :]
+    if plan.group_by is None:
+        page = ordered[plan.offset : plan.need]
+    else:
+        sources = diversity.sources if diversity is not None else {}
+        wanted = set(list(dict.fromkeys(sources.get(i.chunk_id, i.chunk_id) for _, i in ordered))[plan.offset : plan.need])
+        page = [(p, i) for p, i in ordered if sources.get(i.chunk_id, i.chunk_id) in wanted]
+    missing = [item.chunk_id for _, item in page if item.chunk_id not in chunks]
+    if missing:
+        chunks = {**chunks, **store.get_chunks(collection, missing)}
+    timings["hydrate"] = timings.get("hydrate", 0.0) + _ms(t)
+    more: dict[str, int] | None = None
+    if diversity is not None:
+        more = {
+            item.chunk_id: diversity.more.get(diversity.sources.get(item.chunk_id, ""), 0) for _, item in page
+        }
+    hits = hits_for(page, chunks, rerank_ranks=rerank.ranks if rerank else None, best=best, more=more)
     return Trace(
         plan=plan,
         depth=depth,
@@ -268,7 +307,12 @@ def run(
         page=page,
         hits=hits,
         timings_ms=timings,
+        diversity=diversity,
     )
+
+
+def _sources_in(diversity: Diversified) -> set[str]:
+    return {diversity.sources[item.chunk_id] for _, item in diversity.order}
 
 
 def hits_for(
@@ -277,9 +321,11 @@ def hits_for(
     *,
     rerank_ranks: Mapping[str, int] | None = None,
     best: float | None = None,
+    more: Mapping[str, int] | None = None,
 ) -> list[Hit]:
     """Hits for ``(fused position, candidate)`` pairs, in the order given; a chunk deleted
-    between the arms and now is left out."""
+    between the arms and now is left out. ``more`` is chunk id → ``more_from_source``
+    (None: no ``max_per_source`` was asked)."""
     rerank_ranks = rerank_ranks or {}
     hits = []
     for position, item in page:
@@ -310,6 +356,7 @@ def hits_for(
                 origin=chunk.origin,
                 metadata=chunk.metadata,
                 score_normalised=None if best is None else round(min(1.0, item.score / best), 6),
+                more_from_source=None if more is None else more.get(item.chunk_id, 0),
             )
         )
     return hits

@@ -21,6 +21,7 @@ from plait.backfill import vector_coverage
 from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.fusion import fetch_depth, for_query
+from plait.retrieval.diversity import DEFAULT_GROUP_SIZE
 from plait.retrieval.request import DEFAULT_K_OVERFETCH, SearchRequest
 from plait.stores.base import Filters, Store
 from plait.types import (
@@ -167,6 +168,11 @@ class QueryPlan:
     k_overfetch: int = DEFAULT_K_OVERFETCH
     method_from: str = "default"
     """Where the fusion method came from: ``request``, ``collection`` or ``default``."""
+    max_per_source: int | None = None
+    """At most this many chunks per source in the hits (None: no limit; see
+    :mod:`plait.retrieval.diversity`)."""
+    group_by: str | None = None
+    """``source``: the page counts sources, each with its best chunks."""
     mode: SearchMode = SearchMode.HYBRID
     """The arms this search runs: ``lexical`` never embeds the query (:attr:`vector` is
     None), ``vector`` never asks the lexical index."""
@@ -286,7 +292,12 @@ def plan_query(
     method_from = "request" if request.fusion is not None else ("collection" if saved_method else "default")
     from dataclasses import replace
 
-    plan = replace(plan, method_from=method_from, mode=request.mode)
+    cap = request.max_per_source
+    if request.group_by is not None and cap is None:
+        cap = DEFAULT_GROUP_SIZE
+    plan = replace(
+        plan, method_from=method_from, mode=request.mode, max_per_source=cap, group_by=request.group_by
+    )
     timings["analyse"] = _ms(started)
     coverage = vector_coverage(info.chunks, info.chunks_without_vector)
     if request.mode == SearchMode.LEXICAL:  # the embedder is never called

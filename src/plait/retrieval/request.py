@@ -69,6 +69,12 @@ class SearchRequest(Model):
     rerank: Literal["llm", "cross-encoder"] | None = None
     k_overfetch: int = Field(default=DEFAULT_K_OVERFETCH, ge=1, le=MAX_K)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    max_per_source: int | None = Field(default=None, ge=1, le=MAX_K)
+    """At most this many chunks of one source file or session in the hits, applied after
+    fusion and before the cut (see :mod:`plait.retrieval.diversity`)."""
+    group_by: Literal["source"] | None = None
+    """``source``: one entry per source with its best chunks (``maxPerSource`` of them,
+    default 3); ``k`` and ``offset`` then count sources."""
     qa_first: bool = False
     """Prefer a matching FAQ card (see :mod:`plait.refinery`); served by the Plait facade."""
 
