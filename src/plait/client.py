@@ -258,6 +258,8 @@ class Client(_Base):
         qa_first: bool = False,
         language_prior: bool | None = None,
         mode: str = "hybrid",
+        max_per_source: int | None = None,
+        group_by: str | None = None,
     ) -> SearchResult:
         """Hybrid search, as :meth:`plait.Plait.search`."""
         return self._send(_search(collection, _options(locals())))
@@ -378,6 +380,8 @@ class AsyncClient(_Base):
         qa_first: bool = False,
         language_prior: bool | None = None,
         mode: str = "hybrid",
+        max_per_source: int | None = None,
+        group_by: str | None = None,
     ) -> SearchResult:
         """Hybrid search, as :meth:`plait.Plait.search`."""
         return await self._send(_search(collection, _options(locals())))

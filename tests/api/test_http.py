@@ -64,7 +64,9 @@ def test_search_returns_the_library_model_in_camel_case(served: Served, admin: h
     assert set(top) == {
         "chunkId", "content", "score", "vectorScore", "lexicalScore", "match", "scope", "ranks",
         "origin", "metadata", "scoreNormalised", "snippet", "highlights",  # issue 20: readable hits
+        "moreFromSource",  # issue 25: null without maxPerSource
     }
+    assert top["moreFromSource"] is None
     assert top["metadata"]["docId"] == "kb-101" and top["match"] == "both"
     assert top["ranks"]["lexical"] == 1 and top["ranks"]["fused"] == 1
     # RRF, k = 60, equal weights: 1/(60 + lexical rank) + 1/(60 + dense rank).
