@@ -45,6 +45,7 @@ from pydantic import Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.chunk_build import index_text
+from plait.collection_settings import read_settings
 from plait.errors import ProviderError, ValidationError
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
@@ -278,7 +279,7 @@ def _extractive(question: str, sources: Sequence[Hit], settings: AskSettings) ->
 
 
 def _settings(engine: AskEngine, collection: str, req: AskRequest) -> AskSettings:
-    saved = engine.store.get_settings(collection).get("ask") or {}
+    saved = read_settings(engine.store, collection).ask
     base = AskSettings.model_validate(saved)
     overrides = {
         name: getattr(req, name)

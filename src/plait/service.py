@@ -41,6 +41,7 @@ from plait.stores import Store, open_store
 from plait.types import CollectionInfo, DeletedCollection
 
 if TYPE_CHECKING:
+    from plait.api.keys import KeyStore
     from plait.ask import AskRequest, AskResult
     from plait.refinery import Refinery
 
@@ -185,24 +186,28 @@ class Plait(IndexingMixin, QueryingMixin):
         """Delete ``name`` and revoke the keys scoped to it in every key file the engine
         knows (:meth:`key_files`), so a later collection of the same name does not
         inherit old grants; keys for all collections (``*``) are kept."""
-        from plait.refinery.store import default_refinery_path
+        from plait.refinery.store import RefineryStore
 
         deleted = self.store.delete_collection(name)
-        path = default_refinery_path(getattr(self.store, "path", None))
-        if self._refinery is not None or path.exists():
-            self.refinery.store.delete_collection(name)
+        RefineryStore(self.store.records()).delete_collection(name)
         return DeletedCollection(name=name, deleted=deleted, revoked_keys=self._revoke_keys(name))
 
-    def key_files(self) -> list[Path]:
-        """The API key files this engine revokes in: ``keys`` given, ``PLAIT_KEYS``, and
-        ``keys.db`` next to the store (each once)."""
-        from plait.api.keys import default_keys_path
+    @property
+    def keys(self) -> KeyStore:
+        """The API keys kept in the store (:mod:`plait.api.keys`)."""
+        from plait.api.keys import KeyStore
 
-        store_path = getattr(self.store, "path", None)
+        return KeyStore(self.store.records())
+
+    def key_files(self) -> list[Path]:
+        """The stand-alone API key files this engine also revokes in: ``keys`` given,
+        ``PLAIT_KEYS``, and a former ``keys.db`` of the store (each once)."""
+        from plait.stores.records_import import legacy_files
+
         candidates = [
             self._keys,
             Path(env) if (env := Settings.resolve().keys) else None,
-            default_keys_path(str(store_path) if store_path is not None else "postgresql://"),
+            *[p for p in legacy_files(self.store.records()) if p.name == "keys.db"],
         ]
         out: list[Path] = []
         for candidate in candidates:
@@ -213,13 +218,18 @@ class Plait(IndexingMixin, QueryingMixin):
     def _revoke_keys(self, collection: str) -> list[int]:
         from plait.api.keys import KeyStore
 
-        revoked: list[int] = []
+        revoked: list[int] = [key.id for key in self.keys.revoke_collection(collection)]
+        seen = self.keys.token_hashes(revoked)
         for path in self.key_files():
             if not path.exists():  # never create a key file to revoke nothing
                 continue
             keys = KeyStore(path)
             try:
-                revoked += [key.id for key in keys.revoke_collection(collection)]
+                # a key imported into the store from this file was reported already
+                revoked += [
+                    key.id for key in keys.revoke_collection(collection)
+                    if not keys.token_hashes([key.id]) & seen
+                ]
             finally:
                 keys.close()
         return revoked

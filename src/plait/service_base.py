@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plait.chunking import ChunkSettings
+from plait.collection_settings import read_settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder, registry_name
 from plait.embeddings.guard import QueryGuard
 from plait.errors import NotFoundError
@@ -80,7 +81,7 @@ class EngineBase:
             return choice, registry_name(choice) or CUSTOM
         if info is None:
             info = self.store.get_collection(collection)
-        recorded = self.store.get_settings(collection).get("embedder") if info else None
+        recorded = read_settings(self.store, collection).embedder if info else None
         name = recorded or DEFAULT_EMBEDDER
         return self._by_name(name), name
 
@@ -110,7 +111,7 @@ class EngineBase:
         self, collection: str, *, source: str | Path | None = None
     ) -> list[dict[str, Any]]:
         """The roots recorded for a collection; only those at ``source`` when given."""
-        roots: list[dict[str, Any]] = list(self.store.get_settings(collection).get("roots", []))
+        roots: list[dict[str, Any]] = list(read_settings(self.store, collection).roots)
         if source is None:
             return roots
         wanted = str(Path(source).expanduser().resolve())

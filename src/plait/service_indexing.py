@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait._text import valid_text
 from plait.backfill import BackfillProgress, vector_coverage
+from plait.collection_settings import read_settings, write_settings
 from plait.errors import NotFoundError, PlaitError
 from plait.ingest import Indexer, Progress, check_model
 from plait.service_base import CUSTOM as _CUSTOM
@@ -47,15 +48,15 @@ class IndexingMixin(EngineBase):
         return indexer, name
 
     def _remember(self, collection: str, name: str, root: Mapping[str, Any] | None) -> None:
-        settings = self.store.get_settings(collection)
+        settings = read_settings(self.store, collection)
         update: dict[str, Any] = {}
-        if name not in (_NONE, _CUSTOM) and not settings.get("embedder"):
+        if name not in (_NONE, _CUSTOM) and not settings.embedder:
             update["embedder"] = name
         if root is not None:
-            roots = [r for r in settings.get("roots", []) if root_key(r) != root_key(root)]
+            roots = [r for r in settings.roots if root_key(r) != root_key(root)]
             update["roots"] = [*roots, dict(root)]
         if update:
-            self.store.update_settings(collection, update)
+            write_settings(self.store, collection, **update)
 
     @staticmethod
     def scan(path: str | Path, *, scope: str | None = None, **options: Any) -> tuple[Scan, dict[str, Any]]:
@@ -338,9 +339,9 @@ class IndexingMixin(EngineBase):
         check_model(self.store, collection, embedder)
         result = calibrate(self.store, collection, embedder, samples=samples)
         if save:
-            fusion = dict(self.store.get_settings(collection).get("fusion", {}))
+            fusion = dict(read_settings(self.store, collection).fusion)
             fusion["denseWeight"] = result.dense_weight
-            self.store.update_settings(collection, {"fusion": fusion, "calibration": to_json(result)})
+            write_settings(self.store, collection, fusion=fusion, calibration=to_json(result))
         return result
 
     @valid_text
@@ -361,15 +362,17 @@ class IndexingMixin(EngineBase):
     def _generated_sources(self, collection: str) -> dict[str, list[SourceDocument]] | None:
         """The documents the engine itself indexes: the FAQ cards that are not rejected.
 
-        The refinery is consulted only when the collection holds card sources or a
-        refinery exists (opening one creates its database file).
+        The refinery is opened only when the collection holds card sources or cards.
         """
         from plait.refinery.cards import card_document
         from plait.refinery.models import CARD_SCOPE, CardStatus
-        from plait.refinery.store import default_refinery_path
+        from plait.refinery.store import RefineryStore
 
-        exists = self._refinery is not None or default_refinery_path(getattr(self.store, "path", None)).exists()
-        if not exists and not self.store.list_sources(collection, CARD_SCOPE):
+        if (
+            self._refinery is None
+            and not self.store.list_sources(collection, CARD_SCOPE)
+            and not RefineryStore(self.store.records()).count_cards(collection)
+        ):
             return None
         cards = self.refinery.cards(collection)
         return {CARD_SCOPE: [card_document(c) for c in cards if c.status != CardStatus.REJECTED]}

@@ -135,12 +135,8 @@ class QueryingMixin(EngineBase):
         """Chunk ids of the collection's draft FAQ cards when ``request`` names their scope."""
         from plait.refinery.cards import card_source_id
         from plait.refinery.models import CARD_SCOPE, CardStatus
-        from plait.refinery.store import default_refinery_path
-
         scopes = request.scopes if isinstance(request, SearchRequest) else request.get("scopes")
         if not scopes or CARD_SCOPE not in scopes:
-            return frozenset()
-        if self._refinery is None and not default_refinery_path(getattr(self.store, "path", None)).exists():
             return frozenset()
         ids: set[str] = set()
         for card in self.refinery.cards(collection, status=CardStatus.DRAFT):

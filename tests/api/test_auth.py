@@ -183,10 +183,17 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "unknown role 'root'" in bad.output
 
 
-def test_keys_default_to_the_store_folder(tmp_path: Path) -> None:
+def test_keys_default_to_the_store_itself(tmp_path: Path) -> None:
+    """Issue 19 item 3: keys live in the store (no keys.db beside it any more)."""
     store = str(tmp_path / "s" / "plait.db")
-    assert runner.invoke(app, ["keys", "create", "--store", store, "-c", "a"]).exit_code == 0
-    assert (tmp_path / "s" / "keys.db").is_file()
+    created = runner.invoke(app, ["keys", "create", "--store", store, "-c", "a", "--json"])
+    assert created.exit_code == 0, created.output
+    assert not (tmp_path / "s" / "keys.db").exists()
+    with sqlite3.connect(store) as db:
+        stored = db.execute("SELECT id, role, collection FROM api_keys").fetchall()
+    assert stored == [(json.loads(created.stdout)["id"], "reader", "a")]
+    listed = json.loads(runner.invoke(app, ["keys", "list", "--store", store, "--json"]).stdout)
+    assert [(k["id"], k["collection"]) for k in listed] == [(stored[0][0], "a")]
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "example.org", "::"])

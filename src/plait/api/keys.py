@@ -1,10 +1,11 @@
-"""API keys with a role per collection, stored hashed in their own small SQLite file.
+"""API keys with a role per collection, stored hashed in the store's record tables.
 
 A token is ``plait_`` followed by 32 random bytes (URL-safe base64); only its SHA-256
 is stored, and a presented token is compared with every active hash in constant time
 (:func:`hmac.compare_digest`), so neither the table nor the timing gives a key away.
-The file is separate from the store (``<store dir>/keys.db`` by default) so keys work
-with any :class:`~plait.stores.base.Store` backend.
+Keys live in the store itself (:meth:`~plait.stores.base.Store.records`), so two
+servers on one database accept the same keys; ``KeyStore(path)`` opens a stand-alone
+key file instead (``--keys`` / ``PLAIT_KEYS``; the former ``keys.db`` layout).
 
 Roles are ordered: ``reader`` (search, coverage, FAQ) < ``maintainer`` (+ reindex,
 refinery runs, card review) < ``admin`` (everything). A key covers one collection, or
@@ -16,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import sqlite3
-import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from plait.errors import NotFoundError, StoreError, ValidationError
+from plait.errors import NotFoundError, ValidationError
+from plait.stores.records import Records, SqliteRecords, open_records_file
 from plait.types import Model
 
 __all__ = [
@@ -38,19 +40,6 @@ __all__ = [
 TOKEN_PREFIX = "plait_"
 ALL_COLLECTIONS = "*"
 _MAX_TOKEN_CHARS = 256
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    token_hash  TEXT NOT NULL UNIQUE,
-    hint        TEXT NOT NULL,
-    role        TEXT NOT NULL,
-    collection  TEXT NOT NULL,
-    created_at  TEXT NOT NULL,
-    revoked_at  TEXT
-)
-"""
-
 
 class Role(StrEnum):
     """What a key may do; each role includes the ones before it."""
@@ -92,7 +81,8 @@ def hash_token(token: str) -> str:
 
 
 def default_keys_path(store: str) -> Path:
-    """``keys.db`` next to a file store; ``./.plait/keys.db`` for a server store URL."""
+    """Where the former ``keys.db`` of a store was: next to a file store,
+    ``./.plait/keys.db`` for a server store URL (imported into the store on first open)."""
     store = store.removeprefix("sqlite:///")
     if "://" in store or store == ":memory:":
         return Path(".plait") / "keys.db"
@@ -104,17 +94,27 @@ def _now() -> str:
 
 
 class KeyStore:
-    """Create, list, revoke and check API keys in one SQLite file."""
+    """Create, list, revoke and check API keys in a store's records, or in a
+    stand-alone key file ``path``."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-            self._db.execute(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the key file {self.path}: {exc}") from exc
-        self._lock = threading.Lock()
+    def __init__(self, records: Records | str | Path) -> None:
+        if isinstance(records, str | Path):
+            self.path: Path | None = Path(records)
+            records = open_records_file(self.path)
+            self._owned = True
+        else:
+            self.path = None
+            self._owned = False
+        self.records = records
+        self._t = records.tables
+
+    @property
+    def where(self) -> str:
+        """Where the keys are, for messages."""
+        return str(self.path) if self.path is not None else f"the store ({self.records.label})"
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.records.fetch(self._t.sql(sql), params)
 
     def create(self, *, role: Role | str, collection: str) -> tuple[ApiKey, str]:
         """A new key: returns its record and the token, which is shown only this once."""
@@ -128,22 +128,20 @@ class KeyStore:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         hint = token[: len(TOKEN_PREFIX) + 4] + "…"
         created = _now()
-        with self._lock:
-            cursor = self._db.execute(
-                "INSERT INTO api_keys (token_hash, hint, role, collection, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (hash_token(token), hint, role.value, collection, created),
-            )
-        key_id = int(cursor.lastrowid or 0)
+        rows = self._fetch(
+            "INSERT INTO {keys} (token_hash, hint, role, collection, created_at) "
+            "VALUES (?, ?, ?, ?, ?) RETURNING id",
+            (hash_token(token), hint, role.value, collection, created),
+        )
+        key_id = int(rows[0][0])
         return ApiKey(id=key_id, hint=hint, role=role, collection=collection, created_at=created), token
 
     def list_keys(self, *, include_revoked: bool = True) -> list[ApiKey]:
         """Every key, oldest first."""
-        sql = "SELECT id, hint, role, collection, created_at, revoked_at FROM api_keys"
+        sql = "SELECT id, hint, role, collection, created_at, revoked_at FROM {keys}"
         if not include_revoked:
             sql += " WHERE revoked_at IS NULL"
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id").fetchall()
+        rows = self._fetch(sql + " ORDER BY id")
         return [
             ApiKey(id=r[0], hint=r[1], role=Role(r[2]), collection=r[3], created_at=r[4], revoked_at=r[5])
             for r in rows
@@ -151,11 +149,10 @@ class KeyStore:
 
     def revoke(self, key_id: int) -> ApiKey:
         """Revoke a key; revoking one already revoked is a no-op."""
-        with self._lock:
-            self._db.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (_now(), key_id),
-            )
+        self.records.write(
+            self._t.sql("UPDATE {keys} SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
+            (_now(), key_id),
+        )
         for key in self.list_keys():
             if key.id == key_id:
                 return key
@@ -167,20 +164,27 @@ class KeyStore:
         Keys for ``*`` (all collections) are kept. Called when a collection is deleted,
         so that a later collection of the same name does not inherit old grants.
         """
-        with self._lock:
+        with self.records.transaction("keys") as tx:
             ids = [
                 row[0]
-                for row in self._db.execute(
-                    "SELECT id FROM api_keys WHERE collection = ? AND revoked_at IS NULL",
+                for row in tx.fetch(
+                    self._t.sql("SELECT id FROM {keys} WHERE collection = ? AND revoked_at IS NULL"),
                     (collection,),
-                ).fetchall()
+                )
             ]
-            self._db.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE collection = ? AND revoked_at IS NULL",
+            tx.write(
+                self._t.sql("UPDATE {keys} SET revoked_at = ? WHERE collection = ? AND revoked_at IS NULL"),
                 (_now(), collection),
             )
         wanted = set(ids)
         return [key for key in self.list_keys() if key.id in wanted]
+
+    def token_hashes(self, key_ids: Sequence[int]) -> set[str]:
+        """The stored hashes of these keys (to tell the same key in two places apart)."""
+        if not key_ids:
+            return set()
+        marks = ",".join("?" * len(key_ids))
+        return {r[0] for r in self._fetch(f"SELECT token_hash FROM {{keys}} WHERE id IN ({marks})", list(key_ids))}
 
     def authenticate(self, token: str | None) -> ApiKey | None:
         """The active key a token belongs to, or None.
@@ -190,11 +194,9 @@ class KeyStore:
         if not token or len(token) > _MAX_TOKEN_CHARS:
             return None
         presented = hash_token(token)
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, token_hash, hint, role, collection, created_at FROM api_keys "
-                "WHERE revoked_at IS NULL"
-            ).fetchall()
+        rows = self._fetch(
+            "SELECT id, token_hash, hint, role, collection, created_at FROM {keys} WHERE revoked_at IS NULL"
+        )
         found = None
         for row in rows:
             if hmac.compare_digest(presented, row[1]):
@@ -206,5 +208,6 @@ class KeyStore:
         )
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        """Close a stand-alone key file (a store's records close with the store)."""
+        if self._owned and isinstance(self.records, SqliteRecords):
+            self.records.close()

@@ -19,6 +19,7 @@ from rich.table import Table
 from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
+from plait.collection_settings import write_settings
 from plait.errors import ConfigError
 from plait.evaluation.models import EvalReport, TuneReport
 from plait.evaluation.prepare import prepared
@@ -212,7 +213,7 @@ def tune_command(
                 measure=measure,
             )
             if save:
-                ready.store.update_settings(ready.collection, {"fusion": to_json(result.chosen)})
+                write_settings(ready.store, ready.collection, fusion=to_json(result.chosen))
                 result = result.model_copy(update={"saved_to": f"{store}#{ready.collection}"})
         return result
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from plait.api.keys import KeyStore, default_keys_path
+from plait.api.keys import KeyStore
 from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
@@ -20,6 +20,7 @@ from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.config import Settings
 from plait.sources.walks import DEFAULT_MAX_AGE
+from plait.stores.base import Store
 from plait.types import to_json
 
 __all__ = ["is_loopback", "register"]
@@ -29,7 +30,7 @@ KeysOpt = Annotated[
     typer.Option(
         "--keys",
         envvar="PLAIT_KEYS",
-        help="API key file (env PLAIT_KEYS; default keys.db next to the store).",
+        help="A stand-alone API key file (env PLAIT_KEYS; default: the keys kept in the store).",
     ),
 ]
 
@@ -44,9 +45,24 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class _StoreKeys(KeyStore):
+    """The keys of a store this command opened (closing them closes the store)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store.records())
+        self._store = store
+
+    def close(self) -> None:
+        self._store.close()
+
+
 def _key_store(keys: Path | None, store: str | None) -> KeyStore:
-    path = keys or default_keys_path(Settings.resolve(store=store).store)
-    return KeyStore(path)
+    """The key file ``--keys`` / ``PLAIT_KEYS`` names, else the keys kept in the store."""
+    if keys is not None:
+        return KeyStore(keys)
+    from plait.stores import open_store
+
+    return _StoreKeys(open_store(Settings.resolve(store=store).store))
 
 
 def serve(
@@ -88,7 +104,9 @@ def serve(
 
     name = _collection(collection)
     with _engine(store, embedder, walk_max_age=DEFAULT_MAX_AGE) as engine:  # readers reuse root walks
-        key_store = None if no_auth else _run(debug, lambda: _key_store(keys, store))
+        key_store = None if no_auth else (
+            _run(debug, lambda: KeyStore(keys)) if keys is not None else engine.keys
+        )
         fastapi_app = _run(
             debug, lambda: create_app(
                 engine,
@@ -100,7 +118,7 @@ def serve(
         )
         import uvicorn
 
-        mode = "no auth (loopback only)" if no_auth else f"API keys from {key_store.path if key_store else ''}"
+        mode = "no auth (loopback only)" if no_auth else f"API keys from {key_store.where if key_store else ''}"
         err.print(f"plait serving on http://{host}:{port}/ — {mode}", highlight=False)
         pending = [] if no_backfill else [c.name for c in engine.collections() if c.chunks_without_vector]
         worker = None

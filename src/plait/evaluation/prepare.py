@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from plait.collection_settings import read_settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder
 from plait.embeddings.cache import CachedEmbedder
 from plait.evaluation.datasets import BeirDataset, load_beir
@@ -59,7 +60,7 @@ def _embedder(
         return choice
     name = choice
     if name is None:
-        recorded = store.get_settings(collection).get("embedder") if store.get_collection(collection) else None
+        recorded = read_settings(store, collection).embedder if store.get_collection(collection) else None
         name = recorded or DEFAULT_EMBEDDER
     return make_embedder(name)
 

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError as PydanticValidationError
 
+from plait.collection_settings import read_settings, write_settings
 from plait.errors import ValidationError
 from plait.refinery.extract import content_stems, jaccard
 from plait.refinery.models import CARD_SCOPE, CardStatus, FaqCard, RefinerySettings
 from plait.refinery.store import RefineryStore
-from plait.search import SEARCH_HIDDEN_KEY, SearchRequest
+from plait.search import SearchRequest
 from plait.sources.base import SourceDocument, SourcePart
 from plait.types import CardHit, CardSource, FileOrigin, SearchResult
 
@@ -97,9 +98,9 @@ def refresh_hidden(engine: Searcher, collection: str) -> None:
     ids: list[str] = []
     for source in store.list_sources(collection, CARD_SCOPE):
         ids.extend(store.chunk_ids(collection, source.source_id))
-    hidden = dict(store.get_settings(collection).get(SEARCH_HIDDEN_KEY) or {})
+    hidden = dict(read_settings(store, collection).search_hidden)
     hidden[CARD_SCOPE] = sorted(ids)
-    store.update_settings(collection, {SEARCH_HIDDEN_KEY: hidden})
+    write_settings(store, collection, search_hidden=hidden)
 
 
 def _sources(engine: Searcher, collection: str, chunk_ids: Sequence[str]) -> list[CardSource]:
@@ -130,7 +131,7 @@ def match_card(
     candidate then has to pass the overlap or cosine threshold (module docstring).
     Returns ``(None, None)`` when the collection has no indexed card at all.
     """
-    hidden = engine.store.get_settings(collection).get(SEARCH_HIDDEN_KEY) or {}
+    hidden = read_settings(engine.store, collection).search_hidden
     if not hidden.get(CARD_SCOPE):
         return None, None
     drafts = settings.qa_include_drafts if include_drafts is None else include_drafts

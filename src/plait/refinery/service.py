@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError as PydanticValidationError
 
+from plait.collection_settings import read_settings, write_settings
 from plait.errors import ConfigError, NotFoundError, PlaitError, ValidationError
 from plait.refinery.cards import match_card, qa_first_search, sync_cards
 from plait.refinery.models import (
@@ -29,7 +30,7 @@ from plait.refinery.models import (
     RunStatus,
 )
 from plait.refinery.runner import RunProgressFn, execute_run, mark_live, recover_runs
-from plait.refinery.store import RefineryStore, default_refinery_path
+from plait.refinery.store import RefineryStore
 from plait.search import SearchRequest
 from plait.types import CardHit, SearchResult, to_json
 
@@ -50,8 +51,8 @@ _MAX_ANSWER = 4000
 class Refinery:
     """FAQ-card runs and review over one engine (a :class:`~plait.searcher.Searcher`, e.g. Plait).
 
-    ``path`` is the refinery file (default ``refinery.db`` next to a SQLite store,
-    else ``./.plait/refinery.db``). Opening it marks interrupted runs failed.
+    Runs and cards live in the engine's store (:meth:`~plait.stores.base.Store.records`);
+    ``path`` names a stand-alone refinery file instead. Opening marks interrupted runs failed.
     """
 
     def __init__(
@@ -67,8 +68,8 @@ class Refinery:
                 f"need stale_after > heartbeat_every > 0, got {stale_after!r} and {heartbeat_every!r}"
             )
         self.engine = engine
-        self.path = Path(path) if path is not None else default_refinery_path(getattr(engine.store, "path", None))
-        self.store = RefineryStore(self.path)
+        self.path = Path(path) if path is not None else None
+        self.store = RefineryStore(self.path if self.path is not None else engine.store.records())
         self.stale_after = stale_after
         self.heartbeat_every = heartbeat_every
         self._threads: dict[str, threading.Thread] = {}
@@ -82,7 +83,7 @@ class Refinery:
     def settings(self, collection: str) -> RefinerySettings:
         """The collection's refinery settings (defaults where none were saved)."""
         self._require(collection)
-        saved = self.engine.store.get_settings(collection).get(SETTINGS_KEY) or {}
+        saved = read_settings(self.engine.store, collection).refinery
         return RefinerySettings.model_validate(saved)
 
     def configure(self, collection: str, **changes: Any) -> RefinerySettings:
@@ -97,7 +98,7 @@ class Refinery:
         except PydanticValidationError as exc:
             parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
             raise ValidationError("invalid refinery settings: " + "; ".join(parts)) from None
-        self.engine.store.update_settings(collection, {SETTINGS_KEY: to_json(updated)})
+        write_settings(self.engine.store, collection, refinery=to_json(updated))
         return updated
 
     # runs ------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""Persistence of refinery runs and FAQ cards in their own small SQLite file.
+"""Persistence of refinery runs and FAQ cards in the store's record tables.
 
-The file is separate from the chunk store (``<store dir>/refinery.db`` by default, like
-the API keys' ``keys.db``), so runs and cards work with every
-:class:`~plait.stores.base.Store` backend without growing its protocol. Rows are keyed
-by collection. The file is opened in WAL mode with a busy timeout, so a detached
-worker process can write progress while the CLI or the HTTP API reads it.
+Runs and cards live in the store itself (:meth:`~plait.stores.base.Store.records`:
+tables in SQLite and PostgreSQL, a sidecar file for Milvus), so two servers on one
+database share them; rows are keyed by collection. ``RefineryStore(path)`` still opens
+a stand-alone file in the former ``refinery.db`` layout. A detached worker process
+writes progress while the CLI or the HTTP API reads it (WAL, busy timeout; on
+PostgreSQL, ordinary transactions).
 
 Timestamps are stored as epoch seconds (so staleness is a subtraction) and shown as
 ISO 8601 UTC strings in the models.
@@ -13,17 +14,14 @@ ISO 8601 UTC strings in the models.
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from plait.errors import ConflictError, NotFoundError, StoreError, ValidationError
+from plait.errors import ConflictError, NotFoundError, ValidationError
 from plait.refinery.models import (
     CardMode,
     CardStatus,
@@ -32,49 +30,9 @@ from plait.refinery.models import (
     RunProgress,
     RunStatus,
 )
+from plait.stores.records import Records, SqliteRecords, open_records_file
 
 __all__ = ["RefineryStore", "default_refinery_path", "iso"]
-
-_SCHEMA = (
-    """
-    CREATE TABLE IF NOT EXISTS runs (
-        id               TEXT PRIMARY KEY,
-        collection       TEXT NOT NULL,
-        status           TEXT NOT NULL,
-        mode             TEXT NOT NULL,
-        chunks_scanned   INTEGER NOT NULL DEFAULT 0,
-        chunks_total     INTEGER NOT NULL DEFAULT 0,
-        cards_made       INTEGER NOT NULL DEFAULT 0,
-        cards_merged     INTEGER NOT NULL DEFAULT 0,
-        llm_calls        INTEGER NOT NULL DEFAULT 0,
-        groups_skipped   INTEGER NOT NULL DEFAULT 0,
-        created_at       REAL NOT NULL,
-        started_at       REAL,
-        finished_at      REAL,
-        heartbeat_at     REAL,
-        pid              INTEGER,
-        error            TEXT,
-        note             TEXT,
-        cancel_requested INTEGER NOT NULL DEFAULT 0
-    )
-    """,
-    "CREATE INDEX IF NOT EXISTS runs_by_collection ON runs (collection, created_at)",
-    """
-    CREATE TABLE IF NOT EXISTS cards (
-        id          TEXT PRIMARY KEY,
-        collection  TEXT NOT NULL,
-        question    TEXT NOT NULL,
-        answer      TEXT NOT NULL,
-        sources     TEXT NOT NULL,
-        status      TEXT NOT NULL,
-        mode        TEXT NOT NULL,
-        run_id      TEXT,
-        created_at  REAL NOT NULL,
-        updated_at  REAL NOT NULL
-    )
-    """,
-    "CREATE INDEX IF NOT EXISTS cards_by_collection ON cards (collection, status)",
-)
 
 _RUN_COLUMNS = (
     "id, collection, status, mode, chunks_scanned, chunks_total, cards_made, cards_merged, "
@@ -92,7 +50,8 @@ def iso(epoch: float | None) -> str | None:
 
 
 def default_refinery_path(store_path: str | Path | None) -> Path:
-    """``refinery.db`` next to a file store; ``./.plait/refinery.db`` otherwise."""
+    """Where the former ``refinery.db`` of a store was: next to a file store,
+    ``./.plait/refinery.db`` otherwise (imported into the store on first open)."""
     if store_path is None:
         return Path(".plait") / "refinery.db"
     text = str(store_path)
@@ -107,29 +66,23 @@ def _new_id(prefix: str) -> str:
 
 
 class RefineryStore:
-    """Runs and cards in one SQLite file (thread-safe; several processes may share it)."""
+    """Runs and cards in a store's records, or in a stand-alone file ``path``
+    (thread-safe; several processes may share them)."""
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            for statement in _SCHEMA:
-                self._db.execute(statement)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the refinery file {self.path}: {exc}") from exc
-        self._lock = threading.Lock()
+    def __init__(self, records: Records | str | Path, *, timeout: float = 30.0) -> None:
+        if isinstance(records, str | Path):
+            self.path: Path | None = Path(records)
+            records = open_records_file(self.path, timeout=timeout)
+        else:
+            self.path = None
+        self.records = records
+        self._t = records.tables
 
-    @contextmanager
-    def _cursor(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                yield self._db
-            except sqlite3.Error as exc:
-                raise StoreError(f"refinery file {self.path}: {exc}") from exc
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.records.fetch(self._t.sql(sql), params)
+
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.records.write(self._t.sql(sql), params)
 
     # runs ------------------------------------------------------------------------
     def create_run(
@@ -139,97 +92,84 @@ class RefineryStore:
         collection already has a queued or running run — checked and inserted in one
         write transaction, so two processes starting runs at once cannot both succeed."""
         run_id = _new_id("run")
-        with self._cursor() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if exclusive:
-                    active = db.execute(
-                        "SELECT id, status FROM runs WHERE collection = ? AND status IN (?, ?) "
-                        "ORDER BY created_at LIMIT 1",
-                        (collection, RunStatus.QUEUED.value, RunStatus.RUNNING.value),
-                    ).fetchone()
-                    if active is not None:
-                        raise ConflictError(
-                            f"collection {collection!r} already has an active refinery run {active[0]} "
-                            f"({active[1]}); cancel it or wait for it to finish"
-                        )
-                db.execute(
-                    "INSERT INTO runs (id, collection, status, mode, created_at, pid) VALUES (?, ?, ?, ?, ?, ?)",
-                    (run_id, collection, RunStatus.QUEUED.value, mode.value, time.time(), pid),
+        t = self._t
+        with self.records.transaction(f"refinery:{collection}") as tx:
+            if exclusive:
+                active = tx.fetch(
+                    t.sql("SELECT id, status FROM {runs} WHERE collection = ? AND status IN (?, ?) "
+                          "ORDER BY created_at LIMIT 1"),
+                    (collection, RunStatus.QUEUED.value, RunStatus.RUNNING.value),
                 )
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                if active:
+                    raise ConflictError(
+                        f"collection {collection!r} already has an active refinery run {active[0][0]} "
+                        f"({active[0][1]}); cancel it or wait for it to finish"
+                    )
+            tx.write(
+                t.sql("INSERT INTO {runs} (id, collection, status, mode, created_at, pid) VALUES (?, ?, ?, ?, ?, ?)"),
+                (run_id, collection, RunStatus.QUEUED.value, mode.value, time.time(), pid),
+            )
         return self.get_run(run_id)
 
     def get_run(self, run_id: str) -> RefineryRun:
-        with self._cursor() as db:
-            row = db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
+        rows = self._fetch(f"SELECT {_RUN_COLUMNS} FROM {{runs}} WHERE id = ?", (run_id,))
+        if not rows:
             raise NotFoundError(f"refinery run {run_id!r} does not exist")
-        return _run(row)
+        return _run(rows[0])
 
     def list_runs(self, collection: str | None = None, *, limit: int = 50) -> list[RefineryRun]:
         """Runs, newest first (of one collection when given)."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        sql = f"SELECT {_RUN_COLUMNS} FROM {{runs}}"
         params: list[Any] = []
         if collection is not None:
             sql += " WHERE collection = ?"
             params.append(collection)
-        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        sql += " ORDER BY created_at DESC, {seq} DESC LIMIT ?"
         params.append(limit)
-        with self._cursor() as db:
-            rows = db.execute(sql, params).fetchall()
-        return [_run(r) for r in rows]
+        return [_run(r) for r in self._fetch(sql, params)]
 
     def active_runs(self, collection: str | None = None) -> list[RefineryRun]:
         """Runs in ``queued`` or ``running``."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE status IN (?, ?)"
+        sql = f"SELECT {_RUN_COLUMNS} FROM {{runs}} WHERE status IN (?, ?)"
         params: list[Any] = [RunStatus.QUEUED.value, RunStatus.RUNNING.value]
         if collection is not None:
             sql += " AND collection = ?"
             params.append(collection)
-        with self._cursor() as db:
-            rows = db.execute(sql + " ORDER BY created_at", params).fetchall()
-        return [_run(r) for r in rows]
+        return [_run(r) for r in self._fetch(sql + " ORDER BY created_at", params)]
 
     def claim_run(self, run_id: str, pid: int) -> bool:
         """``queued`` → ``running`` for this worker; False if the run is not queued."""
         now = time.time()
-        with self._cursor() as db:
-            cursor = db.execute(
-                "UPDATE runs SET status = ?, started_at = ?, heartbeat_at = ?, pid = ? "
-                "WHERE id = ? AND status = ?",
-                (RunStatus.RUNNING.value, now, now, pid, run_id, RunStatus.QUEUED.value),
-            )
-        return cursor.rowcount == 1
+        changed = self._write(
+            "UPDATE {runs} SET status = ?, started_at = ?, heartbeat_at = ?, pid = ? "
+            "WHERE id = ? AND status = ?",
+            (RunStatus.RUNNING.value, now, now, pid, run_id, RunStatus.QUEUED.value),
+        )
+        return changed == 1
 
     def update_progress(self, run_id: str, progress: RunProgress) -> None:
         """Write progress and beat the heart."""
         fields = progress.model_dump()
-        with self._cursor() as db:
-            db.execute(
-                "UPDATE runs SET chunks_scanned = ?, chunks_total = ?, cards_made = ?, "
-                "cards_merged = ?, llm_calls = ?, groups_skipped = ?, heartbeat_at = ? WHERE id = ?",
-                (
-                    fields["chunks_scanned"],
-                    fields["chunks_total"],
-                    fields["cards_made"],
-                    fields["cards_merged"],
-                    fields["llm_calls"],
-                    fields["groups_skipped"],
-                    time.time(),
-                    run_id,
-                ),
-            )
+        self._write(
+            "UPDATE {runs} SET chunks_scanned = ?, chunks_total = ?, cards_made = ?, "
+            "cards_merged = ?, llm_calls = ?, groups_skipped = ?, heartbeat_at = ? WHERE id = ?",
+            (
+                fields["chunks_scanned"],
+                fields["chunks_total"],
+                fields["cards_made"],
+                fields["cards_merged"],
+                fields["llm_calls"],
+                fields["groups_skipped"],
+                time.time(),
+                run_id,
+            ),
+        )
 
     def heartbeat(self, run_id: str) -> None:
-        with self._cursor() as db:
-            db.execute(
-                "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND status = ?",
-                (time.time(), run_id, RunStatus.RUNNING.value),
-            )
+        self._write(
+            "UPDATE {runs} SET heartbeat_at = ? WHERE id = ? AND status = ?",
+            (time.time(), run_id, RunStatus.RUNNING.value),
+        )
 
     def finish_run(
         self,
@@ -244,29 +184,26 @@ class RefineryStore:
         if not status.finished:
             raise ValidationError(f"{status.value!r} is not a final run status")
         marks = ",".join("?" * len(only_if))
-        with self._cursor() as db:
-            cursor = db.execute(
-                f"UPDATE runs SET status = ?, finished_at = ?, error = ?, note = COALESCE(?, note) "
-                f"WHERE id = ? AND status IN ({marks})",
-                (status.value, time.time(), error, note, run_id, *[s.value for s in only_if]),
-            )
-        return cursor.rowcount == 1
+        changed = self._write(
+            "UPDATE {runs} SET status = ?, finished_at = ?, error = ?, note = COALESCE(?, note) "
+            f"WHERE id = ? AND status IN ({marks})",
+            (status.value, time.time(), error, note, run_id, *[s.value for s in only_if]),
+        )
+        return changed == 1
 
     def request_cancel(self, run_id: str) -> None:
-        with self._cursor() as db:
-            db.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
+        self._write("UPDATE {runs} SET cancel_requested = 1 WHERE id = ?", (run_id,))
 
     def cancel_requested(self, run_id: str) -> bool:
-        with self._cursor() as db:
-            row = db.execute("SELECT cancel_requested FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return bool(row and row[0])
+        rows = self._fetch("SELECT cancel_requested FROM {runs} WHERE id = ?", (run_id,))
+        return bool(rows and rows[0][0])
 
     def raw_heartbeat(self, run_id: str) -> tuple[float | None, int | None]:
         """(heartbeat epoch seconds, pid) of a run, for staleness checks."""
-        with self._cursor() as db:
-            row = db.execute("SELECT heartbeat_at, created_at, pid FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
+        rows = self._fetch("SELECT heartbeat_at, created_at, pid FROM {runs} WHERE id = ?", (run_id,))
+        if not rows:
             return None, None
+        row = rows[0]
         return (row[0] if row[0] is not None else row[1]), row[2]
 
     # cards -----------------------------------------------------------------------
@@ -283,49 +220,44 @@ class RefineryStore:
     ) -> FaqCard:
         card_id = _new_id("card")
         now = time.time()
-        with self._cursor() as db:
-            db.execute(
-                f"INSERT INTO cards ({_CARD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    card_id, collection, question, answer, json.dumps(list(sources)),
-                    status.value, mode.value, run_id, now, now,
-                ),
-            )
+        self._write(
+            f"INSERT INTO {{cards}} ({_CARD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                card_id, collection, question, answer, json.dumps(list(sources)),
+                status.value, mode.value, run_id, now, now,
+            ),
+        )
         return self.get_card(collection, card_id)
 
     def get_card(self, collection: str, card_id: str) -> FaqCard:
-        with self._cursor() as db:
-            row = db.execute(
-                f"SELECT {_CARD_COLUMNS} FROM cards WHERE id = ? AND collection = ?", (card_id, collection)
-            ).fetchone()
-        if row is None:
+        rows = self._fetch(
+            f"SELECT {_CARD_COLUMNS} FROM {{cards}} WHERE id = ? AND collection = ?", (card_id, collection)
+        )
+        if not rows:
             raise NotFoundError(f"FAQ card {card_id!r} does not exist in collection {collection!r}")
-        return _card(row)
+        return _card(rows[0])
 
     def find_cards(self, collection: str, card_ids: Sequence[str]) -> dict[str, FaqCard]:
         """The cards with these ids that exist in the collection."""
         if not card_ids:
             return {}
         marks = ",".join("?" * len(card_ids))
-        with self._cursor() as db:
-            rows = db.execute(
-                f"SELECT {_CARD_COLUMNS} FROM cards WHERE collection = ? AND id IN ({marks})",
-                (collection, *card_ids),
-            ).fetchall()
+        rows = self._fetch(
+            f"SELECT {_CARD_COLUMNS} FROM {{cards}} WHERE collection = ? AND id IN ({marks})",
+            (collection, *card_ids),
+        )
         return {row[0]: _card(row) for row in rows}
 
     def list_cards(
         self, collection: str, *, status: CardStatus | None = None
     ) -> list[FaqCard]:
         """Cards of a collection, oldest first (of one status when given)."""
-        sql = f"SELECT {_CARD_COLUMNS} FROM cards WHERE collection = ?"
+        sql = f"SELECT {_CARD_COLUMNS} FROM {{cards}} WHERE collection = ?"
         params: list[Any] = [collection]
         if status is not None:
             sql += " AND status = ?"
             params.append(status.value)
-        with self._cursor() as db:
-            rows = db.execute(sql + " ORDER BY created_at, rowid", params).fetchall()
-        return [_card(r) for r in rows]
+        return [_card(r) for r in self._fetch(sql + " ORDER BY created_at, {seq}", params)]
 
     def update_card(self, collection: str, card_id: str, changes: Mapping[str, Any]) -> FaqCard:
         """Change ``question``, ``answer``, ``sources`` and/or ``status``."""
@@ -345,32 +277,31 @@ class RefineryStore:
             params.append(value)
         sets.append("updated_at = ?")
         params.append(time.time())
-        with self._cursor() as db:
-            db.execute(
-                f"UPDATE cards SET {', '.join(sets)} WHERE id = ? AND collection = ?",
-                (*params, card_id, collection),
-            )
+        self._write(
+            f"UPDATE {{cards}} SET {', '.join(sets)} WHERE id = ? AND collection = ?",
+            (*params, card_id, collection),
+        )
         return self.get_card(collection, card_id)
 
     def count_cards(self, collection: str, *, exclude: CardStatus | None = None) -> int:
-        sql = "SELECT COUNT(*) FROM cards WHERE collection = ?"
+        sql = "SELECT COUNT(*) FROM {cards} WHERE collection = ?"
         params: list[Any] = [collection]
         if exclude is not None:
             sql += " AND status != ?"
             params.append(exclude.value)
-        with self._cursor() as db:
-            return int(db.execute(sql, params).fetchone()[0])
+        return int(self._fetch(sql, params)[0][0])
 
     def delete_collection(self, collection: str) -> tuple[int, int]:
         """Remove every run and card of a collection; (runs, cards) removed."""
-        with self._cursor() as db:
-            runs = db.execute("DELETE FROM runs WHERE collection = ?", (collection,)).rowcount
-            cards = db.execute("DELETE FROM cards WHERE collection = ?", (collection,)).rowcount
+        with self.records.transaction(f"refinery:{collection}") as tx:
+            runs = tx.write(self._t.sql("DELETE FROM {runs} WHERE collection = ?"), (collection,))
+            cards = tx.write(self._t.sql("DELETE FROM {cards} WHERE collection = ?"), (collection,))
         return runs, cards
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        """Close a stand-alone file (a store's records close with the store)."""
+        if isinstance(self.records, SqliteRecords) and self.path is not None:
+            self.records.close()
 
 
 def _run(row: Sequence[Any]) -> RefineryRun:

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from plait.stores.records import Records
 from plait.types import Chunk, CollectionInfo
 
 __all__ = [
@@ -250,6 +251,12 @@ class Store(Protocol):
         filters: Filters | None = None,
     ) -> list[tuple[str, float]]:
         """Chunks with a vector, highest cosine first; ``limit=None`` ranks all."""
+        ...
+
+    # records -------------------------------------------------------------------
+    def records(self) -> Records:
+        """The store's record tables: refinery runs and cards, API keys
+        (:mod:`plait.stores.records`). The first call imports the former side files."""
         ...
 
     def close(self) -> None: ...

@@ -24,6 +24,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,8 @@ from plait.stores.milvus_schema import (
     in_expr,
     literal,
 )
+from plait.stores.records import Records, open_records_file
+from plait.stores.records_import import import_side_files
 from plait.types import Chunk, CollectionInfo
 
 __all__ = ["MilvusStore"]
@@ -488,8 +491,21 @@ class MilvusStore(MilvusBase):
         hits = self._search(layout["name"], [float(x) for x in query], "vector", fetch, expr, params)
         return sorted(hits, key=lambda kv: (-kv[1], kv[0]))
 
+    def records(self) -> Records:
+        """Refinery runs and cards, API keys in a SQLite sidecar file (``records_path``;
+        Milvus has no transactions); the former ``./.plait/`` side files are imported."""
+        with self._lock:
+            if self._records is None:
+                records = open_records_file(self.records_path, legacy_dir=Path(".plait"))
+                import_side_files(records, collections=[c.name for c in self.list_collections()])
+                self._records = records
+            return self._records
+
     def close(self) -> None:
         with self._lock:
+            if self._records is not None:
+                self._records.close()
+                self._records = None
             self._call("close", self._client.close)
 
 

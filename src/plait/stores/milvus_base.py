@@ -34,6 +34,7 @@ from plait.stores.milvus_schema import (
     literal,
     meta_schema,
 )
+from plait.stores.records import SqliteRecords
 from plait.types import CollectionInfo, Origin
 
 __all__ = ["MAX_TOPK", "MilvusBase", "and_", "visible"]
@@ -45,6 +46,16 @@ MAX_TOPK = 16384
 _BATCH = 500
 _PLACEHOLDER_DIM = 2
 """Dimension of a collection's first layout while no vector or dimension is known yet."""
+
+
+def _sidecar(uri: str, prefix: str) -> Path:
+    """The default records file of a Milvus store (:mod:`plait.stores.records`):
+    ``<uri>.<prefix>.records.sqlite`` next to a milvus-lite file; for a server,
+    ``./.plait/milvus-<host>-<port>-<prefix>.records.sqlite``."""
+    if uri.endswith(".db"):
+        return Path(f"{uri}.{prefix}.records.sqlite")
+    where = urlsplit(uri)
+    return Path(".plait") / f"milvus-{where.hostname or 'localhost'}-{where.port or 19530}-{prefix}.records.sqlite"
 
 
 def _now() -> str:
@@ -81,6 +92,7 @@ class MilvusBase:
         bm25: BM25Params | None = None,
         shards: int = 1,
         replicas: int = 1,
+        records: str | Path | None = None,
     ) -> None:
         for option, value in (("shards", shards), ("replicas", replicas)):
             if not 1 <= value <= 64:
@@ -102,6 +114,7 @@ class MilvusBase:
             ) from exc
         self._error: type[Exception] = MilvusException
         self.uri = uri
+        self.records_path = Path(records) if records is not None else _sidecar(uri, prefix)
         self._lite = uri.endswith(".db")
         try:
             self._client = MilvusClient(uri=uri, token=token or "", timeout=timeout)
@@ -112,6 +125,7 @@ class MilvusBase:
         self._prefix = prefix
         self._lock = threading.RLock()
         self._loaded: set[str] = set()
+        self._records: SqliteRecords | None = None
         self._ensure_meta()
 
     @classmethod
@@ -126,11 +140,12 @@ class MilvusBase:
         """
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
-        unknown = sorted(set(query) - {"token", "prefix", "shards", "replicas"})
+        unknown = sorted(set(query) - {"token", "prefix", "shards", "replicas", "records"})
         if unknown:
             raise ConfigError(
-                f"unknown Milvus URL option(s) {unknown} in {url!r}: use token, prefix, shards or replicas"
+                f"unknown Milvus URL option(s) {unknown} in {url!r}: use token, prefix, shards, replicas or records"
             )
+        records = query.get("records")
         prefix = query.get("prefix", "plait")
         sizes = {"shards": 1, "replicas": 1}
         for option in ("shards", "replicas"):
@@ -147,13 +162,15 @@ class MilvusBase:
                     f"milvus-lite path {path!r} must end in .db (e.g. milvus:///var/plait/plait.db)"
                 )
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            return cls(path, prefix=prefix)
+            return cls(path, prefix=prefix, records=records)
         if parts.scheme not in ("http", "https"):
             raise ConfigError(f"unknown Milvus URL {url!r}: use milvus:///path.db or http(s)://host:19530")
         environ = os.environ if env is None else env
         token = query.get("token") or environ.get("PLAIT_MILVUS_TOKEN") or None
         server = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-        return cls(server, token=token, prefix=prefix, shards=sizes["shards"], replicas=sizes["replicas"])
+        return cls(
+            server, token=token, prefix=prefix, shards=sizes["shards"], replicas=sizes["replicas"], records=records
+        )
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:

@@ -23,6 +23,7 @@ so concurrent writers of one collection queue instead of deadlocking on statisti
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,10 @@ from plait.stores.base import (
 from plait.stores.postgres_base import now as _now
 from plait.stores.postgres_base import vec as _vec
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
+from plait.stores.postgres_records import PgRecords
 from plait.stores.postgres_search import PostgresSearch
+from plait.stores.records import Records
+from plait.stores.records_import import import_side_files
 from plait.types import Chunk, CollectionInfo, Origin
 
 __all__ = ["PostgresStore"]
@@ -84,6 +88,7 @@ class PostgresStore(PostgresSearch):
             max_connections=max_connections,
             prepare=prepare,
         )
+        self._records: PgRecords | None = None
         self._vacuum_after = vacuum_after
         self._written = 0
 
@@ -514,3 +519,12 @@ class PostgresStore(PostgresSearch):
                 ).fetchall()
         return [r[0] for r in rows]
 
+    # records -----------------------------------------------------------------------
+    def records(self) -> Records:
+        """Refinery runs and cards, API keys in this database (migration 6); the former
+        ``./.plait/refinery.db`` / ``keys.db`` are imported on first use."""
+        if self._records is None:
+            records = PgRecords(self._tx, self._where, legacy_dir=Path(".plait"))
+            import_side_files(records, collections=[c.name for c in self.list_collections()])
+            self._records = records
+        return self._records

@@ -51,6 +51,8 @@ from plait.stores.base import (
     StoredChunk,
 )
 from plait.stores.lexical_index import LexicalIndex
+from plait.stores.records import SQLITE_STORE_TABLES, Records, SqliteRecords
+from plait.stores.records_import import import_side_files
 from plait.stores.sqlite_schema import MIGRATIONS
 from plait.stores.sqlite_snapshot import (
     DenseMatrix,
@@ -110,6 +112,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._timeout = timeout
         self._snapshots: dict[int, Snapshot] = {}
+        self._records: SqliteRecords | None = None
         self._db.execute("PRAGMA foreign_keys = ON")
         self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         try:
@@ -800,6 +803,17 @@ class SQLiteStore:
             if index is None:
                 return None
             return index.search(query, rowids, matrix, limit=limit, allowed=allowed)
+
+    def records(self) -> Records:
+        with self._lock:
+            if self._records is None:
+                legacy = None if str(self.path) == ":memory:" else self.path.expanduser().parent
+                records = SqliteRecords(
+                    self._db, self._lock, SQLITE_STORE_TABLES, str(self.path), legacy, begin=self._tx
+                )
+                import_side_files(records, collections=[c.name for c in self.list_collections()])
+                self._records = records
+            return self._records
 
     def close(self) -> None:
         with self._lock:

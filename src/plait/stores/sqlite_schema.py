@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from plait.stores.records import SQLITE_STORE_TABLES, sqlite_records_ddl
+
 __all__ = ["MIGRATIONS"]
 
 
@@ -121,9 +123,17 @@ def _migration_4(db: sqlite3.Connection) -> None:
     )
 
 
+def _migration_5(db: sqlite3.Connection) -> None:
+    """Refinery runs and FAQ cards, API keys, and the former side files imported
+    (:mod:`plait.stores.records`; formerly ``refinery.db`` / ``keys.db`` next to the store)."""
+    for statement in sqlite_records_ddl(SQLITE_STORE_TABLES):
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
     _migration_4,
+    _migration_5,
 )

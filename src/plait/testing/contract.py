@@ -342,3 +342,49 @@ class StoreContract:
         assert (same.conflict, same.added, same.deleted) == (None, 1, 1)
         new = store.replace_source("c", "n.md", "docs", [make_chunk("n", "n", source_id="n.md")], root="folder:/two", claim=True)
         assert (new.conflict, new.added) == (None, 1)
+
+    # records: refinery runs and cards, API keys (issue 19 item 3) ----------------------
+    def test_records_keep_runs_and_cards_in_the_store(self, store: Store) -> None:
+        """Runs and cards live in the store's record tables: one active run per
+        collection, newest run first, cards oldest first, per-collection deletion."""
+        from plait.errors import ConflictError
+        from plait.refinery.models import CardMode, CardStatus, RunStatus
+        from plait.refinery.store import RefineryStore
+
+        refinery = RefineryStore(store.records())
+        first = refinery.create_run("c", CardMode.EXTRACTIVE, exclusive=True)
+        assert (first.collection, first.status) == ("c", RunStatus.QUEUED)
+        with pytest.raises(ConflictError, match=f"already has an active refinery run {first.id}"):
+            refinery.create_run("c", CardMode.EXTRACTIVE, exclusive=True)
+        assert refinery.claim_run(first.id, pid=4242) is True
+        assert refinery.claim_run(first.id, pid=4242) is False  # running, not queued
+        assert refinery.finish_run(first.id, RunStatus.SUCCEEDED) is True
+        assert refinery.finish_run(first.id, RunStatus.FAILED) is False
+        second = refinery.create_run("c", CardMode.LLM, exclusive=True)
+        refinery.create_run("other", CardMode.LLM)
+        assert [r.id for r in refinery.list_runs("c")] == [second.id, first.id]
+        assert [r.id for r in refinery.active_runs("c")] == [second.id]
+        one = refinery.add_card("c", question="q1?", answer="a1", sources=["x", "y"], mode=CardMode.EXTRACTIVE)
+        two = refinery.add_card("c", question="q2?", answer="a2", sources=["z"], mode=CardMode.LLM)
+        refinery.update_card("c", two.id, {"status": "approved"})
+        assert [(c.id, c.sources) for c in refinery.list_cards("c")] == [(one.id, ["x", "y"]), (two.id, ["z"])]
+        assert [c.id for c in refinery.list_cards("c", status=CardStatus.APPROVED)] == [two.id]
+        assert refinery.count_cards("c", exclude=CardStatus.APPROVED) == 1
+        assert refinery.delete_collection("c") == (2, 2)
+        assert refinery.list_cards("c") == [] and [r.collection for r in refinery.list_runs()] == ["other"]
+
+    def test_records_keep_api_keys_in_the_store(self, store: Store) -> None:
+        """Keys are hashed in the store: ids count from 1, a token authenticates until its
+        key is revoked, revoking a collection keeps ``*`` keys."""
+        from plait.api.keys import KeyStore, hash_token
+
+        keys = KeyStore(store.records())
+        reader, token = keys.create(role="reader", collection="docs")
+        admin, admin_token = keys.create(role="admin", collection="*")
+        assert (reader.id, admin.id) == (1, 2)
+        assert keys.authenticate(token) == reader and keys.authenticate(token + "x") is None
+        assert keys.token_hashes([reader.id]) == {hash_token(token)}
+        assert [k.id for k in keys.revoke_collection("docs")] == [reader.id]
+        assert keys.authenticate(token) is None and keys.authenticate(admin_token) == admin
+        assert [(k.id, k.revoked_at is not None) for k in keys.list_keys()] == [(1, True), (2, False)]
+        assert store.records() is store.records()  # one handle per store: imported once

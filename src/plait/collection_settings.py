@@ -1,0 +1,84 @@
+"""What plait remembers about a collection besides its chunks: one typed model, one place.
+
+The store keeps a collection's settings as one JSON object
+(:meth:`~plait.stores.base.Store.get_settings`); every module reads and writes it through
+:func:`read_settings` / :func:`write_settings` and the :class:`CollectionSettings` model,
+never by string keys. To remember something new with a collection, add one field here
+(its camelCase alias is the stored key) — e.g. ``ask`` below holds the ask settings,
+gate calibration included.
+
+``settingsVersion`` is written with every change. A bag without it is version 0 (written
+before the model existed; same keys); :data:`SETTINGS_VERSION` is the current one, and a
+bag from a newer plait is refused rather than misread. Keys this version does not know
+are kept as they are (``extra="allow"``), so an older plait never drops what a newer one
+stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from plait.errors import ConfigError, ValidationError
+from plait.stores.base import Store
+
+__all__ = ["SETTINGS_VERSION", "CollectionSettings", "read_settings", "write_settings"]
+
+SETTINGS_VERSION = 1
+
+
+class CollectionSettings(BaseModel):
+    """A collection's stored settings (camelCase keys in the store)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+
+    settings_version: int = 0
+    embedder: str | None = None
+    """The embedder name recorded at the first index (``plait search`` uses it)."""
+    roots: list[dict[str, Any]] = Field(default_factory=list)
+    """The recorded roots (:mod:`plait.sources.roots`), one per folder / git tree / log."""
+    fusion: dict[str, Any] = Field(default_factory=dict)
+    """Saved fusion defaults (camelCase fields of the fusion settings)."""
+    calibration: dict[str, Any] | None = None
+    """The last saved calibration (:mod:`plait.calibration`)."""
+    search_hidden: dict[str, list[str]] = Field(default_factory=dict)
+    """Scope → chunk ids searched only when the scope is named (FAQ cards)."""
+    refinery: dict[str, Any] = Field(default_factory=dict)
+    """Refinery settings (:class:`plait.refinery.models.RefinerySettings`)."""
+    ask: dict[str, Any] = Field(default_factory=dict)
+    """Ask settings (:class:`plait.ask.AskSettings`)."""
+
+
+_FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}
+
+
+def parse_settings(raw: Mapping[str, Any]) -> CollectionSettings:
+    """The model of a stored bag, upgraded from older versions."""
+    version = raw.get("settingsVersion", 0)
+    if not isinstance(version, int) or version > SETTINGS_VERSION:
+        raise ConfigError(
+            f"collection settings version {version!r} is newer than this plait understands "
+            f"({SETTINGS_VERSION}): upgrade plait"
+        )
+    # version 0 -> 1: same keys, only the version is added
+    return CollectionSettings.model_validate(raw)
+
+
+def read_settings(store: Store, collection: str) -> CollectionSettings:
+    """The collection's settings (NotFoundError when it does not exist)."""
+    return parse_settings(store.get_settings(collection))
+
+
+def write_settings(store: Store, collection: str, **changes: Any) -> CollectionSettings:
+    """Change some fields (snake_case names of :class:`CollectionSettings`); the others,
+    and keys this version does not know, are kept. Returns the settings as stored."""
+    unknown = sorted(set(changes) - set(_FIELDS) - {"settings_version"})
+    if unknown:
+        raise ValidationError(f"unknown collection setting(s) {unknown}; known: {sorted(_FIELDS)}")
+    checked = CollectionSettings.model_validate(changes)  # types checked before anything is written
+    update = {_FIELDS[name]: getattr(checked, name) for name in changes}
+    update["settingsVersion"] = SETTINGS_VERSION
+    return parse_settings(store.update_settings(collection, update))
