@@ -20,12 +20,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 from pydantic.alias_generators import to_camel
 
 from plait.errors import ConfigError, ValidationError
 from plait.stores.base import Store
 
-__all__ = ["SETTINGS_VERSION", "CollectionSettings", "read_settings", "write_settings"]
+__all__ = ["SETTINGS_VERSION", "CollectionSettings", "parse_settings", "read_settings", "write_settings"]
 
 SETTINGS_VERSION = 1
 
@@ -78,7 +79,11 @@ def write_settings(store: Store, collection: str, **changes: Any) -> CollectionS
     unknown = sorted(set(changes) - set(_FIELDS) - {"settings_version"})
     if unknown:
         raise ValidationError(f"unknown collection setting(s) {unknown}; known: {sorted(_FIELDS)}")
-    checked = CollectionSettings.model_validate(changes)  # types checked before anything is written
+    try:  # types checked before anything is written
+        checked = CollectionSettings.model_validate(changes)
+    except PydanticValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise ValidationError("invalid collection settings: " + "; ".join(parts)) from None
     update = {_FIELDS[name]: getattr(checked, name) for name in changes}
     update["settingsVersion"] = SETTINGS_VERSION
     return parse_settings(store.update_settings(collection, update))

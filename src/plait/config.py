@@ -5,7 +5,7 @@
 | store      | ``PLAIT_STORE``    | ``./.plait/plait.db`` |
 | collection | ``PLAIT_COLLECTION`` | ``default``          |
 | embedder   | ``PLAIT_EMBEDDER``   | the collection's recorded embedder, else the default |
-| keys       | ``PLAIT_KEYS``       | ``keys.db`` next to the store |
+| keys       | ``PLAIT_KEYS``       | the keys kept in the store    |
 """
 
 from __future__ import annotations

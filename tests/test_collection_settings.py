@@ -1,0 +1,38 @@
+"""Issue 19 item 3: a collection's settings are one typed model with a version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plait.collection_settings import SETTINGS_VERSION, read_settings, write_settings
+from plait.errors import ConfigError, ValidationError
+from plait.stores.sqlite import SQLiteStore
+
+
+def test_settings_are_typed_versioned_and_keep_unknown_keys(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "p.db")
+    try:
+        store.ensure_collection("c")
+        assert read_settings(store, "c").settings_version == 0  # nothing written yet
+        store.update_settings("c", {"searchHidden": {"faq": ["x"]}, "fromANewerPlait": 7})  # a bag as written before
+        saved = write_settings(store, "c", embedder="e5", roots=[{"kind": "folder", "path": "/r"}])
+        assert (saved.embedder, saved.search_hidden, saved.settings_version) == ("e5", {"faq": ["x"]}, SETTINGS_VERSION)
+        assert store.get_settings("c") == {
+            "embedder": "e5",
+            "roots": [{"kind": "folder", "path": "/r"}],
+            "searchHidden": {"faq": ["x"]},
+            "fromANewerPlait": 7,
+            "settingsVersion": 1,
+        }
+        with pytest.raises(ValidationError, match=r"unknown collection setting\(s\) \['embeder'\]"):
+            write_settings(store, "c", embeder="e5")
+        with pytest.raises(ValidationError, match="invalid collection settings: search_hidden.faq"):
+            write_settings(store, "c", search_hidden={"faq": "not a list"})
+        assert store.get_settings("c")["searchHidden"] == {"faq": ["x"]}  # nothing written by the refused calls
+        store.update_settings("c", {"settingsVersion": SETTINGS_VERSION + 1})
+        with pytest.raises(ConfigError, match="newer than this plait understands"):
+            read_settings(store, "c")
+    finally:
+        store.close()
