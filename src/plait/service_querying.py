@@ -18,13 +18,14 @@ from plait.snippets import with_snippets
 from plait.types import CollectionInfo, SearchResult
 
 if TYPE_CHECKING:
+    from plait.cockpit import ArmLists, ChunkView, SourceEntry
     from plait.explain import ExplainResult
 
 __all__ = ["QueryingMixin"]
 
 
 class QueryingMixin(EngineBase):
-    """Answer queries: hybrid search and its explanation."""
+    """Answer queries: hybrid search, its explanation, and the debug views of the web page."""
 
     # searching ------------------------------------------------------------------
     @valid_text
@@ -193,6 +194,55 @@ class QueryingMixin(EngineBase):
             walk=self._walker(collection),
             also_hidden=hidden,
         )
+    # the web page's debug views (plait.cockpit) ----------------------------------
+    @valid_text
+    def arms(
+        self,
+        collection: str,
+        request: SearchRequest | Mapping[str, Any],
+        *,
+        limit: int = 10,
+        drafts_visible: bool = True,
+    ) -> ArmLists:
+        """The lexical, dense and fused lists of one search, side by side (top ``limit``)."""
+        from plait.cockpit import arm_lists
+
+        info = self.store.get_collection(collection)
+        if info is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        embedder, name = self.embedder_for(collection, info=info)
+        check_model(self.store, collection, embedder, info=info)
+        note = "embedder 'none' selected (lexical only)" if name == _NONE else None
+        hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
+        trace = self._search.trace(
+            collection, request, embedder=self._guarded(embedder, info), embedder_note=note,
+            info=info, also_hidden=hidden,
+        )
+        return arm_lists(self.store, collection, trace, limit=limit)
+
+    @valid_text
+    def sources(self, *, collection: str = "default", prefix: str = "", limit: int = 100) -> list[SourceEntry]:
+        """The collection's sources whose id starts with ``prefix``, and how explain names each."""
+        from plait.cockpit import source_list
+
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        return source_list(self.store, collection, self.recorded_roots(collection), prefix=prefix, limit=limit)
+
+    @valid_text
+    def chunk(self, chunk_id: str, *, collection: str = "default", drafts_visible: bool = True) -> ChunkView:
+        """One chunk with its content rendered to sanitised HTML (:func:`plait.cockpit.chunk_view`).
+
+        ``drafts_visible=False`` (a reader) gets a draft FAQ card's chunk as not found."""
+        from plait.cockpit import chunk_view, missing_chunk
+        from plait.refinery.models import CARD_SCOPE
+
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        if not drafts_visible and chunk_id in self._draft_card_chunks(collection, {"scopes": [CARD_SCOPE]}):
+            raise missing_chunk(collection, chunk_id)
+        return chunk_view(self.store, collection, chunk_id)
+
 
 def _camel_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Search keyword options (snake_case, None = unset) as request JSON keys."""

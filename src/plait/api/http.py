@@ -280,6 +280,14 @@ def create_app(
         """Liveness: the process answers and whether it wants API keys."""
         return {"status": "ok", "auth": auth, "defaultCollection": default_collection}
 
+    @app.get("/v1/me", tags=["meta"], responses={401: {"description": "no or unknown API key"}})
+    def me(key: ApiKey | None = Caller) -> dict[str, Any]:
+        """The caller's role and the collections its key covers (``*``: all), so a client can
+        offer only what the key may do; with auth off, every request acts as an admin."""
+        if key is None:
+            return {"auth": False, "role": Role.ADMIN.value, "collection": "*"}
+        return {"auth": True, "role": key.role.value, "collection": key.collection}
+
     @app.get(
         "/v1/collections",
         response_model=list[CollectionInfo],
@@ -371,6 +379,10 @@ def create_app(
 
     add_refinery_routes(app, engine, allow, Caller)
 
+    from plait.api.http_cockpit import add_cockpit_routes
+
+    add_cockpit_routes(app, engine, allow, Caller)
+
     web = _web_dir()
     if web.is_dir():
         app.mount("/web", StaticFiles(directory=str(web)), name="web")
@@ -378,6 +390,10 @@ def create_app(
         @app.get("/", include_in_schema=False)
         def page() -> FileResponse:
             return FileResponse(web / "index.html", headers=_PAGE_HEADERS)
+
+        @app.get("/favicon.ico", include_in_schema=False)
+        def favicon() -> FileResponse:
+            return FileResponse(web / "favicon.svg", media_type="image/svg+xml")
 
     # innermost first: body limits, admission (key check before the body), then the
     # browser-facing checks a server without keys needs
