@@ -54,12 +54,17 @@ def _focus_first_hit(page: Page) -> None:
     pytest.fail("Tab never reached a hit")
 
 
-def _enter_key(page: Page, token: str, collections: int) -> None:
-    expect(page.locator("#key-form")).to_be_visible()
-    expect(page.locator("#status")).to_contain_text("401")
+def _enter_key(page: Page, token: str, collections: int, *, remember: bool = False) -> None:
+    # An auth server asks for a key: a prompt, not an error (no request was refused).
+    expect(page.locator("#key-prompt")).to_be_visible()
+    expect(page.locator("#key-title")).to_have_text("This server asks for an API key")
+    expect(page.locator("#status")).to_have_text("")
     page.locator("#api-key").fill(token)
+    if remember:
+        page.locator("#remember-key").check()
     page.locator("#api-key").press("Enter")
     expect(page.locator("#collection option")).to_have_count(collections)
+    expect(page.locator("#key-prompt")).to_be_hidden()
 
 
 def test_search_badges_ranks_and_the_debug_view_by_keyboard(served: Served, page: Page) -> None:
@@ -80,8 +85,12 @@ def test_search_badges_ranks_and_the_debug_view_by_keyboard(served: Served, page
     # Only kb-101 holds the identifier: every other hit came from the dense arm alone.
     expect(hits.nth(1).locator(".badge")).to_have_text("semantic")
     expect(hits.nth(1).locator(".rank-lexical")).to_have_text("lexical —")
-    # the default fusion is adaptive: the status names the dense weight it used
-    expect(page.locator("#status")).to_contain_text("5 hits · adaptive (dense weight ")
+    # the default fusion is adaptive: the status says it in a short phrase, the details
+    # on demand name the dense weight it used and why
+    expect(page.locator("#status")).to_contain_text("5 hits · adaptive, ")
+    expect(page.locator("#status")).to_contain_text("(dense weight ")
+    expect(page.locator("#fusion-long")).to_contain_text("Fusion: adaptive (dense weight ")
+    expect(first.locator(".snippet mark")).to_have_text(["ERR-4012"])
     expect(page.locator("#timings dt").first).to_be_visible()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-search.png"), full_page=True)
@@ -116,7 +125,7 @@ def test_search_badges_ranks_and_the_debug_view_by_keyboard(served: Served, page
 
 def test_fusion_controls_and_errors(served: Served, page: Page) -> None:
     page.goto(served.url + "/")
-    _enter_key(page, served.tokens["admin_all"], 2)  # the admin key covers 'a' and 'b'
+    _enter_key(page, served.tokens["admin_all"], 2, remember=True)  # the admin key covers 'a' and 'b'
     page.locator("#collection").select_option("a")
     page.locator("#fusion").select_option("rrf")  # the lexical-weight slider weighs RRF's arms
     page.locator("#lexical-weight").focus()
@@ -126,23 +135,28 @@ def test_fusion_controls_and_errors(served: Served, page: Page) -> None:
     page.locator("#query").fill("payment declined")
     page.locator("#query").press("Enter")
     expect(page.locator("#hits .hit")).to_have_count(2)
-    expect(page.locator("#status")).to_contain_text("2 hits · RRF (k=60, lexical weight 1)")
+    expect(page.locator("#status")).to_contain_text("2 hits · RRF, lexical weight 1 · ")
+    expect(page.locator("#fusion-long")).to_have_text("Fusion: RRF (k=60, lexical weight 1).")
     page.locator("#fusion").select_option("adaptive")  # the status says the query's language
     page.locator("#query").fill("why was the payment declined")
     page.locator("#query").press("Enter")
-    expect(page.locator("#status")).to_contain_text("query language en, embedder languages unknown")
+    expect(page.locator("#fusion-long")).to_contain_text("query language en, embedder languages unknown")
     page.locator("#fusion").select_option("weighted")
     expect(page.locator("#lexical-weight")).to_be_disabled()
     page.locator("#query").press("Enter")
-    expect(page.locator("#status")).to_contain_text("weighted (vector 0.6 / lexical 0.4, threshold 0.2)")
+    expect(page.locator("#status")).to_contain_text("weighted sum, dense 0.6 / lexical 0.4")
+    expect(page.locator("#fusion-long")).to_have_text("Fusion: weighted (vector 0.6 / lexical 0.4, threshold 0.2).")
     # A server-side validation error is shown as its one-line message.
     page.locator("#k").fill("500")
     page.evaluate("document.getElementById('k').removeAttribute('max')")
     page.locator("#query").press("Enter")
     expect(page.locator("#status")).to_contain_text("Error 422: k: Input should be less than or equal to 200")
-    # The key survives a reload (localStorage): collections load without asking again.
+    # A remembered key survives a reload (localStorage): collections load without asking.
+    assert page.evaluate("localStorage.getItem('plait.apiKey')") == served.tokens["admin_all"]
+    assert page.evaluate("sessionStorage.getItem('plait.apiKey')") is None
     page.reload()
     expect(page.locator("#collection option")).to_have_count(2)
+    expect(page.locator("#key-state")).to_have_text("admin key (remembered)")
 
 
 FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
@@ -198,15 +212,15 @@ def test_faq_review_by_a_maintainer_and_a_reader_refused(
     card = page.locator(f"#faq-cards li[data-id='{card_id}']")
     expect(card.locator(".card-status")).to_have_text("draft")
     expect(page.locator("#faq-message")).to_have_text("16 cards")
-    # A reader sees the cards but the server refuses the review, and the page says why.
-    card.locator(".card-approve").click()
-    expect(page.locator("#faq-message")).to_have_text(
-        "Error 403: card review needs the maintainer role; this key is a reader"
-    )
+    # A reader sees the cards but is offered no review (the server would refuse it).
+    expect(page.locator("#faq-role")).to_have_text("Reviewing cards needs a maintainer key; this key is a reader.")
+    expect(card.locator("button")).to_have_count(0)
     assert served.engine.refinery.get_card("a", card_id).status.value == "draft"
 
-    # A maintainer approves it by keyboard: focus the button, press Enter.
-    page.evaluate("localStorage.clear()")
+    # A maintainer approves it by keyboard: focus the button, press Enter. The reader's
+    # key was in this tab's session storage only: clear it to be asked again.
+    assert page.evaluate("localStorage.getItem('plait.apiKey')") is None
+    page.evaluate("sessionStorage.clear()")
     page.reload()
     _enter_key(page, served.tokens["maintainer_a"], 1)
     card.locator(".card-approve").focus()

@@ -1,0 +1,158 @@
+// "Why not found?": a document's journey for the current query and settings, rendered
+// from the API's explain trace (the same stages and diagnosis as `plait explain`).
+
+import { api, collectionPath, state } from "./api.js";
+import { $, el, errorText, fmt, table } from "./dom.js";
+
+const CHUNK_ID = /^[0-9a-f]{24}$/;
+
+function yes(flag, word) {
+  return (flag ? "✓ " : "✗ ") + (word || (flag ? "yes" : "no"));
+}
+
+// What the analyser did to one query word, in words.
+function termNotes(t) {
+  const notes = [];
+  if (t.stopword) notes.push("stopword: not searched");
+  if (t.identifier) notes.push("identifier: kept whole in the exact field");
+  const parts = (t.stems || []).filter((s) => s !== t.exact);
+  if (t.identifier && parts.length) notes.push("split for the stems field into " + parts.join(", "));
+  const lowered = t.raw.toLowerCase();
+  const stemmed = (t.stems || []).filter((s) => s !== lowered && s !== t.exact);
+  if (!t.identifier && stemmed.length) notes.push("stem changed it: " + lowered + " → " + stemmed.join(", "));
+  if (t.exact && t.exact !== lowered) notes.push("normalised to " + t.exact);
+  if (t.reason) notes.push(t.reason);
+  return notes.join("; ");
+}
+
+function termsTable(terms, caption) {
+  const rows = terms.map((t) => {
+    const stems = (t.stems || []).map((s) => (t.matchedStems || []).includes(s) ? s + " ✓" : s).join(", ");
+    return [
+      t.raw,
+      t.stopword ? "—" : (t.exact || "—") + " " + (t.matchedExact ? "✓ matched" : "✗ not in chunk"),
+      t.stopword ? "—" : (stems || "—") + ((t.matchedStems || []).length ? "" : " (no match)"),
+      termNotes(t),
+    ];
+  });
+  return table(caption, ["query word", "exact field", "stems field", "what happened"], rows, "detail terms");
+}
+
+function armLine(name, arm, depthNote) {
+  if (!arm.ran) return name + " did not run: " + (arm.reason || "no reason given") + ".";
+  if (arm.rank === null || arm.rank === undefined) {
+    return name + ": not ranked at all (" + arm.candidates + " candidates).";
+  }
+  const where = arm.withinOverfetch ? "within the over-fetch of " + arm.overfetch
+    : "past the over-fetch of " + arm.overfetch + ": fusion never saw it";
+  return name + ": rank " + arm.rank + " of " + arm.candidates + " (score " + fmt(arm.score, 4) + "), " + where + depthNote + ".";
+}
+
+function stage(title, lines, extra) {
+  const li = el("li", "stage");
+  li.append(el("h3", null, title));
+  for (const line of lines) li.append(el("p", null, line));
+  if (extra) li.append(extra);
+  return li;
+}
+
+export function renderExplain(container, r, options) {
+  const compact = options && options.compact;
+  container.replaceChildren();
+  const diagnosis = el("p", "diagnosis diagnosis-" + r.diagnosis.code);
+  diagnosis.append(el("strong", null, "Diagnosis (" + r.diagnosis.code + "): "), document.createTextNode(r.diagnosis.message));
+  container.append(diagnosis);
+  const stages = el("ol", "stages");
+  const ing = r.ingestion;
+  if (!compact) {
+    stages.append(stage("Ingestion", [
+      ing.message + (ing.skipReason ? " — " + ing.skipReason : "") + ".",
+      ing.indexed ? ing.chunks + " chunk" + (ing.chunks === 1 ? "" : "s") + ", " + ing.chunksWithVector + " with a vector" : "not in the index",
+    ]));
+  }
+  const lex = r.lexical;
+  const terms = lex.terms && lex.terms.length ? termsTable(lex.terms, "Each query word against the best chunk's two lexical fields") : null;
+  const searched = "searched: exact [" + (lex.exactTerms || []).join(", ") + "], stems [" + (lex.stemTerms || []).join(", ") + "]";
+  stages.append(stage("Lexical arm", [armLine("BM25", lex, ""), searched], terms));
+  stages.append(stage("Dense arm", [armLine("Vectors", r.dense, "")]));
+  const f = r.fusion;
+  const fusionLines = [];
+  if (f.rank === null || f.rank === undefined) fusionLines.push("Not in the fused list (" + f.settings.method + ").");
+  else fusionLines.push("Fused rank " + f.rank + " (" + f.settings.method + ", score " + fmt(f.score, 4) + ").");
+  const cut = f.offset + f.k;
+  fusionLines.push(f.returned ? "Returned: within the top " + cut + "." : "Cut: " + (f.droppedBy ? "dropped by " + f.droppedBy : "not returned") + " (top " + cut + ").");
+  stages.append(stage("Fusion and cut", fusionLines));
+  if (r.rerank) {
+    const rr = r.rerank;
+    stages.append(stage("Rerank", [
+      rr.method + (rr.reranked ? " reranked the top " + rr.kOverfetch : " kept the fused order (" + (rr.reason || "no reason") + ")") + ".",
+      rr.inPool ? "In the pool: fused " + (rr.rankBefore || "—") + " → rerank " + (rr.rankAfter || "—") + "." : "Not in the rerank pool.",
+    ]));
+  }
+  container.append(stages);
+  if (!compact && r.chunks && r.chunks.length) {
+    const details = el("details", "chunks");
+    details.append(el("summary", null, "Each chunk of the document (" + r.chunks.length + ")"));
+    const rows = r.chunks.map((c) => [
+      String(c.ordinal), (c.headingPath || []).join(" › ") || "—", c.lexicalRank, c.denseRank, c.fusedRank,
+      yes(c.returned), c.hasVector ? "yes" : "no",
+    ]);
+    details.append(table("Exact ranks, even past the over-fetch (— = not ranked)", ["chunk", "headings", "lexical", "dense", "fused", "returned", "vector"], rows));
+    container.append(details);
+  }
+}
+
+// Which explain argument the form's value is: the chosen kind, else a listed source's own
+// target (path for files, doc otherwise), else a chunk id by its shape, else a path.
+export function targetOf(value, kind) {
+  if (kind) return kind;
+  const source = state.sources.get(value);
+  if (source) return source.target;
+  return CHUNK_ID.test(value) ? "chunk" : "path";
+}
+
+export async function runExplain(event, searchBody) {
+  event.preventDefault();
+  const box = $("explain-result");
+  const value = $("explain-path").value.trim();
+  const body = searchBody();
+  if (!body.query) {
+    box.replaceChildren(el("p", "error", "Type the query above first: the journey is for a query."));
+    $("query").focus();
+    return;
+  }
+  if (!value) return;
+  body[targetOf(value, $("explain-kind").value)] = value;
+  box.replaceChildren(el("p", "help", "Explaining…"));
+  try {
+    const trace = await api("POST", collectionPath("/explain"), body);
+    renderExplain(box, trace, {});
+  } catch (error) {
+    box.replaceChildren(el("p", "error", errorText(error)));
+  }
+}
+
+let pending = null;
+
+// Completion: the collection's sources starting with what is typed.
+export function loadSources(prefix) {
+  clearTimeout(pending);
+  pending = setTimeout(async () => {
+    if (!$("collection").value) return;
+    try {
+      const path = "/sources?limit=50" + (prefix ? "&prefix=" + encodeURIComponent(prefix) : "");
+      const sources = await api("GET", collectionPath(path));
+      const list = $("explain-sources");
+      list.replaceChildren();
+      for (const source of sources) {
+        state.sources.set(source.sourceId, source);
+        const option = el("option");
+        option.value = source.sourceId;
+        option.label = source.kind + " · " + source.scope + " · " + source.chunks + " chunk" + (source.chunks === 1 ? "" : "s");
+        list.append(option);
+      }
+    } catch (_) {
+      // completion is a convenience: the form still works without it
+    }
+  }, prefix ? 150 : 0);
+}
