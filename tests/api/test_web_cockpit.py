@@ -27,13 +27,13 @@ CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
     pytest.skip("Debian's chromium is not installed: apt-get install -y chromium", allow_module_level=True)
 
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
-from plait.api.http import create_app
-from plait.api.keys import KeyStore
-from plait.embeddings.fake import FakeEmbedder
-from plait.service import Plait
-from plait.testing.asgi_server import UvicornThread
+from plait.api.http import create_app  # noqa: E402
+from plait.api.keys import KeyStore  # noqa: E402
+from plait.embeddings.fake import FakeEmbedder  # noqa: E402
+from plait.service import Plait  # noqa: E402
+from plait.testing.asgi_server import UvicornThread  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
