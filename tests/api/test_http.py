@@ -229,8 +229,12 @@ def test_the_page_and_its_assets_are_served(served: Served) -> None:
     page = httpx.get(served.url + "/")
     assert page.status_code == 200 and 'id="search-form"' in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert '<script type="module" src="/web/app.js">' in page.text
     script = httpx.get(served.url + "/web/app.js")
-    assert script.status_code == 200 and "function whyKept" in script.text
+    assert script.status_code == 200 and 'from "./hits.js"' in script.text
+    hits = httpx.get(served.url + "/web/hits.js")
+    assert hits.status_code == 200 and "export function whyKept" in hits.text
+    assert hits.headers["content-type"].startswith(("text/javascript", "application/javascript"))
     assert httpx.get(served.url + "/web/style.css").status_code == 200
     assert httpx.get(served.url + "/web/missing.js").json() == {"error": "Not Found"}
 

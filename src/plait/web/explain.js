@@ -138,10 +138,12 @@ let pending = null;
 export function loadSources(prefix) {
   clearTimeout(pending);
   pending = setTimeout(async () => {
-    if (!$("collection").value) return;
+    const collection = $("collection").value;
+    if (!collection) return;
     try {
       const path = "/sources?limit=50" + (prefix ? "&prefix=" + encodeURIComponent(prefix) : "");
       const sources = await api("GET", collectionPath(path));
+      if ($("collection").value !== collection) return;
       const list = $("explain-sources");
       list.replaceChildren();
       for (const source of sources) {

@@ -28,9 +28,11 @@ function renderProgress(report) {
 
 export async function loadCoverage() {
   const rows = $("coverage-rows");
-  if (!$("collection").value) return;
+  const collection = $("collection").value;
+  if (!collection) return;
   try {
     const report = await api("GET", collectionPath("/coverage"));
+    if ($("collection").value !== collection) return; // another collection was chosen meanwhile
     rows.replaceChildren();
     for (const scope of report.scopes) {
       const tr = el("tr", "coverage-row");
@@ -60,6 +62,7 @@ export async function loadCoverage() {
     renderProgress(report);
     setMessage("coverage-message", report.scopes.length ? "" : "Nothing indexed in this collection yet.", false);
   } catch (error) {
+    if ($("collection").value !== collection) return;
     rows.replaceChildren();
     setMessage("coverage-message", errorText(error), true);
   }
@@ -138,11 +141,13 @@ function editForm(item, card) {
 
 export async function loadCards() {
   const list = $("faq-cards");
-  if (!$("collection").value) return;
+  const collection = $("collection").value;
+  if (!collection) return;
   const status = $("faq-status").value;
   $("faq-role").textContent = canReview() ? "" : "Reviewing cards needs a maintainer key; this key is a " + (state.me ? state.me.role : "reader") + ".";
   try {
     const cards = await api("GET", collectionPath("/faq" + (status ? "?status=" + encodeURIComponent(status) : "")));
+    if ($("collection").value !== collection || $("faq-status").value !== status) return; // a newer list is coming
     state.cards = new Map(cards.map((c) => [c.id, c]));
     list.replaceChildren(...cards.map(renderCard));
     setMessage("faq-message", cards.length + " card" + (cards.length === 1 ? "" : "s"), false);
