@@ -8,7 +8,7 @@ and the quality bar: no console errors or failed requests, keyboard use, 390 px,
 axe-core (vendored under tests/api/vendor/axe-core, MPL-2.0) with no serious violations.
 
 Screenshots go to test-artifacts/ (gitignored); the two in docs/ are copies of
-web-search.png and web-why-not-found.png.
+web-cockpit-search.png and web-why-not-found.png.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def test_hits_are_readable_and_a_hostile_document_stays_inert(server: Server, wa
     expect(first.locator(".origin .crumb")).to_have_count(3)
     expect(first.locator(".why-short")).to_contain_text("found by both arms")
     ARTIFACTS.mkdir(exist_ok=True)
-    page.locator("main").screenshot(path=str(ARTIFACTS / "web-search.png"))
+    page.locator("main").screenshot(path=str(ARTIFACTS / "web-cockpit-search.png"))
 
     _search(page, "quarantined payloads", k=3)
     hostile = page.locator("#hits .hit").first

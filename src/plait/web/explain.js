@@ -13,7 +13,7 @@ function yes(flag, word) {
 // What the analyser did to one query word, in words.
 function termNotes(t) {
   const notes = [];
-  if (t.stopword) notes.push("stopword: not searched");
+  if (t.stopword && !t.reason) notes.push("stopword: not searched");
   if (t.identifier) notes.push("identifier: kept whole in the exact field");
   const parts = (t.stems || []).filter((s) => s !== t.exact);
   if (t.identifier && parts.length) notes.push("split for the stems field into " + parts.join(", "));
@@ -66,8 +66,7 @@ export function renderExplain(container, r, options) {
   const ing = r.ingestion;
   if (!compact) {
     stages.append(stage("Ingestion", [
-      ing.message + (ing.skipReason ? " — " + ing.skipReason : "") + ".",
-      ing.indexed ? ing.chunks + " chunk" + (ing.chunks === 1 ? "" : "s") + ", " + ing.chunksWithVector + " with a vector" : "not in the index",
+      (ing.indexed ? "" : "Not in the index: ") + ing.message + (ing.skipReason ? " — " + ing.skipReason : "") + ".",
     ]));
   }
   const lex = r.lexical;

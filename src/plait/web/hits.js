@@ -51,7 +51,7 @@ export function fusionText(f) {
 export function fusionSentence(f) {
   if (f.method === "rrf") return "RRF, lexical weight " + f.lexicalWeight;
   if (f.method === "weighted") return "weighted sum, dense " + f.vectorWeight + " / lexical " + f.lexicalScoreWeight;
-  const w = Number(denseWeight(f));
+  const w = Math.round(Number(denseWeight(f)) * 100) / 100;
   const lean = w > 0.5 ? "leaning dense" : w < 0.5 ? "leaning lexical" : "both arms equal";
   return f.method + ", " + lean + " (dense weight " + w + ")";
 }
