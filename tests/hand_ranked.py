@@ -17,10 +17,12 @@ from plait.api.http import create_app
 from plait.api.keys import KeyStore
 from plait.embeddings.fake import FakeEmbedder
 from plait.service import Plait
+from plait.sources.base import SourceDocument, SourcePart
 from plait.testing.asgi_server import UvicornThread
 from plait.testing.corpus import ARTICLE_DOCS, documents
+from plait.types import FileOrigin
 
-__all__ = ["ANGLES", "DIM", "FILES", "QUERY", "angle", "make_engine", "serve"]
+__all__ = ["ANGLES", "DIM", "FILES", "MULTI", "QUERY", "angle", "make_engine", "serve"]
 
 DIM = 8
 QUERY = "ERR-4012"
@@ -36,9 +38,28 @@ def angle(degrees: float) -> list[float]:
     return list(v)
 
 
+# collection 'multi': source 'long' has three chunks that match ERR-7, 'short' one
+MULTI = [
+    SourceDocument(
+        source_id="long",
+        scope="docs",
+        parts=tuple(
+            SourcePart(text=f"ERR-7 {word}", origin=FileOrigin(source_path="long.md", heading_path=[word]), key=word)
+            for word in ("alpha", "beta", "gamma")
+        ),
+    ),
+    SourceDocument(
+        source_id="short",
+        scope="docs",
+        parts=(SourcePart(text="ERR-7 delta", origin=FileOrigin(source_path="short.md")),),
+    ),
+]
+
+
 def make_engine(tmp_path: Path) -> Plait:
     """Collection 'a': the article's five documents; 'files': two Markdown files on disk;
-    'other': indexed with another embedding model (so 'a''s engine must refuse it)."""
+    'other': indexed with another embedding model (so 'a''s engine must refuse it);
+    'multi': three chunks of one source and one of another (``MULTI``)."""
     overrides = {QUERY: angle(0)} | {ARTICLE_DOCS[d]: angle(a) for d, a in ANGLES.items()}
     store = str(tmp_path / "plait.db")
     with Plait(store, embedder=FakeEmbedder(dimension=DIM, model="other-model")) as other:
@@ -50,6 +71,7 @@ def make_engine(tmp_path: Path) -> Plait:
     for name, text in FILES.items():
         (folder / name).write_text(text, encoding="utf-8")
     engine.index(folder, collection="files", scope="docs")
+    engine.index_documents(MULTI, collection="multi")
     return engine
 
 

@@ -105,6 +105,15 @@ def test_search_and_ask_modes_pass_through(engine: Any) -> None:
         engine.search(QUERY, collection="a", mode="dense")
 
 
+def test_max_per_source_passes_through(engine: Any) -> None:
+    every = engine.search("ERR-7", collection="multi", mode="lexical")
+    assert sorted(h.origin.source_path for h in every.hits) == ["long.md", "long.md", "long.md", "short.md"]
+    assert all(h.more_from_source is None for h in every.hits)
+    thinned = engine.search("ERR-7", collection="multi", mode="lexical", max_per_source=1)
+    assert {h.origin.source_path: h.more_from_source for h in thinned.hits} == {"long.md": 2, "short.md": 0}
+    assert len(thinned.hits) == 2
+
+
 def test_search_request_takes_the_camel_case_form(engine: Any) -> None:
     result = engine.search_request("a", {"query": QUERY, "k": 1, "fusion": "rrf", "lexicalWeight": 1.0})
     assert result.hits[0].score == pytest.approx(2 / 61) and result.k == 1
@@ -133,7 +142,7 @@ def test_coverage_collections_and_reindex(engine: Any, tmp_path: Path) -> None:
     assert (scope.scope, scope.sources_present, scope.sources_indexed, scope.chunks) == ("docs", 2, 2, 2)
     assert scope.chunks_without_vector == 0 and scope.embedding_model == "fake/hash-64"
     infos = {c.name: c for c in engine.collections()}
-    assert sorted(infos) == ["a", "files", "other"]
+    assert sorted(infos) == ["a", "files", "multi", "other"]
     assert (infos["a"].chunks, infos["a"].sources, infos["a"].dimension) == (5, 5, DIM)
     assert infos["other"].embedder_model == "other-model"
 

@@ -80,6 +80,9 @@ def test_search_options_and_session_origins(kind: str, tmp_path: Path) -> None:
         assert [d.metadata["metadata"]["docId"] for d in await _get(only, QUERY, use_async=use_async)] == ["kb-104"]
         scoped = PlaitRetriever(engine=engine, collection="a", scopes=["adr"])
         assert await _get(scoped, QUERY, use_async=use_async) == []
+        thinned = PlaitRetriever(engine=engine, collection="multi", mode="lexical", max_per_source=1)
+        docs = await _get(thinned, "ERR-7", use_async=use_async)
+        assert {d.metadata["source"]: d.metadata["moreFromSource"] for d in docs} == {"long.md": 2, "short.md": 0}
         (session,) = await _get(PlaitRetriever(engine=engine, collection="s"), "ERR-4013", use_async=use_async)
         assert session.page_content == SESSION_TEXT and session.metadata["source"] == "sess-1"
         assert session.metadata["origin"] == {"kind": "session", "sessionId": "sess-1", "eventId": "evt-1", "title": None}

@@ -73,6 +73,11 @@ def test_search_options_and_session_origins(kind: str, tmp_path: Path) -> None:
         only = PlaitRetriever(engine=engine, collection="a", fusion="rrf", filter={"docId": "kb-104"})
         found = await _get(only, QUERY, use_async=use_async)
         assert [n.node.metadata["metadata"]["docId"] for n in found] == ["kb-104"]
+        thinned = PlaitRetriever(engine=engine, collection="multi", mode="lexical", max_per_source=1)
+        found = await _get(thinned, "ERR-7", use_async=use_async)
+        assert {n.node.metadata["source"]: n.node.metadata["moreFromSource"] for n in found} == {
+            "long.md": 2, "short.md": 0
+        }
         (session,) = await _get(PlaitRetriever(engine=engine, collection="s"), "ERR-4013", use_async=use_async)
         assert session.node.get_content() == SESSION_TEXT and session.node.metadata["source"] == "sess-1"
         assert session.node.metadata["origin"] == {
