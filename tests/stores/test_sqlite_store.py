@@ -67,7 +67,7 @@ def test_schema_version_recorded(tmp_path: Path) -> None:
 def test_migration_4_lets_a_version_3_file_be_backfilled_by_claims(tmp_path: Path) -> None:
     """A file indexed before claims existed, holding a chunk without a vector, opens at
     version 4 and the chunk can be claimed."""
-    from plait.stores.sqlite import MIGRATIONS
+    from plait.stores.sqlite_schema import MIGRATIONS
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path, isolation_level=None)
@@ -98,7 +98,7 @@ def test_migration_4_lets_a_version_3_file_be_backfilled_by_claims(tmp_path: Pat
 
 def test_migration_2_upgrades_a_version_1_file(tmp_path: Path) -> None:
     """A store written before sources knew their root opens with root '' for old rows."""
-    from plait.stores.sqlite import MIGRATIONS
+    from plait.stores.sqlite_schema import MIGRATIONS
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path, isolation_level=None)

@@ -20,48 +20,28 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import TypeAdapter
 
-from plait.errors import NotFoundError, StoreError, StoreUnavailableError
-from plait.stores.ann import (
-    AnnIndex,
-    AnnSettings,
-    hnswlib_available,
-    resolve_ann_threshold,
-)
+from plait.errors import NotFoundError
 from plait.stores.base import (
     BM25Params,
     ChunkState,
-    Filters,
     ReplaceCounts,
     ScopeInfo,
     SourceInfo,
     StoredChunk,
 )
-from plait.stores.lexical_index import LexicalIndex
 from plait.stores.records import SQLITE_STORE_TABLES, Records, SqliteRecords
 from plait.stores.records_import import import_side_files
-from plait.stores.sqlite_schema import MIGRATIONS
-from plait.stores.sqlite_snapshot import (
-    DenseMatrix,
-    Snapshot,
-    allowed_rowids,
-    load_lexical,
-    load_matrix,
-    load_postings,
-)
+from plait.stores.sqlite_search import SQLiteSearch
 from plait.types import Chunk, CollectionInfo, Origin
 
 __all__ = ["SQLiteStore"]
@@ -75,7 +55,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteSearch):
     """A :class:`~plait.stores.base.Store` in one SQLite file (WAL mode).
 
     ``ann_threshold`` (default ``PLAIT_ANN_THRESHOLD`` or 20 000) is the number of vectors
@@ -83,155 +63,6 @@ class SQLiteStore:
     optional ``hnswlib`` (``plait[ann]``) and stays exact without it. ``last_vector_path``
     says which path the latest dense query took (``"exact"`` or ``"ann"``).
     """
-
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        timeout: float = 30.0,
-        ann_threshold: int | None = None,
-        ann_settings: AnnSettings | None = None,
-    ) -> None:
-        self.path = Path(path)
-        explicit = ann_threshold
-        if explicit is None and ann_settings is not None:
-            explicit = ann_settings.threshold
-        self.ann_settings = replace(
-            ann_settings or AnnSettings(), threshold=resolve_ann_threshold(explicit)
-        )
-        self._ann: dict[int, AnnIndex] = {}
-        self.last_vector_path = "exact"
-        try:
-            if str(path) != ":memory:":
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                str(path), timeout=timeout, check_same_thread=False, isolation_level=None
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open SQLite store at {path}: {exc}") from exc
-        self._lock = threading.RLock()
-        self._timeout = timeout
-        self._snapshots: dict[int, Snapshot] = {}
-        self._records: SqliteRecords | None = None
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        try:
-            self._db.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.OperationalError as exc:
-            if (busy := self._busy(exc)) is not None:
-                raise busy from None
-            raise StoreError(f"{path} is not a SQLite database: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{path} is not a SQLite database: {exc}") from exc
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
-
-    # plumbing --------------------------------------------------------------------
-    def _busy(self, exc: sqlite3.OperationalError) -> StoreUnavailableError | None:
-        """"database is locked" (another process held the write lock past the busy
-        timeout) as a one-line :class:`StoreUnavailableError`; None for other errors."""
-        text = str(exc)
-        if "locked" not in text and "busy" not in text:
-            return None
-        return StoreUnavailableError(
-            f"SQLite store {self.path} is busy: another process has held its write lock for "
-            f"more than {self._timeout:g} s ({text}); try again later"
-        )
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if (busy := self._busy(exc)) is not None:
-                    raise busy from None
-                raise
-            try:
-                yield self._db
-            except sqlite3.OperationalError as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                if (busy := self._busy(exc)) is not None:
-                    raise busy from None
-                raise
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-            else:
-                try:
-                    self._db.execute("COMMIT")
-                except sqlite3.OperationalError as exc:
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
-                    if (busy := self._busy(exc)) is not None:
-                        raise busy from None
-                    raise
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every SELECT inside sees the same committed state.
-
-        A search reads the generation, the field lengths and the postings (or vectors)
-        in separate statements; outside a transaction another process's commit could
-        fall between them and pair postings with lengths of another generation.
-        """
-        with self._lock:
-            if self._db.in_transaction:
-                yield self._db
-                return
-            self._db.execute("BEGIN")
-            try:
-                yield self._db
-            except sqlite3.OperationalError as exc:
-                if (busy := self._busy(exc)) is not None:
-                    raise busy from None
-                raise
-            finally:
-                self._db.execute("COMMIT")
-
-    def _migrate(self) -> None:
-        with self._tx() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            current = row[0] or 0
-            for number, migration in enumerate(MIGRATIONS, start=1):
-                if number > current:
-                    migration(db)
-                    db.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
-
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if (busy := self._busy(exc)) is not None:
-                    raise busy from None
-                raise
-
-    def _collection_row(self, name: str) -> tuple[Any, ...] | None:
-        rows = self._query(
-            "SELECT id, name, provider, model, dimension, created_at, generation "
-            "FROM collections WHERE name = ?",
-            (name,),
-        )
-        return rows[0] if rows else None
-
-    def generation(self, name: str) -> int | None:
-        """The collection's write counter (bumped by every write), None if it does not exist."""
-        row = self._collection_row(name)
-        return None if row is None else int(row[6])
-
-    def _cid(self, name: str) -> int:
-        row = self._collection_row(name)
-        if row is None:
-            raise NotFoundError(f"collection {name!r} does not exist")
-        return int(row[0])
-
-    @staticmethod
-    def _bump(db: sqlite3.Connection, cid: int) -> None:
-        db.execute("UPDATE collections SET generation = generation + 1 WHERE id = ?", (cid,))
 
     # collections -----------------------------------------------------------------
     def _info(self, row: tuple[Any, ...]) -> CollectionInfo:
@@ -668,141 +499,6 @@ class SQLiteStore:
                 (cid, source_id),
             )
         return [r[0] for r in rows]
-
-    # the two arms ----------------------------------------------------------------
-    def _snapshot(self, collection: str) -> tuple[int, Snapshot]:
-        row = self._collection_row(collection)
-        if row is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
-        cid = int(row[0])
-        return cid, self._snap_for(cid, int(row[6]))
-
-    def _snap_for(self, cid: int, generation: int) -> Snapshot:
-        snap = self._snapshots.get(cid)
-        if snap is None or snap.generation != generation:
-            snap = Snapshot(generation)
-            self._snapshots[cid] = snap
-        return snap
-
-    def _lexical_index(self, cid: int, snap: Snapshot) -> LexicalIndex:
-        """The generation's lexical index (loaded on first use; inside a read transaction)."""
-        if snap.lexical is None:
-            snap.lexical = load_lexical(self._db, cid)
-        return snap.lexical
-
-    def _dense(self, cid: int, snap: Snapshot) -> DenseMatrix:
-        """The generation's vector matrix (loaded on first use; inside a read transaction)."""
-        if snap.dense is None:
-            snap.dense = load_matrix(self._db, cid)
-        return snap.dense
-
-    def lexical_search(
-        self,
-        collection: str,
-        exact: Sequence[str],
-        stems: Sequence[str],
-        *,
-        limit: int | None,
-        filters: Filters | None = None,
-        params: BM25Params | None = None,
-    ) -> list[tuple[str, float]]:
-        """BM25 over the generation's cached score rows (see :mod:`plait.stores.lexical_index`).
-
-        When every query term's row is cached and no filter applies, no SQL runs but
-        the one statement that reads the collection's generation.
-        """
-        bm25 = params or _DEFAULT_BM25
-        terms = (exact, stems)
-        if filters is None or filters.empty:
-            with self._lock:
-                _, snap = self._snapshot(collection)  # one statement: atomic on its own
-                index = snap.lexical
-                rows = None if index is None else index.rows(terms, bm25, None)
-            if index is not None and rows is not None:
-                return index.rank(rows, limit=limit)
-        with self._read() as db:
-            cid, snap = self._snapshot(collection)
-            index = self._lexical_index(cid, snap)
-            found = index.rows(terms, bm25, partial(load_postings, db, cid))
-            allowed = allowed_rowids(db, cid, filters)
-        return index.rank(found or [], limit=limit, allowed=allowed)
-
-    def vector_search(
-        self,
-        collection: str,
-        vector: np.ndarray,
-        *,
-        limit: int | None,
-        filters: Filters | None = None,
-    ) -> list[tuple[str, float]]:
-        """Exact cosine over the generation's matrix, or the HNSW graph at or above the threshold.
-
-        With the matrix cached and no filter, no SQL runs but the generation read.
-        """
-        dense: DenseMatrix | None = None
-        allowed: np.ndarray | None = None
-        if filters is None or filters.empty:
-            with self._lock:
-                cid, snap = self._snapshot(collection)  # one statement: atomic on its own
-                dense = snap.dense
-        if dense is None:
-            with self._read() as db:
-                cid, snap = self._snapshot(collection)
-                dense = self._dense(cid, snap)
-                allowed = allowed_rowids(db, cid, filters)
-        rowids, matrix = dense.rowids, dense.matrix
-        if rowids.size == 0:
-            return []
-        query = np.asarray(vector, dtype=np.float32)
-        if query.shape[0] != matrix.shape[1]:
-            raise StoreError(
-                f"query vector has {query.shape[0]} dimensions, collection {collection!r} "
-                f"holds {matrix.shape[1]}-d vectors"
-            )
-        if limit is not None and rowids.size >= self.ann_settings.threshold:
-            found = self._ann_search(cid, snap, rowids, matrix, query, limit, allowed)
-            if found is not None:
-                self.last_vector_path = "ann"
-                return [(dense.id_of(r), s) for r, s in found]
-        self.last_vector_path = "exact"
-        return dense.rank(query, limit=limit, allowed=allowed)
-
-    def _ann_index(
-        self, cid: int, snap: Snapshot, rowids: np.ndarray, matrix: np.ndarray
-    ) -> AnnIndex | None:
-        """The collection's HNSW graph, synced with this generation (None: hnswlib missing)."""
-        if not hnswlib_available():
-            return None
-        index = self._ann.get(cid)
-        if index is None or index.dimension != matrix.shape[1]:
-            if str(self.path) == ":memory:":
-                path = Path(f"plait-memory.{id(self)}.{cid}.hnsw")  # never saved
-            else:
-                path = Path(f"{self.path}.{cid}.hnsw")
-            index = AnnIndex(path, int(matrix.shape[1]), self.ann_settings)
-            self._ann[cid] = index
-        if not snap.ann_synced:
-            if index.sync(rowids, matrix, snap.generation) and str(self.path) != ":memory:":
-                index.save()
-            snap.ann_synced = True
-        return index
-
-    def _ann_search(
-        self,
-        cid: int,
-        snap: Snapshot,
-        rowids: np.ndarray,
-        matrix: np.ndarray,
-        query: np.ndarray,
-        limit: int,
-        allowed: np.ndarray | None,
-    ) -> list[tuple[int, float]] | None:
-        """Top ``limit`` (rowid, score) from the graph, or None to answer exactly instead."""
-        with self._lock:
-            index = self._ann_index(cid, snap, rowids, matrix)
-            if index is None:
-                return None
-            return index.search(query, rowids, matrix, limit=limit, allowed=allowed)
 
     def records(self) -> Records:
         with self._lock:
