@@ -51,6 +51,9 @@ class CollectionSettings(BaseModel):
     """Refinery settings (:class:`plait.refinery.models.RefinerySettings`)."""
     ask: dict[str, Any] = Field(default_factory=dict)
     """Ask settings (:class:`plait.ask.AskSettings`)."""
+    copy_in_progress: dict[str, Any] | None = None
+    """An unfinished ``plait copy`` into this collection (:mod:`plait.copying`): a re-run
+    continues it; None once the copy finished."""
 
 
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}

@@ -42,6 +42,7 @@ from plait.types import CollectionInfo, DeletedCollection
 
 if TYPE_CHECKING:
     from plait.api.keys import KeyStore
+    from plait.copying import CopyProgress, CopyReport
     from plait.ask import AskRequest, AskResult
     from plait.refinery import Refinery
 
@@ -233,6 +234,31 @@ class Plait(IndexingMixin, QueryingMixin):
             finally:
                 keys.close()
         return revoked
+
+    @valid_text
+    def copy_collection(
+        self,
+        target: Store | str,
+        *,
+        collection: str = "default",
+        target_collection: str | None = None,
+        replace: bool = False,
+        verify: bool = True,
+        progress: CopyProgress | None = None,
+    ) -> CopyReport:
+        """Copy a collection from this engine's store to ``target`` (a store or its URL)
+        with no embedding call, resumably, verified at the end (:mod:`plait.copying`)."""
+        from plait.copying import copy_collection
+
+        opened = open_store(target) if isinstance(target, str) else target
+        try:
+            return copy_collection(
+                self.store, opened, collection, target_name=target_collection,
+                replace=replace, verify=verify, progress=progress,
+            )
+        finally:
+            if isinstance(target, str):
+                opened.close()
 
     def close(self) -> None:
         if self._refinery is not None:

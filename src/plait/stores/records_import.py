@@ -26,7 +26,7 @@ from typing import Any
 from plait.errors import StoreError
 from plait.stores.records import Records, RecordsTx
 
-__all__ = ["LEGACY_FILES", "import_side_files", "legacy_files"]
+__all__ = ["LEGACY_FILES", "copy_records", "import_side_files", "legacy_files"]
 
 log = logging.getLogger(__name__)
 
@@ -126,3 +126,42 @@ def import_side_files(records: Records, *, collections: Iterable[str]) -> list[P
         log.info("imported %s into %s: %d runs, %d cards, %d API keys", path, records.label, n_runs, n_cards, n_keys)
         done.append(path)
     return done
+
+
+def copy_records(source: Records, target: Records, collection: str) -> tuple[int, int, int]:
+    """Copy a collection's refinery runs and cards, and the API keys that cover it (its
+    own and ``*`` keys), from one store's records to another's, in one transaction.
+    Rows already in the target (same id / token hash) are kept: re-running adds nothing.
+    Returns (runs, cards, keys) added."""
+    return write_records(target, collection_records(source, collection))
+
+
+def collection_records(records: Records, collection: str) -> dict[str, list[list[Any]]]:
+    """A collection's runs, cards and keys as plain rows (column order of this module)."""
+    t = records.tables
+    return {
+        "runs": [list(r) for r in records.fetch(t.sql(f"SELECT {_RUN_COLUMNS} FROM {{runs}} WHERE collection = ? ORDER BY {{seq}}"), (collection,))],
+        "cards": [list(r) for r in records.fetch(t.sql(f"SELECT {_CARD_COLUMNS} FROM {{cards}} WHERE collection = ? ORDER BY {{seq}}"), (collection,))],
+        "keys": [list(r) for r in records.fetch(t.sql(f"SELECT {_KEY_COLUMNS} FROM {{keys}} WHERE collection IN (?, '*') ORDER BY id"), (collection,))],
+    }
+
+
+def write_records(target: Records, rows: dict[str, list[list[Any]]], tx: RecordsTx | None = None) -> tuple[int, int, int]:
+    """Insert rows as :func:`collection_records` returns them (existing ids kept)."""
+    t = target.tables
+
+    def run(into: RecordsTx) -> tuple[int, int, int]:
+        n_runs = sum(
+            into.write(t.sql(f"INSERT INTO {{runs}} ({_RUN_COLUMNS}) VALUES ({_marks(18)}) ON CONFLICT (id) DO NOTHING"), r)
+            for r in rows.get("runs", [])
+        )
+        n_cards = sum(
+            into.write(t.sql(f"INSERT INTO {{cards}} ({_CARD_COLUMNS}) VALUES ({_marks(10)}) ON CONFLICT (id) DO NOTHING"), r)
+            for r in rows.get("cards", [])
+        )
+        return n_runs, n_cards, _import_keys(into, target, [tuple(r) for r in rows.get("keys", [])])
+
+    if tx is not None:
+        return run(tx)
+    with target.transaction("import") as own:
+        return run(own)

@@ -1,0 +1,282 @@
+"""Copy a collection between stores without embedding anything (issue 27).
+
+``copy_collection(source, target, name)`` moves everything a collection is — its chunks
+with both lexical fields and their vectors, the model record, the settings, the scopes'
+last-indexed times, the refinery runs and FAQ cards, and the API keys that cover it —
+from one :class:`~plait.stores.base.Store` to another (SQLite, PostgreSQL, Milvus, in
+any direction). Vectors are read from the source and written as they are: no embedder
+is involved. The lexical fields are re-derived from each chunk by the analyser the
+indexer uses (:func:`plait.analysis.analyse` of :func:`plait.fields.lexical_text`), so
+they are exactly what an index run would write.
+
+One source is one batch, written with :meth:`~plait.stores.base.Store.replace_source`
+(atomic: old or new, never half), so a killed copy leaves whole sources only. The
+target collection carries a ``copy`` marker in its settings until the copy finishes; a
+re-run sees it, skips every source the target already holds identically (same chunk
+ids, content hashes and vector presence) and writes the rest — it never duplicates.
+A non-empty target without that marker is refused unless ``replace=True``.
+
+At the end the copy is verified: collection counts on both sides, a content checksum
+per source, and the same top 10 on both stores for a sample of the collection's own
+pseudo-queries (each sampled chunk's opening words on the lexical arm, its own vector
+on the dense arm; ties broken by chunk id so equal scores compare equal).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+from pydantic import Field
+
+from plait.analysis import analyse, analyse_query
+from plait.collection_settings import read_settings, write_settings
+from plait.errors import ConflictError, NotFoundError
+from plait.fields import lexical_text
+from plait.refinery.store import RefineryStore
+from plait.stores.base import Store, StoredChunk
+from plait.stores.records_import import copy_records
+from plait.types import Model
+
+__all__ = [
+    "CopyProgress",
+    "CopyReport",
+    "CopyVerification",
+    "copy_collection",
+    "read_source",
+    "source_checksum",
+    "verify_copy",
+]
+
+log = logging.getLogger(__name__)
+
+CopyProgress = Callable[[int, int, int], None]
+"""``progress(sources done, sources total, chunks written so far)``."""
+
+_QUERY_WORDS = 12
+_TOP = 10
+
+
+class CopyVerification(Model):
+    """What was compared after a copy, and what differed (nothing, when ``ok``)."""
+
+    source_chunks: int
+    target_chunks: int
+    source_sources: int
+    target_sources: int
+    source_without_vector: int
+    target_without_vector: int
+    checksum_mismatches: list[str] = Field(default_factory=list)
+    """Sources whose content checksum differs between the stores."""
+    queries: int = 0
+    """Pseudo-queries run on both stores (lexical and, where a vector exists, dense)."""
+    query_mismatches: list[str] = Field(default_factory=list)
+    """``arm: chunk id`` of the pseudo-queries whose top 10 differed."""
+    ok: bool
+
+
+class CopyReport(Model):
+    """What ``plait copy`` did for one collection."""
+
+    collection: str
+    target_collection: str
+    sources_copied: int
+    sources_already_there: int
+    """Sources a resumed copy found already written identically (skipped)."""
+    chunks_copied: int
+    vectors_copied: int
+    runs: int
+    cards: int
+    keys: int
+    seconds: float
+    chunks_per_second: float
+    verification: CopyVerification | None = None
+
+
+def read_source(store: Store, collection: str, source_id: str) -> list[StoredChunk]:
+    """A source's chunks as written: both lexical fields and the stored vector (or None)."""
+    ids = store.chunk_ids(collection, source_id)
+    chunks = store.get_chunks(collection, ids)
+    states = store.chunk_states(collection, source_id)
+    wanted = sorted({chunks[i].content_hash for i in ids if i in chunks and states[i].has_vector})
+    vectors = store.vectors_by_hash(collection, wanted) if wanted else {}
+    out = []
+    for chunk_id in ids:
+        chunk = chunks[chunk_id]
+        fields = analyse(lexical_text(chunk))
+        vector = vectors.get(chunk.content_hash) if states[chunk_id].has_vector else None
+        out.append(StoredChunk(chunk, list(fields.exact), list(fields.stems), vector))
+    return out
+
+
+def source_checksum(store: Store, collection: str, source_id: str) -> str:
+    """SHA-256 over a source's chunks (id, content hash, content, vector present), by id."""
+    ids = sorted(store.chunk_ids(collection, source_id))
+    chunks = store.get_chunks(collection, ids)
+    states = store.chunk_states(collection, source_id)
+    digest = hashlib.sha256()
+    for chunk_id in ids:
+        chunk = chunks[chunk_id]
+        for part in (chunk_id, chunk.content_hash, chunk.content, "v" if states[chunk_id].has_vector else "-"):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _same_state(source: Store, target: Store, collection: str, target_name: str, source_id: str) -> bool:
+    want = {k: (v.content_hash, v.has_vector) for k, v in source.chunk_states(collection, source_id).items()}
+    have = {k: (v.content_hash, v.has_vector) for k, v in target.chunk_states(target_name, source_id).items()}
+    return bool(want) and want == have
+
+
+def _prepare_target(source: Store, target: Store, collection: str, target_name: str, *, replace: bool) -> None:
+    info = source.get_collection(collection)
+    if info is None:
+        raise NotFoundError(f"collection {collection!r} does not exist in the source store")
+    existing = target.get_collection(target_name)
+    if existing is not None:
+        resuming = read_settings(target, target_name).copy_in_progress is not None
+        if replace:
+            target.delete_collection(target_name)
+            RefineryStore(target.records()).delete_collection(target_name)
+        elif not resuming and (existing.chunks or existing.sources):
+            raise ConflictError(
+                f"collection {target_name!r} in the target store already holds {existing.chunks} chunks "
+                f"of {existing.sources} sources: pass --replace (replace=True) to overwrite it"
+            )
+    target.ensure_collection(target_name)
+    if info.embedder_model is not None:
+        target.set_embedder(
+            target_name, provider=info.embedder_provider or "", model=info.embedder_model, dimension=info.dimension
+        )
+    marker = {"collection": collection, "startedAt": datetime.now(UTC).isoformat(timespec="seconds")}
+    if read_settings(target, target_name).copy_in_progress is None:
+        write_settings(target, target_name, copy_in_progress=marker)
+
+
+def copy_collection(
+    source: Store,
+    target: Store,
+    collection: str,
+    *,
+    target_name: str | None = None,
+    replace: bool = False,
+    verify: bool = True,
+    sample_queries: int = 20,
+    progress: CopyProgress | None = None,
+) -> CopyReport:
+    """Copy ``collection`` from ``source`` to ``target`` (as ``target_name``, default the
+    same name); see the module docstring. Raises :class:`ConflictError` for a non-empty
+    target collection that is not an unfinished copy, unless ``replace``."""
+    name = target_name or collection
+    started = time.perf_counter()
+    _prepare_target(source, target, collection, name, replace=replace)
+    sources = source.list_sources(collection)
+    copied = already = chunks = vectors = 0
+    for done, info in enumerate(sources, start=1):
+        if _same_state(source, target, collection, name, info.source_id):
+            already += 1
+        else:
+            items = read_source(source, collection, info.source_id)
+            target.replace_source(name, info.source_id, info.scope, items, root=info.root)
+            copied += 1
+            chunks += len(items)
+            vectors += sum(1 for item in items if item.vector is not None)
+        if progress is not None:
+            progress(done, len(sources), chunks)
+    for scope in source.scopes(collection):
+        if scope.last_indexed_at is not None:
+            target.mark_scope_indexed(name, scope.scope, scope.last_indexed_at)
+    settings = dict(source.get_settings(collection))
+    settings.pop("copyInProgress", None)
+    target.update_settings(name, settings)
+    runs, cards, keys = copy_records(source.records(), target.records(), collection)
+    if name != collection:  # the rows keep the source's collection name: rename them
+        _rename_records(target, collection, name)
+    seconds = time.perf_counter() - started
+    checked = verify_copy(source, target, collection, target_name=name, sample_queries=sample_queries) if verify else None
+    write_settings(target, name, copy_in_progress=None)  # finished: a later copy into it is refused again
+    log.info("copied %s: %d sources, %d chunks in %.1f s", collection, copied, chunks, seconds)
+    return CopyReport(
+        collection=collection,
+        target_collection=name,
+        sources_copied=copied,
+        sources_already_there=already,
+        chunks_copied=chunks,
+        vectors_copied=vectors,
+        runs=runs,
+        cards=cards,
+        keys=keys,
+        seconds=round(seconds, 3),
+        chunks_per_second=round(chunks / seconds, 1) if seconds > 0 else 0.0,
+        verification=checked,
+    )
+
+
+def _rename_records(target: Store, old: str, new: str) -> None:
+    records = target.records()
+    t = records.tables
+    with records.transaction(f"refinery:{new}") as tx:
+        tx.write(t.sql("UPDATE {runs} SET collection = ? WHERE collection = ?"), (new, old))
+        tx.write(t.sql("UPDATE {cards} SET collection = ? WHERE collection = ?"), (new, old))
+        tx.write(t.sql("UPDATE {keys} SET collection = ? WHERE collection = ?"), (new, old))
+
+
+def _ranked(hits: Sequence[tuple[str, float]]) -> list[str]:
+    """Chunk ids in score order, equal scores (to 4 decimals) by id."""
+    return [cid for cid, _ in sorted(hits, key=lambda h: (-round(h[1], 4), h[0]))]
+
+
+def verify_copy(
+    source: Store, target: Store, collection: str, *, target_name: str | None = None, sample_queries: int = 20
+) -> CopyVerification:
+    """Compare a collection on two stores (see the module docstring)."""
+    name = target_name or collection
+    a, b = source.get_collection(collection), target.get_collection(name)
+    if a is None or b is None:
+        raise NotFoundError(f"collection {collection!r} is missing on one side of the copy")
+    mismatched = [
+        s.source_id
+        for s in source.list_sources(collection)
+        if source_checksum(source, collection, s.source_id) != source_checksum(target, name, s.source_id)
+    ]
+    ids = source.chunk_ids(collection)
+    step = max(1, len(ids) // max(1, sample_queries))
+    sample = ids[::step][:sample_queries]
+    chunks = source.get_chunks(collection, sample)
+    differ: list[str] = []
+    for chunk_id in sample:
+        chunk = chunks[chunk_id]
+        query = analyse_query(" ".join(chunk.content.split()[:_QUERY_WORDS]))
+        left = source.lexical_search(collection, query.exact, query.stems, limit=_TOP)
+        right = target.lexical_search(name, query.exact, query.stems, limit=_TOP)
+        if _ranked(left) != _ranked(right):
+            differ.append(f"lexical: {chunk_id}")
+        found = source.vectors_by_hash(collection, [chunk.content_hash]).get(chunk.content_hash)
+        if found is not None:
+            vector = np.asarray(found, dtype=np.float32)
+            if _ranked(source.vector_search(collection, vector, limit=_TOP)) != _ranked(
+                target.vector_search(name, vector, limit=_TOP)
+            ):
+                differ.append(f"dense: {chunk_id}")
+    ok = (
+        (a.chunks, a.sources, a.chunks_without_vector) == (b.chunks, b.sources, b.chunks_without_vector)
+        and not mismatched
+        and not differ
+    )
+    return CopyVerification(
+        source_chunks=a.chunks,
+        target_chunks=b.chunks,
+        source_sources=a.sources,
+        target_sources=b.sources,
+        source_without_vector=a.chunks_without_vector,
+        target_without_vector=b.chunks_without_vector,
+        checksum_mismatches=mismatched,
+        queries=len(sample),
+        query_mismatches=differ,
+        ok=ok,
+    )

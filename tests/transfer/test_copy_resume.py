@@ -1,0 +1,52 @@
+"""Issue 27 item 1: a copy killed mid-way (SIGKILL) continues on a re-run and never duplicates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from plait.copying import copy_collection
+from plait.embeddings.fake import FakeEmbedder
+from plait.service import Plait
+from plait.stores.sqlite import SQLiteStore
+from plait.testing.corpus import documents
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def test_a_killed_copy_resumes_without_duplicates(tmp_path: Path) -> None:
+    source_path, target_path = tmp_path / "from.db", tmp_path / "to.db"
+    docs = documents({f"doc{i:02d}": f"ERR-{4000 + i} means part {i} failed." for i in range(10)})
+    with Plait(str(source_path), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(docs, collection="kb")
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("copy_driver.py")), str(source_path), str(target_path), "4"],
+        env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.split() == ["STOPPED", "4", "4"], line
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    source, target = SQLiteStore(source_path), SQLiteStore(target_path)
+    try:
+        half = target.get_collection("kb")
+        assert half is not None and (half.sources, half.chunks) == (4, 4)  # whole sources only
+        assert target.get_settings("kb")["copyInProgress"]["collection"] == "kb"
+        report = copy_collection(source, target, "kb")  # no --replace needed: it is the same copy
+        assert (report.sources_already_there, report.sources_copied, report.chunks_copied) == (4, 6, 6)
+        assert report.verification is not None and report.verification.ok
+        done = target.get_collection("kb")
+        assert done is not None and (done.sources, done.chunks, done.chunks_without_vector) == (10, 10, 0)
+        assert sorted(target.chunk_ids("kb")) == sorted(source.chunk_ids("kb"))
+        assert target.get_settings("kb")["copyInProgress"] is None
+    finally:
+        source.close()
+        target.close()
