@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import typer
 
-from plait.cli import ask, explain, index, refinery, search, serve
+from plait.cli import ask, explain, index, refinery, search, serve, transfer
 from plait.cli import collections as collections_group
 from plait.cli import eval as eval_group
 
@@ -29,7 +29,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _group in (index, collections_group, search, explain, serve, eval_group, ask, refinery):
+for _group in (index, collections_group, search, explain, serve, eval_group, ask, refinery, transfer):
     _group.register(app)
 
 

@@ -1,0 +1,173 @@
+"""``plait copy``, ``plait export``, ``plait import``, ``plait backup``: move and keep
+collections without re-embedding (:mod:`plait.copying`, :mod:`plait.archive`,
+:mod:`plait.backup`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli.options import print_json as _print_json
+from plait.cli.options import run_or_exit as _run
+from plait.config import Settings
+from plait.copying import CopyProgress, CopyReport
+from plait.stores.base import Store
+from plait.types import to_json
+
+__all__ = ["register"]
+
+ReplaceOpt = Annotated[
+    bool, typer.Option("--replace", help="Overwrite a target collection that already holds chunks.")
+]
+
+
+def _open(url: str) -> Store:
+    from plait.stores import open_store
+
+    return open_store(url)
+
+
+def copy(
+    from_store: Annotated[str | None, typer.Option("--from", help="Source store (default --store / PLAIT_STORE).")] = None,
+    to_store: Annotated[str, typer.Option("--to", help="Target store URL (SQLite path, postgresql://…, milvus://…).")] = "",
+    collection: Annotated[
+        list[str] | None, typer.Option("--collection", "-c", help="Collection(s) to copy (default: all of them).")
+    ] = None,
+    replace: ReplaceOpt = False,
+    store: StoreOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Copy collections to another store with no embedding call; a re-run after an
+    interruption continues where it stopped; verified at the end."""
+    from plait.copying import copy_collection
+
+    if not to_store:
+        err.print("[red]error:[/red] --to STORE is required", highlight=False)
+        raise typer.Exit(1)
+    del embedder  # nothing is embedded
+    source = _run(debug, lambda: _open(Settings.resolve(store=from_store or store).store))
+    try:
+        target = _run(debug, lambda: _open(to_store))
+        try:
+            names = collection or [c.name for c in source.list_collections()]
+            reports = []
+            for name in names:
+                with Progress(
+                    TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("sources · {task.fields[chunks]} chunks"), TimeElapsedColumn(),
+                    console=err, disable=as_json or not err.is_terminal, transient=True,
+                ) as bar:
+                    task = bar.add_task(name, total=None, chunks=0)
+
+                    def tick(done: int, total: int, chunks: int, task: TaskID = task) -> None:
+                        bar.update(task, completed=done, total=total, chunks=chunks)
+
+                    def one(name: str = name, tick: CopyProgress = tick) -> CopyReport:
+                        return copy_collection(source, target, name, replace=replace, progress=tick)
+
+                    reports.append(_run(debug, one))
+        finally:
+            target.close()
+    finally:
+        source.close()
+    if as_json:
+        _print_json([to_json(r) for r in reports])
+        return
+    failed = False
+    for r in reports:
+        check = r.verification
+        verdict = "verified" if check is not None and check.ok else "VERIFICATION FAILED"
+        failed |= not (check is not None and check.ok)
+        console.print(
+            f"{r.collection}: {r.sources_copied} sources copied, {r.sources_already_there} already there, "
+            f"{r.chunks_copied} chunks ({r.vectors_copied} vectors, {r.chunks_per_second:g} chunks/s), "
+            f"{r.cards} cards, {r.keys} keys — {verdict}",
+            highlight=False,
+        )
+        if check is not None and not check.ok:
+            console.print(f"  {to_json(check)}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+def export(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Archive file (.jsonl; .zst compresses).")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Write a collection to a versioned JSONL archive (vectors included)."""
+    from plait.archive import export_collection
+
+    del embedder
+    settings = Settings.resolve(store=store, collection=collection)
+    opened = _run(debug, lambda: _open(settings.store))
+    try:
+        report = _run(debug, lambda: export_collection(opened, settings.collection, output))
+    finally:
+        opened.close()
+    if as_json:
+        _print_json(report)
+    else:
+        console.print(f"exported {report.collection}: {report.chunks} chunks, {report.vectors} vectors, "
+                      f"{report.cards} cards, {report.keys} keys -> {report.path}", highlight=False)
+
+
+def import_(
+    archive: Annotated[Path, typer.Argument(help="An archive written by plait export.")],
+    replace: ReplaceOpt = False,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Import an archive (validated line by line before anything is written)."""
+    from plait.archive import import_collection
+
+    del embedder
+    opened = _run(debug, lambda: _open(Settings.resolve(store=store).store))
+    try:
+        report = _run(debug, lambda: import_collection(opened, archive, collection=collection, replace=replace))
+    finally:
+        opened.close()
+    if as_json:
+        _print_json(report)
+    else:
+        console.print(f"imported {report.collection}: {report.sources} sources, {report.chunks} chunks, "
+                      f"{report.vectors} vectors, {report.cards} cards, {report.keys} keys", highlight=False)
+
+
+def backup(
+    output: Annotated[Path, typer.Option("--output", "-o", help="The backup file (a SQLite store file).")],
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A consistent snapshot of a live SQLite store (searches and indexing may go on)."""
+    from plait.backup import backup_store
+
+    del collection, embedder  # the whole store is backed up
+    report = _run(debug, lambda: backup_store(Settings.resolve(store=store).store, output))
+    if as_json:
+        _print_json(report)
+    else:
+        console.print(f"backed up {report.store} -> {report.path} ({report.bytes} bytes)", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``copy``, ``export``, ``import`` and ``backup`` to the main CLI."""
+    app.command()(copy)
+    app.command()(export)
+    app.command("import")(import_)
+    app.command()(backup)

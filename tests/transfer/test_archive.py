@@ -1,0 +1,90 @@
+"""Issue 27 item 2: export / import in the versioned JSONL format (optionally zstd)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plait.api.keys import KeyStore
+from plait.archive import export_collection, import_collection
+from plait.copying import verify_copy
+from plait.errors import ConflictError, ValidationError
+from plait.refinery.store import RefineryStore
+from plait.testing.corpus import ARTICLE_DOCS
+
+from .conftest import StoreFactory
+from .test_copy import fill
+
+
+@pytest.mark.parametrize(("name", "to_kind"), [("kb.jsonl", "sqlite"), ("kb.jsonl.zst", "postgres"), ("kb.jsonl", "milvus")])
+def test_export_then_import_is_the_same_collection(make_store: StoreFactory, tmp_path: Path, name: str, to_kind: str) -> None:
+    source, target = make_store("sqlite"), make_store(to_kind)
+    token, everything = fill(source)
+    path = tmp_path / name
+    out = export_collection(source, "kb", path)
+    n = len(ARTICLE_DOCS)
+    assert (out.sources, out.chunks, out.vectors, out.runs, out.cards, out.keys) == (n, n, n, 1, 1, 2)
+    if name.endswith(".zst"):
+        assert path.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # the zstd frame magic
+    else:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        header = json.loads(lines[0])
+        assert (header["format"], header["version"], header["embedder"]["dimension"]) == ("plait-collection", 1, 16)
+        assert header["counts"] == {"sources": n, "chunks": n, "vectors": n, "runs": 1, "cards": 1, "keys": 2}
+        first = json.loads(lines[1])
+        vector = np.frombuffer(base64.b64decode(first["vector"]), dtype="<f4")
+        stored = source.vectors_by_hash("kb", [first["chunk"]["contentHash"]])[first["chunk"]["contentHash"]]
+        assert np.allclose(vector, stored) and len(lines) == 1 + n + 4
+    back = import_collection(target, path)
+    assert (back.sources, back.chunks, back.vectors, back.runs, back.cards, back.keys) == (n, n, n, 1, 1, 2)
+    check = verify_copy(source, target, "kb")
+    assert check.ok, check
+    assert [c.question for c in RefineryStore(target.records()).list_cards("kb")] == ["What does ERR-4012 mean?"]
+    assert KeyStore(target.records()).authenticate(token) is not None
+    assert KeyStore(target.records()).authenticate(everything) is not None
+    assert target.get_settings("kb") == source.get_settings("kb")
+    with pytest.raises(ConflictError, match="already holds 5 chunks: pass --replace"):
+        import_collection(target, path)
+    assert import_collection(target, path, replace=True).chunks == n
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def test_a_bad_line_is_named_and_nothing_is_written(make_store: StoreFactory, tmp_path: Path) -> None:
+    source, target = make_store("sqlite"), make_store("sqlite")
+    fill(source)
+    good = tmp_path / "good.jsonl"
+    export_collection(source, "kb", good)
+    lines = _lines(good)
+
+    def broken(number: int, text: str) -> Path:
+        path = tmp_path / f"bad{number}.jsonl"
+        changed = list(lines)
+        changed[number - 1] = text
+        path.write_text("\n".join(changed) + "\n", encoding="utf-8")
+        return path
+
+    short = json.loads(lines[3])
+    short["vector"] = base64.b64encode(np.zeros(3, dtype="<f4").tobytes()).decode()
+    cases = [
+        (broken(4, json.dumps(short)), "line 4: vector has 3 dimensions, the header says 16"),
+        (broken(3, "{not json"), "line 3: not JSON"),
+        (broken(5, json.dumps({"type": "chunk", "sourceId": "x", "scope": "docs", "root": "", "chunk": {"id": 1}})),
+         "line 5: invalid chunk"),
+        (broken(1, json.dumps({**json.loads(lines[0]), "version": 2})), "line 1: format version 2 is not supported"),
+        (broken(7, json.dumps({"type": "mystery"})), "line 7: unknown line type 'mystery'"),
+    ]
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
+    cases.append((truncated, "the header counts"))
+    for path, message in cases:
+        with pytest.raises(ValidationError, match=message):
+            import_collection(target, path)
+        assert target.get_collection("kb") is None, message  # nothing half-written
+    assert RefineryStore(target.records()).list_cards("kb") == [] and KeyStore(target.records()).list_keys() == []
