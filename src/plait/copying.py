@@ -19,7 +19,8 @@ A non-empty target without that marker is refused unless ``replace=True``.
 At the end the copy is verified: collection counts on both sides, a content checksum
 per source, and the same top 10 on both stores for a sample of the collection's own
 pseudo-queries (each sampled chunk's opening words on the lexical arm, its own vector
-on the dense arm; ties broken by chunk id so equal scores compare equal).
+on the dense arm, ranked exactly — an ANN index could miss a neighbour on one side
+only; ties broken by chunk id so equal scores compare equal).
 """
 
 from __future__ import annotations
@@ -259,9 +260,10 @@ def verify_copy(
         found = source.vectors_by_hash(collection, [chunk.content_hash]).get(chunk.content_hash)
         if found is not None:
             vector = np.asarray(found, dtype=np.float32)
-            if _ranked(source.vector_search(collection, vector, limit=_TOP)) != _ranked(
-                target.vector_search(name, vector, limit=_TOP)
-            ):
+            # limit=None: an exact ranking on every backend (an ANN index may miss a neighbour)
+            if _ranked(source.vector_search(collection, vector, limit=None))[:_TOP] != _ranked(
+                target.vector_search(name, vector, limit=None)
+            )[:_TOP]:
                 differ.append(f"dense: {chunk_id}")
     ok = (
         (a.chunks, a.sources, a.chunks_without_vector) == (b.chunks, b.sources, b.chunks_without_vector)

@@ -42,8 +42,8 @@ from plait.types import CollectionInfo, DeletedCollection
 
 if TYPE_CHECKING:
     from plait.api.keys import KeyStore
-    from plait.copying import CopyProgress, CopyReport
     from plait.ask import AskRequest, AskResult
+    from plait.copying import CopyProgress, CopyReport
     from plait.refinery import Refinery
 
 __all__ = ["Plait"]
