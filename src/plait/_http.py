@@ -17,6 +17,7 @@ Embedders (:mod:`plait.embeddings.remote`) and chat providers (:mod:`plait.llm`)
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,8 @@ from typing import Any
 import httpx
 
 from plait.errors import ConfigError, ProviderResponseError, ProviderUnavailableError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["MAX_BACKOFF", "RetryingJSONClient", "check_retry_settings", "describe", "excerpt"]
 
@@ -128,6 +131,9 @@ class RetryingJSONClient:
         last_response: httpx.Response | None = None
         for attempt in range(attempts):
             if attempt:
+                logger.info(
+                    "%s at %s: %s; retry %d of %d", self.provider, url, last_cause, attempt, self.retries
+                )
                 self._sleep_before_retry(attempt - 1)
             try:
                 response = self._http().post(url, json=dict(payload))

@@ -30,6 +30,7 @@ many were skipped and why. Nothing claims "complete" when it was not.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -60,6 +61,8 @@ from plait.types import (
     IndexReport,
     SkippedSource,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "Indexer",
@@ -553,6 +556,12 @@ class Indexer:
             reason=_reason(run, without),
             calls=run.calls,
         )
+        logger.info(
+            "indexed %r: %d/%d sources, chunks +%d ~%d =%d -%d, %d skipped, %d without a vector",
+            collection, run.docs, seen, run.added, run.updated, run.unchanged, run.deleted, len(skipped), without,
+        )
+        for item in skipped:
+            logger.debug("skipped %s: %s", item.path, item.reason)
         return IndexReport(
             collection=collection,
             sources_seen=seen,

@@ -14,7 +14,6 @@ ask, collections and API-key revocation.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,13 +51,10 @@ __all__ = ["Plait"]
 def _backfill_batch(value: int | None) -> int:
     """``value``, else ``PLAIT_BACKFILL_BATCH``, else the default; must be >= 1."""
     if value is None:
-        raw = os.environ.get("PLAIT_BACKFILL_BATCH", "").strip()
-        if not raw:
+        configured = Settings.resolve().backfill_batch
+        if configured is None:
             return DEFAULT_BACKFILL_BATCH
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ConfigError(f"PLAIT_BACKFILL_BATCH must be a whole number, got {raw!r}") from None
+        value = configured
     if value < 1:
         raise ConfigError(f"the backfill batch must be >= 1 chunk, got {value}")
     return value

@@ -13,11 +13,16 @@ traceback unless ``--debug``).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from plait.cli import ask, explain, index, refinery, search, serve, transfer
 from plait.cli import collections as collections_group
 from plait.cli import eval as eval_group
+from plait.cli.logs import configure_logging, level_for
+from plait.cli.options import err
+from plait.errors import ConfigError
 
 __all__ = ["app", "main"]
 
@@ -28,6 +33,23 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+
+@app.callback()
+def _logging(
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="Show the log: -v info, -vv debug (stderr).")
+    ] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log errors only.")] = False,
+) -> None:
+    """Hybrid retrieval for RAG: BM25 + dense vectors, fused before the cut, with citations."""
+    try:
+        configure_logging(level_for(verbose, quiet))
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
 
 for _group in (index, collections_group, search, explain, serve, eval_group, ask, refinery, transfer):
     _group.register(app)

@@ -29,7 +29,6 @@ KeysOpt = Annotated[
     Path | None,
     typer.Option(
         "--keys",
-        envvar="PLAIT_KEYS",
         help="A stand-alone API key file (env PLAIT_KEYS; default: the keys kept in the store).",
     ),
 ]
@@ -58,11 +57,12 @@ class _StoreKeys(KeyStore):
 
 def _key_store(keys: Path | None, store: str | None) -> KeyStore:
     """The key file ``--keys`` / ``PLAIT_KEYS`` names, else the keys kept in the store."""
-    if keys is not None:
-        return KeyStore(keys)
+    settings = Settings.resolve(store=store, keys=str(keys) if keys is not None else None)
+    if settings.keys:
+        return KeyStore(Path(settings.keys))
     from plait.stores import open_store
 
-    return _StoreKeys(open_store(Settings.resolve(store=store).store))
+    return _StoreKeys(open_store(settings.store))
 
 
 def serve(

@@ -24,11 +24,11 @@ Speed of both: ``benchmarks/results/embed_speed.md``.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from plait.config import Settings
 from plait.embeddings.base import (
     BaseEmbedder,
     Embedder,
@@ -69,40 +69,27 @@ DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 DEFAULT_OPENAI_URL = "https://api.openai.com"
 
 
-def _env_timeout(env: Mapping[str, str]) -> dict[str, Any]:
-    raw = env.get("PLAIT_EMBED_TIMEOUT")
-    if raw is None or not raw.strip():
-        return {}
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(
-            f"PLAIT_EMBED_TIMEOUT must be a number of seconds, got {raw!r}"
-        ) from None
-    if not value > 0:
-        raise ConfigError(f"PLAIT_EMBED_TIMEOUT must be > 0 seconds, got {raw!r}")
-    return {"timeout": value}
-
-
-def _env_options(name: str, env: Mapping[str, str]) -> dict[str, Any]:
-    """Options for ``name`` taken from the environment (explicit options win)."""
+def _env_options(name: str, settings: Settings) -> dict[str, Any]:
+    """Options for ``name`` taken from the settings' environment (explicit options win)."""
     found: dict[str, Any] = {}
-    if name in ("ollama", "openai") and env.get("PLAIT_EMBED_LANGUAGES", "").strip():
-        found["languages"] = env["PLAIT_EMBED_LANGUAGES"]
+    if name not in ("ollama", "openai"):
+        return found
+    if settings.embed_languages:
+        found["languages"] = settings.embed_languages
     if name == "ollama":
-        if env.get("PLAIT_OLLAMA_URL"):
-            found["base_url"] = env["PLAIT_OLLAMA_URL"]
-        if env.get("PLAIT_OLLAMA_MODEL"):
-            found["model"] = env["PLAIT_OLLAMA_MODEL"]
-        found.update(_env_timeout(env))
-    elif name == "openai":
-        found["base_url"] = env.get("PLAIT_OPENAI_URL") or DEFAULT_OPENAI_URL
-        if env.get("PLAIT_OPENAI_MODEL"):
-            found["model"] = env["PLAIT_OPENAI_MODEL"]
-        key = env.get("PLAIT_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
+        if settings.ollama_url:
+            found["base_url"] = settings.ollama_url
+        if settings.ollama_model:
+            found["model"] = settings.ollama_model
+    else:
+        found["base_url"] = settings.openai_url or DEFAULT_OPENAI_URL
+        if settings.openai_model:
+            found["model"] = settings.openai_model
+        key = settings.secret("openai_api_key")
         if key:
             found["api_key"] = key
-        found.update(_env_timeout(env))
+    if settings.embed_timeout is not None:
+        found["timeout"] = settings.embed_timeout
     return found
 
 
@@ -158,7 +145,7 @@ def make_embedder(name: str, **options: Any) -> Embedder | None:
                 f"embedder 'none' takes no options, got {', '.join(sorted(options))}"
             )
         return None
-    merged = {**_env_options(key, os.environ), **options}
+    merged = {**(_env_options(key, Settings.resolve()) if key in ("ollama", "openai") else {}), **options}
     if key == "openai" and not merged.get("api_key"):
         host = urlparse(str(merged.get("base_url", ""))).hostname or ""
         if host == "api.openai.com" or host.endswith(".openai.com"):

@@ -20,6 +20,7 @@ pipeline already turns into ``vectorAvailable: false`` with the reason.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ from plait.errors import (
     ProviderResponseError,
     ProviderUnavailableError,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_PROBE_INTERVAL", "DEFAULT_QUERY_DEADLINE", "GuardedEmbedder", "QueryGuard"]
 
@@ -60,6 +63,8 @@ class QueryGuard:
         self.probe_interval = float(probe_interval)
         self._clock = clock
         self._lock = threading.Lock()
+        #: Query embeddings that failed (for ``/metrics``).
+        self.failures = 0
         self._open: dict[int, tuple[float, str]] = {}  # id(embedder) → (opened or last probe, reason)
         self._probing: set[int] = set()
 
@@ -90,12 +95,18 @@ class QueryGuard:
                 )
         except ProviderError as exc:
             with self._lock:
+                self.failures += 1
+                was_open = key in self._open
                 self._open[key] = (self._clock(), str(exc))
                 self._probing.discard(key)
+            if not was_open:
+                logger.info("query embeddings: circuit opened (searches go lexical): %s", exc)
             raise
         with self._lock:
-            self._open.pop(key, None)
+            closed = self._open.pop(key, None) is not None
             self._probing.discard(key)
+        if closed:
+            logger.info("query embeddings: circuit closed, the provider answers again")
         return vector
 
     def _bounded(self, embedder: Any, text: str) -> np.ndarray:

@@ -22,11 +22,11 @@ name        class                       talks to
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from plait.config import Settings
 from plait.errors import ConfigError
 from plait.llm.base import LLM, HTTPChatLLM, check_messages
 from plait.llm.ollama import DEFAULT_OLLAMA_CHAT_MODEL, DEFAULT_OLLAMA_URL, OllamaLLM
@@ -52,25 +52,18 @@ LLM_NAMES: tuple[str, ...] = ("none", "ollama", "openai")
 _BUILDERS: dict[str, Callable[..., LLM]] = {"ollama": OllamaLLM, "openai": OpenAILLM}
 
 
-def _env_options(name: str, env: Mapping[str, str]) -> dict[str, Any]:
-    """Options for ``name`` taken from the environment (explicit options win)."""
+def _env_options(name: str, settings: Settings) -> dict[str, Any]:
+    """Options for ``name`` taken from the settings' environment (explicit options win)."""
     found: dict[str, Any] = {}
-    if env.get("PLAIT_LLM_MODEL"):
-        found["model"] = env["PLAIT_LLM_MODEL"]
-    raw = env.get("PLAIT_LLM_TIMEOUT")
-    if raw is not None and raw.strip():
-        try:
-            timeout = float(raw)
-        except ValueError:
-            raise ConfigError(f"PLAIT_LLM_TIMEOUT must be a number of seconds, got {raw!r}") from None
-        if not timeout > 0:
-            raise ConfigError(f"PLAIT_LLM_TIMEOUT must be > 0 seconds, got {raw!r}")
-        found["timeout"] = timeout
-    if name == "ollama" and env.get("PLAIT_OLLAMA_URL"):
-        found["base_url"] = env["PLAIT_OLLAMA_URL"]
+    if settings.llm_model:
+        found["model"] = settings.llm_model
+    if settings.llm_timeout is not None:
+        found["timeout"] = settings.llm_timeout
+    if name == "ollama" and settings.ollama_url:
+        found["base_url"] = settings.ollama_url
     elif name == "openai":
-        found["base_url"] = env.get("PLAIT_OPENAI_URL") or DEFAULT_OPENAI_URL
-        key = env.get("PLAIT_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
+        found["base_url"] = settings.openai_url or DEFAULT_OPENAI_URL
+        key = settings.secret("openai_api_key")
         if key:
             found["api_key"] = key
     return found
@@ -87,14 +80,14 @@ def make_llm(name: str | None = None, **options: Any) -> LLM | None:
     Raises :class:`~plait.errors.ConfigError` for an unknown name, an option the
     provider does not take, a bad value, or the real OpenAI API without a key.
     """
-    env = os.environ
-    chosen = name if name is not None else (env.get("PLAIT_LLM") or "none")
+    settings = Settings.resolve()
+    chosen = name if name is not None else (settings.llm or "none")
     key = chosen.strip().lower()
     if key not in LLM_NAMES:
         raise ConfigError(f"unknown LLM {chosen!r}; allowed: {', '.join(LLM_NAMES)}")
     if key == "none":
         return None
-    merged = {**_env_options(key, env), **options}
+    merged = {**_env_options(key, settings), **options}
     if key == "openai" and not merged.get("api_key"):
         host = urlparse(str(merged.get("base_url", ""))).hostname or ""
         if host == "api.openai.com" or host.endswith(".openai.com"):

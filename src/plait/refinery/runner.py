@@ -23,6 +23,7 @@ is gone, whose worker in this process has stopped, or whose heartbeat is older t
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -47,6 +48,8 @@ from plait.refinery.models import (
 )
 from plait.refinery.store import RefineryStore
 from plait.types import Chunk
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from plait.searcher import Searcher
@@ -279,15 +282,19 @@ def execute_run(
             except _Cancelled:
                 store.finish_run(run_id, RunStatus.CANCELLED, note="cancelled on request")
             except ProviderError as exc:
+                logger.info("refinery run %s failed: LLM failed: %s", run_id, exc)
                 store.finish_run(run_id, RunStatus.FAILED, error=f"LLM failed: {exc}")
             except PlaitError as exc:
+                logger.info("refinery run %s failed: %s", run_id, exc)
                 store.finish_run(run_id, RunStatus.FAILED, error=str(exc))
             except Exception as exc:  # noqa: BLE001 - a bug: the run must still end, with the reason
+                logger.exception("refinery run %s failed with a bug", run_id)
                 store.finish_run(run_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
             except BaseException:  # Ctrl-C, SystemExit: record, then let it through
                 store.finish_run(run_id, RunStatus.FAILED, error="interrupted")
                 raise
             else:
+                logger.info("refinery run %s succeeded: %s", run_id, work.note)
                 store.finish_run(run_id, RunStatus.SUCCEEDED, note=work.note)
         return store.get_run(run_id)
     finally:

@@ -15,9 +15,9 @@ or unreadable call returns the fused order with ``reranked: false`` and the reas
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from plait.config import Settings
 from plait.errors import ConfigError
 from plait.llm import LLM, make_llm
 from plait.rerank.base import Candidate, Reranker, RerankOutcome, complete_order, fused_order
@@ -66,7 +66,7 @@ def make_reranker(
     if method == "cross-encoder":
         if cross_encoder is not None and not isinstance(cross_encoder, (str, Path)):
             return cross_encoder
-        spec = cross_encoder or os.environ.get("PLAIT_CROSS_ENCODER")
+        spec = cross_encoder or Settings.resolve().cross_encoder
         if not spec:
             raise ConfigError(
                 "rerank='cross-encoder' needs a model: pass cross_encoder=DIR_OR_PACKAGE "

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.config import Settings
 from plait.errors import ConfigError
 
 __all__ = [
@@ -43,16 +44,10 @@ def resolve_ann_threshold(explicit: int | None, env: Mapping[str, str] | None = 
     if explicit is not None:
         value: Any = explicit
     else:
-        raw = (os.environ if env is None else env).get("PLAIT_ANN_THRESHOLD", "").strip()
-        if not raw:
+        configured = (Settings.resolve() if env is None else Settings.from_env(env)).ann_threshold
+        if configured is None:
             return DEFAULT_ANN_THRESHOLD
-        try:
-            value = int(raw)
-        except ValueError as exc:
-            raise ConfigError(
-                f"PLAIT_ANN_THRESHOLD={raw!r} is not an integer: use a count of vectors "
-                "(0 = always ANN, a huge number = always exact)"
-            ) from exc
+        value = configured
     if not isinstance(value, int) or value < 0:
         raise ConfigError(f"ann_threshold={value!r} is invalid: use an integer >= 0")
     return value

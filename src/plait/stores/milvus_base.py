@@ -7,7 +7,6 @@ See :mod:`plait.stores.milvus` for the design (versions, visibility, the two arm
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,6 +17,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import TypeAdapter
 
+from plait.config import Settings
 from plait.errors import ConfigError, NotFoundError, StoreError, StoreUnavailableError
 from plait.stores.base import (
     BM25Params,
@@ -165,8 +165,8 @@ class MilvusBase:
             return cls(path, prefix=prefix, records=records)
         if parts.scheme not in ("http", "https"):
             raise ConfigError(f"unknown Milvus URL {url!r}: use milvus:///path.db or http(s)://host:19530")
-        environ = os.environ if env is None else env
-        token = query.get("token") or environ.get("PLAIT_MILVUS_TOKEN") or None
+        settings = Settings.resolve() if env is None else Settings.from_env(env)
+        token = query.get("token") or settings.secret("milvus_token") or None
         server = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
         return cls(
             server, token=token, prefix=prefix, shards=sizes["shards"], replicas=sizes["replicas"], records=records

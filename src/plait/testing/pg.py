@@ -8,12 +8,13 @@ and pytest prunes old base folders under concurrent runs.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from plait.config import Settings
 
 __all__ = ["postgres_dsn", "private_postgres"]
 
@@ -37,7 +38,7 @@ def private_postgres(prefix: str = "plait-pg-") -> Iterator[str]:
 @contextmanager
 def postgres_dsn(prefix: str = "plait-pg-") -> Iterator[str]:
     """``PLAIT_PG_DSN`` when it is set, else :func:`private_postgres`."""
-    configured = os.environ.get("PLAIT_PG_DSN")
+    configured = Settings.resolve().pg_dsn
     if configured:
         yield configured
         return
