@@ -287,7 +287,7 @@ def execute_run(
             except PlaitError as exc:
                 logger.info("refinery run %s failed: %s", run_id, exc)
                 store.finish_run(run_id, RunStatus.FAILED, error=str(exc))
-            except Exception as exc:  # noqa: BLE001 - a bug: the run must still end, with the reason
+            except Exception as exc:  # a bug: logged, and the run must still end, with the reason
                 logger.exception("refinery run %s failed with a bug", run_id)
                 store.finish_run(run_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
             except BaseException:  # Ctrl-C, SystemExit: record, then let it through
