@@ -51,6 +51,7 @@ from plait.chunk_build import build_chunks, chunk_id, content_hash, index_text
 from plait.chunking import ChunkSettings
 from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
+from plait.events import EngineEvents
 from plait.fields import embedding_text, lexical_text
 from plait.sources.base import Scan, SourceDocument
 from plait.stores.base import ChunkState, SourceInfo, Store, StoredChunk
@@ -212,7 +213,10 @@ class Indexer:
         batch_size: int = 64,
         reuse_vectors: bool = True,
         backfill_batch: int = DEFAULT_BACKFILL_BATCH,
+        events: EngineEvents | None = None,
     ) -> None:
+        self.events = events
+        """Told of each embedding call and provider failure (``plait serve``'s metrics)."""
         self.store = store
         self.embedder = embedder
         self.chunk_settings = chunk_settings or ChunkSettings()
@@ -229,11 +233,16 @@ class Indexer:
             return None
         try:
             run.calls += 1
+            started = time.perf_counter()
             matrix = self.embedder.embed_documents(texts)
         except ProviderError as exc:
+            if self.events is not None:
+                self.events.provider_failed("documents", exc)
             run.available = False
             run.reason = f"{self.embedder.provider}/{self.embedder.model}: {exc}"
             return None
+        if self.events is not None:
+            self.events.embedded(collection, len(texts), time.perf_counter() - started)
         info = self.store.get_collection(collection)
         dim = int(matrix.shape[1])
         if info is not None and info.dimension not in (None, dim):

@@ -30,6 +30,7 @@ from plait.embeddings.guard import (
     QueryGuard,
 )
 from plait.errors import ConfigError, NotFoundError
+from plait.events import EngineEvents
 from plait.llm import LLM
 from plait.rerank import Reranker
 from plait.search import SearchService
@@ -98,6 +99,8 @@ class Plait(IndexingMixin, QueryingMixin):
         serve`` and ``plait mcp`` use :data:`~plait.sources.walks.DEFAULT_MAX_AGE`) coverage
         and explain reuse one walk of each recorded root while the collection is unchanged,
         for at most that many seconds (:mod:`plait.sources.walks`); 0 walks on every call."""
+        self.events = EngineEvents()
+        """Listeners of searches, embedding calls and provider failures (:mod:`plait.events`)."""
         self._query_guard = QueryGuard(deadline=query_deadline, probe_interval=probe_interval)
         self._keys = Path(keys) if keys is not None else None
         self.backfill_batch = _backfill_batch(backfill_batch)
@@ -167,6 +170,19 @@ class Plait(IndexingMixin, QueryingMixin):
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         return answer_question(self, collection, request)
+
+    def refinery_runs(self) -> dict[str, int]:
+        """Refinery runs per status (every status, 0 included), for ``/metrics``; all 0 when
+        the collection store has no refinery yet (none is created to answer)."""
+        from plait.refinery.models import RunStatus
+        from plait.refinery.store import default_refinery_path
+
+        counts = {status.value: 0 for status in RunStatus}
+        if self._refinery is None and not default_refinery_path(getattr(self.store, "path", None)).exists():
+            return counts
+        for run in self.refinery.list_runs(limit=1_000_000):
+            counts[run.status.value] += 1
+        return counts
 
     # collections ----------------------------------------------------------------
     def collections(self) -> list[CollectionInfo]:

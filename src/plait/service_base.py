@@ -17,6 +17,7 @@ from plait.collection_settings import read_settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder, registry_name
 from plait.embeddings.guard import QueryGuard
 from plait.errors import NotFoundError
+from plait.events import EngineEvents
 from plait.llm import LLM, make_llm
 from plait.rerank import Reranker, make_reranker
 from plait.search import SearchService
@@ -38,6 +39,7 @@ class EngineBase:
     """The engine's state and the lookups shared by indexing and querying."""
 
     store: Store
+    events: EngineEvents
     chunk_settings: ChunkSettings
     backfill_batch: int
     walks: WalkCache
@@ -60,6 +62,11 @@ class EngineBase:
         @property
         def refinery(self) -> Refinery:
             """Defined by :class:`plait.service.Plait` (the refinery searches through it)."""
+
+    @property
+    def query_guard(self) -> QueryGuard:
+        """The bound and circuit breaker of query embeddings (its failures and open circuits)."""
+        return self._query_guard
 
     # embedders ------------------------------------------------------------------
     def _by_name(self, name: str) -> Embedder | None:

@@ -44,6 +44,7 @@ class IndexingMixin(EngineBase):
             chunk_settings=self.chunk_settings,
             reuse_vectors=reuse_vectors,
             backfill_batch=self.backfill_batch,
+            events=self.events,
         )
         return indexer, name
 

@@ -117,6 +117,7 @@ class QueryingMixin(EngineBase):
         empty = self._empty_scopes(collection, validated(request).scopes)
         if empty:
             result = result.model_copy(update={"notes": [*result.notes, empty]})
+        self.events.searched(collection, result)
         return with_snippets(result)
 
     def _empty_scopes(self, collection: str, scopes: Sequence[str] | None) -> str | None:

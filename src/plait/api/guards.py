@@ -40,7 +40,7 @@ BODY_DEADLINE = 10.0
 """Seconds a client has to send its whole request body."""
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_OPEN_PATHS = ("/healthz",)
+_OPEN_PATHS = ("/healthz", "/readyz", "/metrics")  # probes and scrapes are never refused as "busy"
 
 
 async def send_error(

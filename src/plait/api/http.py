@@ -43,7 +43,7 @@ from plait.api.guards import (
     LoopbackOnly,
     NoSimpleRequests,
 )
-from plait.api.keys import ApiKey, KeyStore, Role
+from plait.api.keys import ALL_COLLECTIONS, ApiKey, KeyStore, Role
 from plait.client_errors import ERROR_HEADER
 from plait.coverage import CoverageReport
 from plait.errors import (
@@ -408,4 +408,14 @@ def create_app(
     if not auth:
         app.add_middleware(NoSimpleRequests)
         app.add_middleware(LoopbackOnly, allowed=tuple(allowed_hosts))
+
+    def metrics_reader(request: Request) -> None:
+        """``/metrics`` names every collection: with auth on it takes an admin key for all."""
+        key = principal(request)
+        if key is not None and not (key.collection == ALL_COLLECTIONS and key.role.includes(Role.ADMIN)):
+            raise _Forbidden("/metrics needs an admin key for all collections ('*')")
+
+    from plait.api.observability import install_observability
+
+    install_observability(app, engine, dependencies=[Depends(metrics_reader)])  # outermost middleware
     return app

@@ -7,12 +7,14 @@ import FastAPI or the MCP SDK until one of these commands runs.
 from __future__ import annotations
 
 import ipaddress
+import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from plait.api.keys import KeyStore
+from plait.cli.logs import configure_logging
 from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
@@ -82,9 +84,19 @@ def serve(
         bool,
         typer.Option("--no-backfill", help="Do not embed, in the background, chunks that still lack a vector."),
     ] = False,
+    log_json: Annotated[
+        bool,
+        typer.Option(
+            "--log-json",
+            help="Log one JSON object per line on stderr (access log included, with each request's id).",
+        ),
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs) and the search & debug page at /.
+
+    /metrics (Prometheus), /readyz (the store answers) and /healthz (the process answers);
+    every response carries X-Request-Id (an incoming well-formed one is kept).
 
     Collections with chunks still lacking a vector (a detached or interrupted index) are
     embedded in a background thread while serving; searches meanwhile use the dense arm
@@ -128,8 +140,18 @@ def serve(
                 highlight=False,
             )
             worker = engine.start_backfill()
+        if log_json:
+            plait_log = logging.getLogger("plait")
+            level = plait_log.level if plait_log.level not in (logging.NOTSET, logging.WARNING) else logging.INFO
+            configure_logging(level, json_format=True)
         try:
-            uvicorn.run(fastapi_app, host=host, port=port, log_level="debug" if debug else "info")
+            uvicorn.run(
+                fastapi_app,
+                host=host,
+                port=port,
+                log_level="debug" if debug else ("warning" if log_json else "info"),
+                access_log=not log_json,  # plait's own access log (plait.api.access) has the request id
+            )
         finally:
             if worker is not None:
                 thread, stop = worker

@@ -68,6 +68,11 @@ class QueryGuard:
         self._open: dict[int, tuple[float, str]] = {}  # id(embedder) → (opened or last probe, reason)
         self._probing: set[int] = set()
 
+    def open_circuits(self) -> int:
+        """How many embedders' circuits are open now (for ``/metrics``)."""
+        with self._lock:
+            return len(self._open)
+
     def state(self, embedder: object) -> str:
         """``"closed"`` or ``"open"`` (for reports and tests)."""
         with self._lock:

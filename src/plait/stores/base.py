@@ -129,6 +129,11 @@ class Store(Protocol):
 
     def list_collections(self) -> list[CollectionInfo]: ...
 
+    def ping(self) -> None:
+        """Raise :class:`~plait.errors.StoreError` (``StoreUnavailableError`` when it cannot
+        be reached) unless the store answers now: readiness, not a search."""
+        ...
+
     def delete_collection(self, name: str) -> bool:
         """Remove the collection and everything in it; False if it did not exist."""
         ...

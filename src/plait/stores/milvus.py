@@ -501,6 +501,10 @@ class MilvusStore(MilvusBase):
                 self._records = records
             return self._records
 
+    def ping(self) -> None:
+        """Readiness: the server (or milvus-lite file) lists its collections."""
+        self._call("list_collections", self._client.list_collections)
+
     def close(self) -> None:
         with self._lock:
             if self._records is not None:

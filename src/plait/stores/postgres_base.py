@@ -237,5 +237,10 @@ class PostgresBase:
             raise NotFoundError(f"collection {name!r} does not exist")
         return int(row[0]), row[1]
 
+    def ping(self) -> None:
+        """Readiness: a pooled connection answers ``SELECT 1``."""
+        with self._tx() as conn:
+            conn.execute("SELECT 1")
+
     def close(self) -> None:
         self._pool.close()

@@ -511,6 +511,13 @@ class SQLiteStore(SQLiteSearch):
                 self._records = records
             return self._records
 
+    def ping(self) -> None:
+        """Readiness: the file is still where the store was opened, and answers a query
+        (an open connection keeps reading a removed file, so the path is checked)."""
+        if str(self.path) != ":memory:" and not self.path.exists():
+            raise StoreUnavailableError(f"the SQLite store {self.path} no longer exists (removed while open)")
+        self._query("SELECT 1")
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
