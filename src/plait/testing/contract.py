@@ -85,6 +85,9 @@ class StoreContract:
         assert store.delete_collection("a") is False
         assert store.get_collection("a") is None
 
+    def test_ping_answers(self, store: Store) -> None:
+        store.ping()  # readiness of a reachable store: no error raised
+
     def test_settings_merge(self, store: Store) -> None:
         store.ensure_collection("a")
         assert store.get_settings("a") == {}
