@@ -215,8 +215,7 @@ class Indexer:
         backfill_batch: int = DEFAULT_BACKFILL_BATCH,
         events: EngineEvents | None = None,
     ) -> None:
-        self.events = events
-        """Told of each embedding call and provider failure (``plait serve``'s metrics)."""
+        self.events = events or EngineEvents()  # told of embedding calls and provider failures
         self.store = store
         self.embedder = embedder
         self.chunk_settings = chunk_settings or ChunkSettings()
@@ -236,13 +235,11 @@ class Indexer:
             started = time.perf_counter()
             matrix = self.embedder.embed_documents(texts)
         except ProviderError as exc:
-            if self.events is not None:
-                self.events.provider_failed("documents", exc)
+            self.events.provider_failed("documents", exc)
             run.available = False
             run.reason = f"{self.embedder.provider}/{self.embedder.model}: {exc}"
             return None
-        if self.events is not None:
-            self.events.embedded(collection, len(texts), time.perf_counter() - started)
+        self.events.embedded(collection, len(texts), time.perf_counter() - started)
         info = self.store.get_collection(collection)
         dim = int(matrix.shape[1])
         if info is not None and info.dimension not in (None, dim):
@@ -565,10 +562,8 @@ class Indexer:
             reason=_reason(run, without),
             calls=run.calls,
         )
-        logger.info(
-            "indexed %r: %d/%d sources, chunks +%d ~%d =%d -%d, %d skipped, %d without a vector",
-            collection, run.docs, seen, run.added, run.updated, run.unchanged, run.deleted, len(skipped), without,
-        )
+        logger.info("indexed %r: %d/%d sources, chunks +%d ~%d =%d -%d, %d skipped, %d without a vector", collection,
+                    run.docs, seen, run.added, run.updated, run.unchanged, run.deleted, len(skipped), without)
         for item in skipped:
             logger.debug("skipped %s: %s", item.path, item.reason)
         return IndexReport(
