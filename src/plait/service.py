@@ -172,14 +172,10 @@ class Plait(IndexingMixin, QueryingMixin):
         return answer_question(self, collection, request)
 
     def refinery_runs(self) -> dict[str, int]:
-        """Refinery runs per status (every status, 0 included), for ``/metrics``; all 0 when
-        the collection store has no refinery yet (none is created to answer)."""
+        """Refinery runs per status (every status, 0 included), for ``/metrics``."""
         from plait.refinery.models import RunStatus
-        from plait.refinery.store import default_refinery_path
 
         counts = {status.value: 0 for status in RunStatus}
-        if self._refinery is None and not default_refinery_path(getattr(self.store, "path", None)).exists():
-            return counts
         for run in self.refinery.list_runs(limit=1_000_000):
             counts[run.status.value] += 1
         return counts
