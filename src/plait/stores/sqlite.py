@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import TypeAdapter
 
-from plait.errors import NotFoundError
+from plait.errors import NotFoundError, StoreUnavailableError
 from plait.stores.base import (
     BM25Params,
     ChunkState,
