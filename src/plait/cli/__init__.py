@@ -35,7 +35,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _logging(
     verbose: Annotated[
