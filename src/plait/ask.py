@@ -4,35 +4,33 @@
    citing the card's source chunks; no LLM call.
 2. Otherwise a hybrid search (optionally re-ranked) fetches candidates, and the
    **relevance gate** keeps those that are plausibly about the question. A hit passes
-   when either
-
-   * the lexical arm found it and it contains at least ``min_term_coverage``
-     (default 0.5) of the question's content words (stems, stopwords excluded), or
-   * its dense cosine with the question is at least ``min_cosine`` (default 0.84).
-
-   ``mode`` picks the search's arms (``hybrid``, ``lexical``, ``vector``); under
-   ``vector`` no lexical arm runs, so the first rule reads "contains at least
-   ``min_term_coverage`` of the content words" alone.
-
-   The default is measured (``benchmarks/ask_gate.py``, figures in
-   ``benchmarks/results/ask_gate_*.json``): over ``examples/docs`` with the local e5
-   model, the best cosine of 14 answerable questions is 0.84–0.92 and of 12
-   unrelated ones 0.75–0.83, so 0.84 separates them (narrowly: e5 scores everything
-   high). With minilm the two ranges overlap (0.42–0.75 against 0.09–0.51): no cosine
-   separates them, so 0.84 leaves the lexical rule to decide; lower it per collection
-   only after measuring your own questions.
-
-   Both are settings: per call, or per collection under the ``ask`` setting.
+   when its dense cosine with the question reaches ``min_cosine``, or the lexical arm
+   found it and it holds ``min_term_coverage`` of the question's content words (stems,
+   stopwords excluded). Both values are **calibrated on the collection** by the first
+   ask after it was indexed or changed, without labels (:mod:`plait.ask_gate`: pseudo-questions cut from
+   its own chunks against shuffled text in its own vocabulary), and stored with it
+   (setting ``askGate``). The collection setting ``ask`` (``minCosine``,
+   ``minTermCoverage``) or the call overrides them; a collection never calibrated uses
+   0.84 / 0.5. Only a ``hybrid`` ask calibrates (the calibration runs both arms); under
+   search ``mode`` ``lexical`` / ``vector`` the stored gate is used, and under ``vector``
+   no lexical arm runs, so the term coverage counts for every hit. The result says which gate was used (``gate``) and, for every retrieved
+   hit, whether and why it passed (``gateChecks``).
 3. No hit passes → a plain "not found in the knowledge base" answer, ``mode:
    "not-found"``, and no LLM call.
-4. With an LLM: the passing hits go to the model as numbered sources ``[1]..[n]``; it
-   must cite them as ``[n]``. Every ``[n]`` is checked against the sources actually
-   given: an invented number is removed from the answer and listed in
-   ``invalidCitations``. ``grounded`` is true when at least one valid citation is left.
-   A model that answers ``NOT_FOUND`` gives ``mode: "not-found"``.
-5. Without an LLM (or when it fails — ``note`` says so): an extractive answer, the
-   sentences of the passing hits that share the most content words with the question,
-   each cited, ``mode: "extractive"``.
+4. With an LLM: the passing hits go to the model as delimited, numbered **data**
+   (:mod:`plait.ask_grounding`: it is told they may hold instructions to ignore). Every
+   sentence of the reply must cite a source it was given and share words with it;
+   the others are dropped and listed in ``dropped`` with the reason, invented numbers
+   are listed in ``invalidCitations``. ``grounded`` is true when every claim left cites
+   a source; when nothing is left, or the model answers ``NOT_FOUND``, ``mode:
+   "not-found"``.
+5. Without an LLM (or when it fails — ``note`` says so): an extractive answer
+   (:mod:`plait.ask_extract`): the sentences of the passing hits chosen by their own
+   relevance (both arms' evidence at sentence level), never a lead-in ending in ``:``,
+   a table row only when it holds the answer; ``mode: "extractive"``.
+
+Citations are numbered ``[1]..[n]`` in order of use; ``sources`` are reordered to match
+(source ``n`` is ``sources[n - 1]``: the cited ones first, then the other passing hits).
 """
 
 from __future__ import annotations
@@ -44,15 +42,25 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from plait.chunk_build import index_text
-from plait.collection_settings import read_settings
+from plait.ask_extract import choose
+from plait.ask_gate import Gate, GateVerdict, ensure_gate, resolve_gate, verdict
+from plait.ask_grounding import (
+    NOT_FOUND_TOKEN,
+    DroppedClaim,
+    ask_messages,
+    check_citations,
+    ground,
+    renumber,
+)
+from plait.collection_settings import CollectionSettings, read_settings
 from plait.errors import ProviderError, ValidationError
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
-from plait.types import CardHit, FileOrigin, Hit, Model, Origin, SearchMode
+from plait.types import CardHit, Hit, Model, Origin, SearchMode
 
 if TYPE_CHECKING:
+    from plait.llm import LLM
     from plait.searcher import AskEngine
 
 __all__ = [
@@ -62,6 +70,7 @@ __all__ = [
     "AskSettings",
     "Citation",
     "answer_question",
+    "ask_messages",
     "check_citations",
     "passes_gate",
 ]
@@ -69,25 +78,18 @@ __all__ = [
 NOT_FOUND_ANSWER = (
     "Not found in the knowledge base: no indexed passage is relevant enough to answer this question."
 )
-_NOT_FOUND_TOKEN = "NOT_FOUND"
-_MARKS = re.compile(r"((?:\s?\[\d+(?:\s*,\s*\d+)*\])+)")
 _QUOTE_CHARS = 300
-_SOURCE_CHARS = 2000
-_SYSTEM = (
-    "You answer questions using only the numbered sources you are given. Cite every "
-    "statement with the number of the source it comes from in square brackets, like [1] "
-    "or [1][3]. Use no knowledge beyond the sources. If the sources do not contain the "
-    f"answer, reply with exactly {_NOT_FOUND_TOKEN}. Answer in the language of the "
-    "question, concisely."
-)
+_MARKS = re.compile(r"((?:\s?\[\d+(?:\s*,\s*\d+)*\])+)")
 
 
 class AskSettings(Model):
-    """The relevance gate and the number of sources (collection setting ``ask``)."""
+    """The number of sources and sentences, and gate overrides (collection setting ``ask``).
+
+    ``min_cosine`` / ``min_term_coverage`` None: the collection's calibrated gate."""
 
     k: int = Field(default=5, ge=1, le=20)
-    min_cosine: float = Field(default=0.84, ge=0.0, le=1.0)
-    min_term_coverage: float = Field(default=0.5, gt=0.0, le=1.0)
+    min_cosine: float | None = Field(default=None, ge=0.0, le=1.0)
+    min_term_coverage: float | None = Field(default=None, gt=0.0, le=1.0)
     max_sentences: int = Field(default=3, ge=1, le=10)
 
 
@@ -130,8 +132,11 @@ class AskResult(Model):
     ``mode``: ``llm``, ``extractive``, ``card`` or ``not-found``. ``answered_by``:
     ``card`` (qa_first matched a FAQ card) or ``search``. ``sources`` are the hits
     given as numbered sources (source ``n`` is ``sources[n - 1]``); ``citations`` the
-    ones the answer cites. ``invalid_citations`` lists numbers the model invented
-    (removed from the answer). ``note`` says what degraded (e.g. the LLM failed).
+    ones the answer cites, numbered 1..n in order of use. ``gate`` is the relevance gate
+    used and ``gate_checks`` why each retrieved hit passed or failed it.
+    ``invalid_citations`` lists numbers the model invented (removed from the answer),
+    ``dropped`` the model's sentences removed because they cite no source given or share
+    nothing with what they cite. ``note`` says what degraded (e.g. the LLM failed).
     """
 
     question: str
@@ -142,7 +147,10 @@ class AskResult(Model):
     grounded: bool
     answered_by: Literal["card", "search"] = "search"
     invalid_citations: list[int] = Field(default_factory=list)
+    dropped: list[DroppedClaim] = Field(default_factory=list)
     sources: list[Hit] = Field(default_factory=list)
+    gate: Gate | None = None
+    gate_checks: list[GateVerdict] = Field(default_factory=list)
     card: CardHit | None = None
     llm: str | None = None
     vector_available: bool = False
@@ -161,47 +169,11 @@ def _validated(request: AskRequest | Mapping[str, Any]) -> AskRequest:
         raise ValidationError("; ".join(parts)) from None
 
 
-def _indexed(hit: Hit) -> str:
-    heading = hit.origin.heading_path if isinstance(hit.origin, FileOrigin) else []
-    return index_text(hit.content, heading)
-
-
-def passes_gate(
-    hit: Hit, question_stems: frozenset[str], settings: AskSettings, *, lexical_ran: bool = True
-) -> bool:
-    """The relevance gate (module docstring, step 2). ``lexical_ran`` False (mode
-    ``vector``): a hit is not refused for the lexical arm's silence, only its terms count."""
-    if hit.vector_score is not None and hit.vector_score >= settings.min_cosine:
-        return True
-    if (lexical_ran and hit.ranks.lexical is None) or not question_stems:
-        return False
-    shared = question_stems & text_stems(_indexed(hit))
-    return len(shared) / len(question_stems) >= settings.min_term_coverage
-
-
-def check_citations(answer: str, given: int) -> tuple[str, list[int], list[int]]:
-    """Keep ``[n]`` with ``1 <= n <= given``; drop the others from the text.
-
-    Returns (cleaned answer, valid numbers in order of first use, invalid numbers sorted).
-    """
-    valid: list[int] = []
-    invalid: set[int] = set()
-
-    def repl(match: re.Match[str]) -> str:
-        numbers = [int(x) for x in re.findall(r"\d+", match.group(0))]
-        kept = list(dict.fromkeys(n for n in numbers if 1 <= n <= given))
-        invalid.update(n for n in numbers if not 1 <= n <= given)
-        for n in kept:
-            if n not in valid:
-                valid.append(n)
-        if not kept:
-            return ""
-        lead = " " if match.group(0).startswith(" ") else ""
-        return lead + "".join(f"[{n}]" for n in kept)
-
-    cleaned = _MARKS.sub(repl, answer)
-    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", cleaned).strip()
-    return cleaned, valid, sorted(invalid)
+def passes_gate(hit: Hit, question_stems: frozenset[str], gate: Gate, *, lexical_ran: bool = True) -> bool:
+    """The relevance gate (module docstring, step 2; :func:`plait.ask_gate.verdict` says why).
+    ``lexical_ran`` False (mode ``vector``): a hit is not refused for the lexical arm's
+    silence, only its terms count."""
+    return verdict(hit, question_stems, gate, lexical_ran=lexical_ran).passed
 
 
 def _quote(content: str, against: str) -> str:
@@ -239,54 +211,29 @@ def _citations(numbers: Sequence[int], sources: Sequence[Hit], answer: str) -> l
     ]
 
 
-def _label(hit: Hit) -> str:
-    origin = hit.origin
-    if isinstance(origin, FileOrigin):
-        return " › ".join([origin.source_path, *origin.heading_path])
-    return f"session {origin.session_id}"
+def _in_order_of_use(answer: str, cited: Sequence[int], sources: Sequence[Hit]) -> tuple[str, list[Hit]]:
+    """Renumber ``answer`` so its citations run 1..n in order of use; the sources to match."""
+    order = list(dict.fromkeys(cited))
+    rest = [hit for n, hit in enumerate(sources, start=1) if n not in order]
+    return renumber(answer, order), [sources[n - 1] for n in order] + rest
 
 
-def ask_messages(question: str, sources: Sequence[Hit]) -> list[dict[str, Any]]:
-    """The chat messages for an LLM answer over numbered sources."""
-    blocks = [
-        f"[{n}] ({_label(hit)})\n{_indexed(hit)[:_SOURCE_CHARS]}" for n, hit in enumerate(sources, start=1)
-    ]
-    user = "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}"
-    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+def _extractive(
+    question: str, sources: Sequence[Hit], settings: AskSettings, engine: AskEngine, collection: str, mode: SearchMode
+) -> tuple[str, list[int]]:
+    """The chosen sentences, best first, each followed by its ``[n]`` (sources' numbers)."""
+    embedder = engine.embedder_for(collection)[0] if mode != SearchMode.LEXICAL else None
+    chosen = choose(question, sources, max_sentences=settings.max_sentences, embedder=embedder)
+    if not chosen:  # found by meaning only: the top source's opening statement
+        first = next((s for s in sentences(sources[0].content) if not s.endswith(("?", ":"))), None)
+        return f"{first or trim(sources[0].content, _QUOTE_CHARS)} [1]", [1]
+    answer = " ".join(f"{c.text} [{c.n}]" for c in chosen)
+    return answer, list(dict.fromkeys(c.n for c in chosen))
 
 
-def _extractive(question: str, sources: Sequence[Hit], settings: AskSettings) -> tuple[str, list[int]]:
-    """The best sentences of the sources, each followed by its ``[n]``."""
-    wanted = content_stems(question)
-    scored: list[tuple[float, int, int, str]] = []
-    for n, hit in enumerate(sources, start=1):
-        carry = 0  # a sentence right after a matching question answers it (FAQ shape)
-        for position, sentence in enumerate(sentences(hit.content)):
-            shared = len(wanted & text_stems(sentence))
-            if sentence.rstrip().endswith("?"):
-                carry = shared  # a question restated is not an answer
-                continue
-            shared, carry = shared + carry, 0
-            if shared:
-                scored.append((shared / max(1, len(wanted)), n, position, sentence))
-    scored.sort(key=lambda item: (-item[0], item[1], item[2]))
-    chosen = sorted(scored[: settings.max_sentences], key=lambda item: (item[1], item[2]))
-    if not chosen:  # found by meaning only: the top source's opening sentence
-        first = next((s for s in sentences(sources[0].content) if not s.endswith("?")), None)
-        chosen = [(0.0, 1, 0, first or trim(sources[0].content, _QUOTE_CHARS))]
-    answer = " ".join(f"{sentence} [{n}]" for _, n, _, sentence in chosen)
-    return answer, list(dict.fromkeys(n for _, n, _, _ in chosen))
-
-
-def _settings(engine: AskEngine, collection: str, req: AskRequest) -> AskSettings:
-    saved = read_settings(engine.store, collection).ask
-    base = AskSettings.model_validate(saved)
-    overrides = {
-        name: getattr(req, name)
-        for name in ("k", "min_cosine", "min_term_coverage")
-        if getattr(req, name) is not None
-    }
-    return base.model_copy(update=overrides)
+def _settings(saved: CollectionSettings, req: AskRequest) -> AskSettings:
+    base = AskSettings.model_validate(saved.ask)
+    return base.model_copy(update={"k": req.k}) if req.k is not None else base
 
 
 def _from_card(question: str, collection: str, card: CardHit, vector_available: bool) -> AskResult:
@@ -312,6 +259,52 @@ def _from_card(question: str, collection: str, card: CardHit, vector_available: 
     )
 
 
+def _with_llm(llm: LLM, req: AskRequest, sources: list[Hit], base: dict[str, Any]) -> AskResult | str:
+    """The LLM's grounded answer, or (when the LLM failed) the note saying so."""
+    label = f"{llm.provider}/{llm.model}"
+    try:
+        reply = llm.chat(ask_messages(req.question, sources), temperature=0.0, max_tokens=700)
+    except ProviderError as exc:
+        return f"the LLM ({label}) failed, so the answer is extractive: {exc}"
+    if reply.strip().upper().startswith(NOT_FOUND_TOKEN):
+        return AskResult(
+            **base,
+            answer=NOT_FOUND_ANSWER,
+            mode="not-found",
+            grounded=False,
+            sources=sources,
+            llm=label,
+            note=f"the LLM found no answer in the {len(sources)} sources given",
+        )
+    checked = ground(reply, sources)
+    if not checked.cited:
+        return AskResult(
+            **base,
+            answer=NOT_FOUND_ANSWER,
+            mode="not-found",
+            grounded=False,
+            invalid_citations=checked.invalid,
+            dropped=checked.dropped,
+            sources=sources,
+            llm=label,
+            note="the LLM's answer cites none of the sources given: every sentence was dropped",
+        )
+    answer, ordered = _in_order_of_use(checked.answer, checked.cited, sources)
+    numbers = list(range(1, len(checked.cited) + 1))
+    return AskResult(
+        **base,
+        answer=answer,
+        citations=_citations(numbers, ordered, answer),
+        mode="llm",
+        grounded=True,
+        invalid_citations=checked.invalid,
+        dropped=checked.dropped,
+        sources=ordered,
+        llm=label,
+        note=f"{len(checked.dropped)} sentences of the LLM's answer were dropped" if checked.dropped else None,
+    )
+
+
 def answer_question(engine: AskEngine, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
     """Answer one question over ``collection`` (see the module docstring)."""
     req = _validated(request)
@@ -319,14 +312,12 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
         card = engine.refinery.match(collection, req.question, include_drafts=req.include_drafts)
         if card is not None:
             return _from_card(req.question, collection, card, vector_available=card.vector_score is not None)
-    settings = _settings(engine, collection, req)
-    search = {
-        "query": req.question,
-        "k": settings.k,
-        "scopes": req.scopes,
-        "rerank": req.rerank,
-        "mode": req.mode,
-    }
+    if req.mode == SearchMode.HYBRID:  # one-arm asks must not run the other arm: stored gate
+        ensure_gate(engine.store, collection, engine.embedder_for(collection)[0])
+    saved = read_settings(engine.store, collection)
+    settings = _settings(saved, req)
+    gate = resolve_gate(saved, min_cosine=req.min_cosine, min_term_coverage=req.min_term_coverage)
+    search = {"query": req.question, "k": settings.k, "scopes": req.scopes, "rerank": req.rerank, "mode": req.mode}
     # an answer is built from approved cards only, unless drafts count (as for qa_first);
     # cards are searched only when their scope is named (no refinery is opened otherwise)
     names_cards = bool(req.scopes) and CARD_SCOPE in (req.scopes or ())
@@ -334,53 +325,33 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
     result = engine.search_request(collection, search, drafts_visible=drafts)
     wanted = content_stems(req.question)
     lexical_ran = req.mode != SearchMode.VECTOR
-    sources = [hit for hit in result.hits if passes_gate(hit, wanted, settings, lexical_ran=lexical_ran)]
+    checks = [verdict(hit, wanted, gate, lexical_ran=lexical_ran) for hit in result.hits]
+    sources = [hit for hit, check in zip(result.hits, checks, strict=True) if check.passed]
     base: dict[str, Any] = {
         "question": req.question,
         "collection": collection,
         "vector_available": result.vector_available,
         "search_mode": req.mode,
+        "gate": gate,
+        "gate_checks": checks,
     }
     if not sources:
         return AskResult(**base, answer=NOT_FOUND_ANSWER, mode="not-found", grounded=False)
-    llm = engine.llm
     note = None
+    llm = engine.llm
     if llm is not None:
-        label = f"{llm.provider}/{llm.model}"
-        try:
-            reply = llm.chat(ask_messages(req.question, sources), temperature=0.0, max_tokens=700)
-        except ProviderError as exc:
-            note = f"the LLM ({label}) failed, so the answer is extractive: {exc}"
-        else:
-            if reply.strip().upper().startswith(_NOT_FOUND_TOKEN):
-                return AskResult(
-                    **base,
-                    answer=NOT_FOUND_ANSWER,
-                    mode="not-found",
-                    grounded=False,
-                    sources=sources,
-                    llm=label,
-                    note=f"the LLM found no answer in the {len(sources)} sources given",
-                )
-            answer, valid, invalid = check_citations(reply, len(sources))
-            return AskResult(
-                **base,
-                answer=answer,
-                citations=_citations(valid, sources, answer),
-                mode="llm",
-                grounded=bool(valid),
-                invalid_citations=invalid,
-                sources=sources,
-                llm=label,
-                note=None if valid else "the LLM's answer cites none of the sources given",
-            )
-    answer, numbers = _extractive(req.question, sources, settings)
+        outcome = _with_llm(llm, req, sources, base)
+        if isinstance(outcome, AskResult):
+            return outcome
+        note = outcome
+    answer, numbers = _extractive(req.question, sources, settings, engine, collection, req.mode)
+    answer, ordered = _in_order_of_use(answer, numbers, sources)
     return AskResult(
         **base,
         answer=answer,
-        citations=_citations(numbers, sources, answer),
+        citations=_citations(list(range(1, len(numbers) + 1)), ordered, answer),
         mode="extractive",
         grounded=True,
-        sources=sources,
+        sources=ordered,
         note=note,
     )

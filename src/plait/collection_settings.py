@@ -54,6 +54,8 @@ class CollectionSettings(BaseModel):
     copy_in_progress: dict[str, Any] | None = None
     """An unfinished ``plait copy`` into this collection (:mod:`plait.copying`): a re-run
     continues it; None once the copy finished."""
+    ask_gate: dict[str, Any] | None = None
+    """Ask's gate calibration (:class:`plait.ask_gate.GateCalibration`, camelCase)."""
 
 
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}

@@ -44,6 +44,7 @@ from plait.embeddings.base import Embedder
 from plait.errors import ValidationError
 from plait.explain_models import (
     ArmStage,
+    AskGateStage,
     ChunkJourney,
     Diagnosis,
     DiagnosisCode,
@@ -64,7 +65,7 @@ from plait.search import SearchService
 from plait.sources.roots import root_key
 from plait.sources.walks import RootWalk, walk_root
 from plait.stores.base import Filters, Store
-from plait.types import Chunk, FileOrigin
+from plait.types import Chunk, FileOrigin, SearchMode
 
 __all__ = [
     "ArmStage",
@@ -477,7 +478,45 @@ def explain(
         rerank=rerank_stage,
         chunks=journeys,
         diagnosis=diagnosis,
+        ask_gate=_ask_gate(
+            store, collection, req.query, chunks, journeys,
+            embedder=embedder if req.mode == SearchMode.HYBRID else None,
+        ),
     )
+
+
+def _ask_gate(
+    store: Store,
+    collection: str,
+    query: str,
+    chunks: Sequence[Chunk],
+    journeys: Sequence[ChunkJourney],
+    *,
+    embedder: Embedder | None,
+) -> AskGateStage:
+    """The ask gate of the collection (calibrated first if it changed, as ask does) and
+    each chunk's verdict (cosine from the dense arm)."""
+    from plait.ask_gate import ensure_gate, judge, resolve_gate
+    from plait.collection_settings import read_settings
+    from plait.ingest import index_text
+    from plait.refinery.extract import content_stems
+
+    if embedder is not None:
+        ensure_gate(store, collection, embedder)
+    gate = resolve_gate(read_settings(store, collection))
+    wanted = content_stems(query)
+    checks = [
+        judge(
+            c.id,
+            cosine=j.cosine,
+            lexical_hit=j.lexical_rank is not None,
+            text=index_text(c.content, _heading(c)),
+            question_stems=wanted,
+            gate=gate,
+        )
+        for c, j in zip(chunks, journeys, strict=True)
+    ]
+    return AskGateStage(gate=gate, checks=checks)
 
 
 def _rerank_stage(trace: Trace, journeys: Sequence[ChunkJourney]) -> RerankStage | None:

@@ -17,11 +17,13 @@ from typing import Literal
 
 from pydantic import Field
 
+from plait.ask_gate import Gate, GateVerdict
 from plait.retrieval.request import SearchRequest
 from plait.types import FusionSettings, Model, SearchMode
 
 __all__ = [
     "ArmStage",
+    "AskGateStage",
     "ChunkJourney",
     "Diagnosis",
     "DiagnosisCode",
@@ -170,6 +172,14 @@ class RerankStage(Model):
     rank_after: int | None = None
 
 
+class AskGateStage(Model):
+    """Whether each of the document's chunks would pass ``ask``'s relevance gate for this
+    query, and why (:mod:`plait.ask_gate`)."""
+
+    gate: Gate
+    checks: list[GateVerdict] = Field(default_factory=list)
+
+
 class ExplainResult(Model):
     """The journey of one document for one query, stage by stage, and the diagnosis."""
 
@@ -185,6 +195,7 @@ class ExplainResult(Model):
     rerank: RerankStage | None = None
     chunks: list[ChunkJourney] = Field(default_factory=list)
     diagnosis: Diagnosis
+    ask_gate: AskGateStage | None = None
 
 
 

@@ -45,7 +45,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-__all__ = ["MarkdownHeading", "document_title", "fences", "headings", "plain_text"]
+__all__ = ["MarkdownBlock", "MarkdownHeading", "document_title", "fences", "headings", "plain_text", "prose_blocks"]
 
 _TAG_OR_COMMENT = re.compile(r"<!--.*?(?:-->|$)|<[^>]*>?", re.DOTALL)
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(?P<value>.*?)\s*$", re.MULTILINE)
@@ -63,6 +63,15 @@ class MarkdownHeading:
     end_line: int
     title: str
     source: str
+
+
+@dataclass(frozen=True, slots=True)
+class MarkdownBlock:
+    """A block a reader reads as prose: ``text`` (a paragraph, a list item's or a quote's
+    paragraph) or ``row`` (a table body row, each cell labelled by its column header)."""
+
+    kind: str
+    text: str
 
 
 _MAX_NESTING = 100
@@ -202,3 +211,50 @@ def _render_children(children: list[Token], parts: list[str]) -> None:
             parts.append("\n")
         elif kind == "image":
             _render_children(child.children or [], parts)
+
+
+def prose_blocks(text: str) -> list[MarkdownBlock]:
+    """The paragraphs and table rows of ``text``, in order, as visible text.
+
+    Headings, code, HTML blocks and front matter are not prose and are left out; a
+    table body row comes as ``header: cell; header: cell`` (empty cells dropped), so a
+    row can be quoted on its own. Ask picks answer sentences from these
+    (:mod:`plait.ask_extract`).
+
+    >>> [(b.kind, b.text) for b in prose_blocks("# T\\n\\nSome text.\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n")]
+    [('text', 'Some text.'), ('row', 'a: 1; b: 2')]
+    """
+    tokens = _tokens(text)
+    if _truncated(tokens):
+        return [MarkdownBlock("text", _normalised(text))]
+    blocks: list[MarkdownBlock] = []
+    header: list[str] = []
+    row: list[str] | None = None
+    in_head = in_heading = False
+    for token in tokens:
+        kind = token.type
+        if kind in ("heading_open", "heading_close"):
+            in_heading = kind == "heading_open"
+        elif kind in ("thead_open", "thead_close"):
+            in_head = kind == "thead_open"
+            if in_head:
+                header = []
+        elif kind == "tr_open":
+            row = []
+        elif kind == "tr_close" and row is not None:
+            if not in_head:
+                cells = [
+                    f"{label}: {cell}" if label else cell
+                    for label, cell in zip([*header, *[""] * len(row)], row, strict=False)
+                    if cell
+                ]
+                if cells:
+                    blocks.append(MarkdownBlock("row", "; ".join(cells)))
+            row = None
+        elif kind == "inline" and not in_heading:
+            rendered = " ".join(_inline_text(token).split())
+            if row is not None:
+                (header if in_head else row).append(rendered)
+            elif rendered:
+                blocks.append(MarkdownBlock("text", rendered))
+    return blocks

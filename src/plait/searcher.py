@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from plait.embeddings.base import Embedder
 from plait.llm.base import LLM
 from plait.retrieval.request import SearchRequest
 from plait.sources.base import SourceDocument
 from plait.stores.base import Store
-from plait.types import CardHit, IndexReport, SearchResult
+from plait.types import CardHit, CollectionInfo, IndexReport, SearchResult
 
 __all__ = ["AskEngine", "CardMatcher", "Searcher"]
 
@@ -60,4 +61,10 @@ class AskEngine(Searcher, Protocol):
     @property
     def refinery(self) -> CardMatcher:
         """The FAQ cards of this engine."""
+        ...
+
+    def embedder_for(
+        self, collection: str, *, info: CollectionInfo | None = None
+    ) -> tuple[Embedder | None, str]:
+        """The collection's embedder (ask scores answer sentences with it) and its name."""
         ...

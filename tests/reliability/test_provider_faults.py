@@ -145,7 +145,9 @@ def test_ask_with_a_failing_llm_is_extractive_with_a_note(
         for name, value in fault.items():
             setattr(server, name, value)
         started = time.monotonic()
-        result = engine.ask("How many times do I restart the worker pool for RB-1005?")
+        # the gate as before calibration (0.5 of the words): this test is about the LLM
+        # failing; twelve runbook lines of one template calibrate a stricter gate
+        result = engine.ask("How many times do I restart the worker pool for RB-1005?", min_term_coverage=0.5)
         elapsed = time.monotonic() - started
     assert result.mode == "extractive"
     assert result.note is not None and result.note.startswith("the LLM (ollama/m) failed")

@@ -141,17 +141,23 @@ def create_mcp_server(
         rerank: str | None = None,
         scopes: list[str] | None = None,
         mode: str = "hybrid",
+        min_cosine: float | None = None,
+        min_term_coverage: float | None = None,
     ) -> dict[str, Any]:
         """A grounded answer to `question` with `[n]` citations: each citation names the
         chunk, its origin (path › headings) and the quoted sentence. `mode` says how it was
         made (llm, extractive, card, not-found); `grounded` is false when nothing relevant
         was found. `qa_first` prefers a reviewed FAQ card; `mode` ('hybrid', 'lexical',
-        'vector') picks the search's arms (echoed in `searchMode`)."""
+        'vector') picks the search's arms (echoed in `searchMode`). The relevance gate is
+        the collection's calibrated one (`gate`, and `gateChecks` says why each hit passed
+        or failed); `min_cosine` / `min_term_coverage` override it for this call. Sentences
+        of an LLM answer that cite no source are dropped and listed in `dropped`."""
         name = collection or default_collection
         result = call(
             lambda: engine.ask(
                 question, collection=name, k=k, qa_first=qa_first,
                 include_drafts=include_drafts, rerank=rerank, scopes=scopes, mode=mode,
+                min_cosine=min_cosine, min_term_coverage=min_term_coverage,
             )
         )
         return to_json(result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, LlmOpt, ModeOpt, StoreOpt, console
 from plait.cli.options import collection_name as _collection
@@ -29,7 +30,7 @@ def ask(
     rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder: rerank before answering.")] = None,
     scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
     min_cosine: Annotated[
-        float | None, typer.Option("--min-cosine", help="Relevance gate: dense cosine (default 0.84).")
+        float | None, typer.Option("--min-cosine", help="Relevance gate: dense cosine (default: the collection's calibrated gate).")
     ] = None,
     llm: LlmOpt = None,
     store: StoreOpt = None,
@@ -77,6 +78,17 @@ def ask(
     if result.invalid_citations:
         line += f" · [yellow]removed invented citations {result.invalid_citations}[/yellow]"
     console.print(line, highlight=False)
+    for dropped in result.dropped:
+        console.print(f"[yellow]dropped:[/yellow] {escape(dropped.text)} ({dropped.reason})", highlight=False)
+    if result.gate is not None:
+        gate = result.gate
+        console.print(
+            f"[dim]gate: cosine ≥ {gate.min_cosine:.4f} ({gate.cosine_source}) or term coverage ≥ "
+            f"{gate.min_term_coverage:.2f} ({gate.coverage_source})[/dim]",
+            highlight=False,
+        )
+        for check in result.gate_checks:
+            console.print(f"[dim]    {check.chunk_id[:12]} {escape(check.reason)}[/dim]", highlight=False)
     if result.note:
         console.print(f"[yellow]note:[/yellow] {result.note}", highlight=False)
 

@@ -158,6 +158,16 @@ def _print_explain(result: Any) -> None:
             + ("" if rr.reranked else f" (fused order kept: {rr.reason})"),
             highlight=False,
         )
+    if result.ask_gate is not None:
+        gate = result.ask_gate.gate
+        passed = [c for c in result.ask_gate.checks if c.passed]
+        shown = passed[0] if passed else (result.ask_gate.checks[0] if result.ask_gate.checks else None)
+        console.print(
+            f"[bold]ask gate[/bold]   cosine ≥ {gate.min_cosine:.4f} ({gate.cosine_source}) or term coverage ≥ "
+            f"{gate.min_term_coverage:.2f} ({gate.coverage_source})"
+            + (f": {escape(shown.reason)}" if shown is not None else ""),
+            highlight=False,
+        )
     console.print(
         f"[bold]diagnosis[/bold]  \\[{result.diagnosis.code.value}] {escape(result.diagnosis.message)}",
         highlight=False,

@@ -21,7 +21,7 @@ import numpy as np
 
 from plait.embeddings.base import BaseEmbedder, TextKind
 
-__all__ = ["FakeEmbedder", "SlowFakeEmbedder"]
+__all__ = ["ConeFakeEmbedder", "FakeEmbedder", "SlowFakeEmbedder"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -116,3 +116,20 @@ class SlowFakeEmbedder(FakeEmbedder):
         matrix = super()._embed_batch(texts, kind)
         self._write(batch, "done", texts)
         return matrix
+
+
+class ConeFakeEmbedder(FakeEmbedder):
+    """:class:`FakeEmbedder` vectors pushed into a narrow cone, like e5's: each unit
+    vector plus ``lift`` times one shared unit direction, so unrelated texts score a
+    cosine near ``lift² / (1 + lift²)`` (0.84 at the default 2.3) and related ones
+    higher — the shape that made a fixed cosine gate pass everything (issue 22)."""
+
+    def __init__(self, *, dimension: int = 64, model: str = "hash-64-cone", lift: float = 2.3) -> None:
+        super().__init__(dimension=dimension, model=model)
+        self.lift = lift
+        self._shared = np.full(dimension, 1.0 / np.sqrt(dimension), dtype=np.float32)
+
+    def _vector(self, text: str) -> np.ndarray:
+        base = super()._vector(text)
+        unit = base / max(float(np.linalg.norm(base)), 1e-12)
+        return (unit + self.lift * self._shared).astype(np.float32)

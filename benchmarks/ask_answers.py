@@ -1,0 +1,269 @@
+"""Does ``ask`` refuse what the corpus cannot answer and cite the right source otherwise?
+
+    PYTHONPATH=src .venv/bin/python benchmarks/ask_answers.py --cache /tmp/ask-cache
+
+Datasets (``--data``, default ``../shared/data``):
+
+* ``realrepo/manage-get-gov`` and ``realrepo/teaching-vacancies``: each repository's docs
+  indexed as a folder, as a user would; its 40 answerable questions (qrels), its 5
+  unanswerable ones, and the *other* repository's 40 answerable questions as
+  out-of-corpus questions;
+* ``faquad-pt``: the corpus indexed as a ``.jsonl``; ``--faquad`` answerable questions
+  (seeded sample of the qrels), and as many SciFact test queries (English biomedical
+  claims; only the queries are read, SciFact's corpus is never embedded) as out-of-corpus.
+
+Every question is asked with the collection's calibrated gate (calibrated at index time,
+:mod:`plait.ask_gate`), extractive (``llm none``), and again through a fake LLM (the
+project's WireServer speaking the Ollama protocol) that answers with the first source's
+first sentence cited, one sentence citing an invented source and one uncited sentence —
+so the claim check must drop two sentences from every answer. Per dataset and mode a
+confusion table: for each kind of question, how many were answered citing a relevant
+document (``correct``), answered citing only irrelevant ones (``wrong``), or refused.
+
+The gate's constants (``OUTSIDE_QUANTILE``, ``MARGIN``) were chosen on manage-get-gov
+only; ``sweep`` shows, per dataset, what other quantiles would give (from the same search
+results, judged offline by :func:`plait.ask_gate.judge`: refused, and whether a relevant
+document passes the gate).
+
+Passage vectors go through the embedding cache (``--cache``), so each corpus is embedded
+once. Figures go to ``benchmarks/results/ask_answers.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import random
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "src") not in sys.path:
+    sys.path.append(str(ROOT / "src"))
+
+from plait import ask_gate
+from plait.ask_gate import GATE_KEY, Gate, GateCalibration, threshold, verdict
+from plait.embeddings import make_embedder
+from plait.embeddings.cache import CachedEmbedder
+from plait.llm import OllamaLLM
+from plait.refinery.extract import content_stems
+from plait.service import Plait
+from plait.testing.wire import WireServer
+
+RESULTS = ROOT / "benchmarks" / "results"
+REPOS = ("manage-get-gov", "teaching-vacancies")
+QUANTILES = (0.8, 0.9, 0.95, 1.0)
+KIND_OF: dict[str, str] = {}  # realrepo question → identifier | natural | unanswerable
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _qrels(path: Path) -> dict[str, set[str]]:
+    qrels: dict[str, set[str]] = {}
+    with path.open(encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            if int(row["score"]) > 0:
+                qrels.setdefault(row["query-id"], set()).add(row["corpus-id"])
+    return qrels
+
+
+def _fake_llm(messages: list[dict[str, Any]]) -> str:
+    """First source's first sentence, cited; an invented citation; an uncited sentence."""
+    user = messages[-1]["content"]
+    start = user.index('<source id="1"')
+    body = user[user.index("\n", start) + 1 : user.index("</source>", start)]
+    first = next((line.strip() for line in body.splitlines() if len(line.split()) >= 4), body.strip()[:200])
+    return f"{first[:300]} [1]. This also follows from the manual [99]. Nothing else is known."
+
+
+def _questions(data: Path, name: str, faquad: int) -> list[tuple[str, str, set[str]]]:
+    """(question, kind, relevant document ids) for one dataset."""
+    if name in REPOS:
+        folder = data / "realrepo" / name
+        qrels = _qrels(folder / "qrels" / "test.tsv")
+        out = [
+            (q["text"], "answerable" if q["_id"] in qrels else "unanswerable", qrels.get(q["_id"], set()))
+            for q in _jsonl(folder / "queries.jsonl")
+        ]
+        KIND_OF.update({q["text"]: q["metadata"]["kind"] for q in _jsonl(folder / "queries.jsonl")})
+        other = data / "realrepo" / next(r for r in REPOS if r != name)
+        other_qrels = _qrels(other / "qrels" / "test.tsv")
+        out += [(q["text"], "out-of-corpus", set()) for q in _jsonl(other / "queries.jsonl") if q["_id"] in other_qrels]
+        return out
+    folder = data / "faquad-pt"
+    qrels = _qrels(folder / "qrels" / "test.tsv")
+    texts = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
+    rng = random.Random(22)
+    chosen = rng.sample(sorted(qrels), faquad)
+    out = [(texts[qid], "answerable", qrels[qid]) for qid in chosen]
+    sci_qrels = _qrels(data / "scifact" / "qrels" / "test.tsv")
+    sci = {q["_id"]: q["text"] for q in _jsonl(data / "scifact" / "queries.jsonl")}
+    out += [(sci[qid], "out-of-corpus", set()) for qid in rng.sample(sorted(sci_qrels), faquad)]
+    return out
+
+
+def _index(engine: Plait, data: Path, name: str, work: Path) -> None:
+    if engine.store.get_collection("default") is not None:
+        engine.reindex()  # unchanged: calibrates the gate if it never was
+        return
+    if name in REPOS:
+        repo = work / f"repo-{name}"
+        for doc in _jsonl(data / "realrepo" / name / "corpus.jsonl"):
+            path = repo / doc["_id"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(doc["text"], encoding="utf-8")
+        engine.index(repo)
+    else:
+        engine.index(data / "faquad-pt" / "corpus.jsonl")
+
+
+def _table() -> dict[str, dict[str, int]]:
+    return {kind: {"correct": 0, "wrong": 0, "refused": 0} for kind in ("answerable", "unanswerable", "out-of-corpus")}
+
+
+def _shares(table: Mapping[str, Mapping[str, int]]) -> dict[str, float | None]:
+    def share(kind: str, column: str) -> float | None:
+        total = sum(table[kind].values())
+        return round(table[kind][column] / total, 3) if total else None
+
+    return {
+        "answeredWithCorrectCitation": share("answerable", "correct"),
+        "unanswerableRefused": share("unanswerable", "refused"),
+        "outOfCorpusRefused": share("out-of-corpus", "refused"),
+    }
+
+
+def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, faquad: int) -> dict[str, Any]:
+    questions = _questions(data, name, faquad)
+    store = cache / f"ask-{name}.db"
+    tables: dict[str, dict[str, dict[str, int]]] = {"extractive": _table(), "fake-llm": _table()}
+    sweep_rows: list[tuple[str, list[Any], set[str]]] = []
+    dropped = 0
+    by_query_kind: dict[str, dict[str, int]] = {}
+    started = time.perf_counter()
+    with WireServer() as server:
+        server.chat = _fake_llm
+        llm = OllamaLLM(base_url=server.url, model="fake", retries=0)
+        with Plait(str(store), embedder=embedder, llm="none") as engine:
+            _index(engine, data, name, cache)
+        with Plait(str(store), embedder=embedder, llm="none") as engine, Plait(
+            str(store), embedder=embedder, llm=llm
+        ) as with_llm:
+            saved = engine.store.get_settings("default")
+            calibration = GateCalibration.model_validate(saved[GATE_KEY])
+            doc_of = {
+                cid: chunk.source_id
+                for cid, chunk in engine.store.get_chunks("default", sorted(engine.store.chunk_ids("default"))).items()
+            }
+            for text, kind, relevant in questions:
+                for mode, eng in (("extractive", engine), ("fake-llm", with_llm)):
+                    result = eng.ask(text)
+                    if result.mode == "not-found":
+                        outcome = "refused"
+                    else:
+                        cited = {doc_of.get(c.chunk_id) for c in result.citations}
+                        outcome = "correct" if cited & relevant else "wrong"
+                    tables[mode][kind][outcome] += 1
+                    if mode == "extractive" and kind == "answerable" and text in KIND_OF:
+                        row = by_query_kind.setdefault(KIND_OF[text], {"correct": 0, "wrong": 0, "refused": 0})
+                        row[outcome] += 1
+                    if mode == "fake-llm":
+                        dropped += len(result.dropped)
+                hits = engine.search(text, k=5).hits
+                sweep_rows.append((kind, hits, relevant))
+    sweep = []
+    for quantile in QUANTILES:
+        ask_gate.OUTSIDE_QUANTILE = quantile
+        gate = Gate(
+            min_cosine=threshold(calibration.inside_cosine, calibration.outside_cosine) or 1.0,
+            min_term_coverage=threshold(
+                calibration.inside_coverage, calibration.outside_coverage, floor=ask_gate.MIN_COVERAGE
+            ) or 1.0,
+            cosine_source="calibrated",
+            coverage_source="calibrated",
+        )
+        table = _table()
+        for (kind, hits, relevant), (text, _, _) in zip(sweep_rows, questions, strict=True):
+            passing = [h for h in hits if verdict(h, content_stems(text), gate).passed]
+            if not passing:
+                table[kind]["refused"] += 1
+            else:
+                table[kind]["correct" if {doc_of.get(h.chunk_id) for h in passing} & relevant else "wrong"] += 1
+        sweep.append({"outsideQuantile": quantile, "gate": gate.model_dump(by_alias=True), "table": table,
+                      **_shares(table)})
+    ask_gate.OUTSIDE_QUANTILE = 0.95
+    return {
+        "dataset": name,
+        "role": "dev (constants chosen here)" if name == "manage-get-gov" else "held out",
+        "questions": {kind: sum(1 for _, k, _ in questions if k == kind) for kind in _table()},
+        "gate": {"minCosine": calibration.min_cosine, "minTermCoverage": calibration.min_term_coverage,
+                 "samples": calibration.samples, "chunks": calibration.chunks},
+        "tables": tables,
+        "shares": {mode: _shares(table) for mode, table in tables.items()},
+        "extractiveAnswerableByQueryKind": by_query_kind,
+        "fakeLlmSentencesDropped": dropped,
+        "sweepSourcesPassingGate": sweep,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
+    lines = ["# ask: refusals and citations", "", f"{meta['machine']} · {meta['date']} · embedder {meta['embedder']}"
+             " · busy machine (other helpers running)", ""]
+    for r in results:
+        lines += [f"## {r['dataset']} ({r['role']})", "",
+                  f"gate: cosine ≥ {r['gate']['minCosine']}, term coverage ≥ {r['gate']['minTermCoverage']} "
+                  f"({r['gate']['samples']} pseudo-questions over {r['gate']['chunks']} chunks)", ""]
+        for mode, table in r["tables"].items():
+            lines += [f"**{mode}**", "", "| kind | correct citation | wrong citation | refused |", "|---|---|---|---|"]
+            lines += [f"| {kind} | {row['correct']} | {row['wrong']} | {row['refused']} |" for kind, row in table.items()]
+            lines += ["", "shares: " + ", ".join(f"{k} {v}" for k, v in r["shares"][mode].items()), ""]
+        if r["extractiveAnswerableByQueryKind"]:
+            lines += ["extractive, answerable questions by kind: " + "; ".join(
+                f"{kind} {row['correct']} correct / {row['wrong']} wrong / {row['refused']} refused"
+                for kind, row in r["extractiveAnswerableByQueryKind"].items()), ""]
+        lines += [f"fake LLM: {r['fakeLlmSentencesDropped']} sentences dropped by the claim check", ""]
+        lines += ["sweep (offline, relevant document among the sources passing the gate):", "",
+                  "| outside quantile | min cosine | min coverage | answerable correct | unanswerable refused | out-of-corpus refused |",
+                  "|---|---|---|---|---|---|"]
+        for s in r["sweepSourcesPassingGate"]:
+            lines.append(f"| {s['outsideQuantile']} | {s['gate']['minCosine']} | {s['gate']['minTermCoverage']} | "
+                         f"{s['answeredWithCorrectCitation']} | {s['unanswerableRefused']} | {s['outOfCorpusRefused']} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--cache", default="/tmp/ask-cache")
+    parser.add_argument("--embedder", default="e5")
+    parser.add_argument("--faquad", type=int, default=60, help="answerable FaQuAD questions (and SciFact ones)")
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    inner = make_embedder(args.embedder)
+    if inner is None:
+        raise SystemExit("an embedder is needed")
+    embedder = CachedEmbedder(inner, path=cache / "embeddings.sqlite")
+    embedder.embed_query("warm up")  # the model loads before the first timed query
+    names = args.only or [*REPOS, "faquad-pt"]
+    results = [run_dataset(Path(args.data), name, cache, embedder, args.faquad) for name in names]
+    meta = {"embedder": args.embedder, "machine": f"{platform.machine()} · {platform.platform()} · Python {platform.python_version()}",
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ask_answers.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / "ask_answers.md").write_text(_markdown(results, meta), encoding="utf-8")
+    print(_markdown(results, meta))
+
+
+if __name__ == "__main__":
+    main()
