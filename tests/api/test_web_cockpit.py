@@ -383,3 +383,22 @@ def test_key_prompt_storage_keyboard_narrow_screen_and_axe(server: Server, watch
     expect(fresh.locator("#key-prompt")).to_be_visible()
     fresh.close()
     assert watched.problems == []
+
+
+def test_a_server_without_keys_asks_for_none(server: Server) -> None:
+    app = create_app(server.engine, auth=False, default_collection="f")
+    with UvicornThread(app) as open_server, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.goto(open_server.url + "/")
+        expect(page.locator("#collection option")).to_have_text(["f (5 chunks)"])
+        expect(page.locator("#key-prompt")).to_be_hidden()
+        expect(page.locator("#change-key")).to_be_hidden()
+        expect(page.locator("#faq-role")).to_have_text("")  # acts as an admin: review offered
+        _search(page, "ERR-4012", k=2)
+        expect(page.locator("#hits .hit")).to_have_count(2)
+        browser.close()
+        assert problems == []
