@@ -58,6 +58,7 @@ from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
 from plait.types import CardHit, Hit, Model, Origin, SearchMode
+from plait.usage import metering
 
 if TYPE_CHECKING:
     from plait.llm import LLM
@@ -263,7 +264,8 @@ def _with_llm(llm: LLM, req: AskRequest, sources: list[Hit], base: dict[str, Any
     """The LLM's grounded answer, or (when the LLM failed) the note saying so."""
     label = f"{llm.provider}/{llm.model}"
     try:
-        reply = llm.chat(ask_messages(req.question, sources), temperature=0.0, max_tokens=700)
+        with metering("ask"):  # within the ask's usage scope (the service writes it)
+            reply = llm.chat(ask_messages(req.question, sources), temperature=0.0, max_tokens=700)
     except ProviderError as exc:
         return f"the LLM ({label}) failed, so the answer is extractive: {exc}"
     if reply.strip().upper().startswith(NOT_FOUND_TOKEN):

@@ -31,6 +31,7 @@ import numpy as np
 from plait.fields import embedding_text
 from plait.stores.base import Store
 from plait.types import Chunk
+from plait.usage import UsageRow, metering, rows_of
 
 __all__ = [
     "DEFAULT_BACKFILL_BATCH",
@@ -184,9 +185,14 @@ def _fill(store: Store, collection: str, ids: Sequence[str], embed: Embed, outco
             outcome.reused += 1
         else:
             groups.setdefault(chunk.content_hash, []).append(chunk)
+    usage: list[UsageRow] = []
     if groups:
-        matrix = embed([embedding_text(group[0]) for group in groups.values()])
+        with metering("index", detached=True) as (events, _):
+            matrix = embed([embedding_text(group[0]) for group in groups.values()])
+        usage = rows_of(events)
         if matrix is None:
+            if usage:  # the provider was paid for calls that came back unusable
+                store.add_usage(collection, usage)
             return False
         outcome.embedded += len(groups)
         outcome.deduplicated += sum(len(group) - 1 for group in groups.values())
@@ -200,5 +206,5 @@ def _fill(store: Store, collection: str, ids: Sequence[str], embed: Embed, outco
         for cid, vec in vectors.items()
         if cid in current and current[cid].content_hash == chunks[cid].content_hash
     }
-    outcome.filled += store.set_vectors(collection, fresh)
+    outcome.filled += store.set_vectors(collection, fresh, usage=usage)  # one transaction
     return True

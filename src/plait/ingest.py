@@ -62,6 +62,7 @@ from plait.types import (
     IndexReport,
     SkippedSource,
 )
+from plait.usage import metering, rows_of
 
 logger = logging.getLogger(__name__)
 
@@ -233,12 +234,17 @@ class Indexer:
         try:
             run.calls += 1
             started = time.perf_counter()
-            matrix = self.embedder.embed_documents(texts)
+            with metering("index", detached=True) as (events, _):
+                matrix = self.embedder.embed_documents(texts)
         except ProviderError as exc:
             self.events.provider_failed("documents", exc)
             run.available = False
             run.reason = f"{self.embedder.provider}/{self.embedder.model}: {exc}"
             return None
+        finally:
+            # written beside the batch's chunks (replace_source takes no usage): a separate
+            # transaction, unlike the backfill's set_vectors
+            self.store.add_usage(collection, rows_of(events))
         self.events.embedded(collection, len(texts), time.perf_counter() - started)
         info = self.store.get_collection(collection)
         dim = int(matrix.shape[1])

@@ -39,6 +39,7 @@ from plait.service_querying import QueryingMixin
 from plait.sources.walks import WalkCache
 from plait.stores import Store, open_store
 from plait.types import CollectionInfo, DeletedCollection
+from plait.usage import UsageReport, since_bucket, usage_report
 
 if TYPE_CHECKING:
     from plait.api.keys import KeyStore
@@ -169,7 +170,18 @@ class Plait(IndexingMixin, QueryingMixin):
 
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
-        return answer_question(self, collection, request)
+        with self.metered(collection, "query"):  # the answer's own LLM call is metered as 'ask'
+            return answer_question(self, collection, request)
+
+    # usage ----------------------------------------------------------------------
+    @valid_text
+    def usage(self, collection: str = "default", *, since: str | None = None) -> UsageReport:
+        """The collection's provider usage per hour, kind, purpose, provider and model
+        (see :mod:`plait.usage`); ``since`` is an ISO date or time, or ``24h`` / ``7d``."""
+        if self.store.get_collection(collection) is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        start = since_bucket(since)
+        return usage_report(collection, self.store.usage(collection, since=start), since=start)
 
     def refinery_runs(self) -> dict[str, int]:
         """Refinery runs per status (every status, 0 included), for ``/metrics``."""

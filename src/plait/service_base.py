@@ -7,8 +7,10 @@ collection, the LLM and rerankers, the recorded roots and their walks.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +18,7 @@ from plait.chunking import ChunkSettings
 from plait.collection_settings import read_settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder, registry_name
 from plait.embeddings.guard import QueryGuard
-from plait.errors import NotFoundError
+from plait.errors import NotFoundError, PlaitError
 from plait.events import EngineEvents
 from plait.llm import LLM, make_llm
 from plait.rerank import Reranker, make_reranker
@@ -24,11 +26,13 @@ from plait.search import SearchService
 from plait.sources.walks import RootWalk, WalkCache, collection_state
 from plait.stores import Store
 from plait.types import CollectionInfo
+from plait.usage import Purpose, metering, rows_of
 
 if TYPE_CHECKING:
     from plait.refinery import Refinery
 
 __all__ = ["NONE", "EngineBase"]
+_log = logging.getLogger(__name__)
 
 #: The embedder name that means "no dense arm".
 NONE = "none"
@@ -69,6 +73,22 @@ class EngineBase:
         return self._query_guard
 
     # embedders ------------------------------------------------------------------
+
+    @contextmanager
+    def metered(self, collection: str, purpose: Purpose) -> Iterator[None]:
+        """Meter the provider calls inside the block as ``purpose`` and write them to the
+        store for ``collection`` when it ends (nested blocks add to the outermost one).
+        A failed usage write is logged, never fails the work it measured."""
+        with metering(purpose) as (events, outermost):
+            try:
+                yield
+            finally:
+                if outermost and events:
+                    try:
+                        self.store.add_usage(collection, rows_of(events))
+                    except PlaitError as exc:
+                        _log.warning("usage of %s on %r not recorded: %s", purpose, collection, exc)
+
     def _by_name(self, name: str) -> Embedder | None:
         if name not in self._embedders:
             self._embedders[name] = make_embedder(name)

@@ -111,9 +111,10 @@ class QueryingMixin(EngineBase):
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         guarded = self._guarded(embedder, info)
         hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
-        result = self._search.search(
-            collection, request, embedder=guarded, embedder_note=note, info=info, also_hidden=hidden
-        )
+        with self.metered(collection, "query"):
+            result = self._search.search(
+                collection, request, embedder=guarded, embedder_note=note, info=info, also_hidden=hidden
+            )
         empty = self._empty_scopes(collection, validated(request).scopes)
         if empty:
             result = result.model_copy(update={"notes": [*result.notes, empty]})
@@ -182,19 +183,21 @@ class QueryingMixin(EngineBase):
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
         request = {"query": query, **_camel_options(options)}
         hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
-        return explain(
-            self._search,
-            collection,
-            request,
-            doc=doc,
-            path=path,
-            chunk=chunk,
-            embedder=self._guarded(embedder, info),
-            embedder_note=note,
-            roots=self.recorded_roots(collection),
-            walk=self._walker(collection),
-            also_hidden=hidden,
-        )
+        with self.metered(collection, "query"):
+            return explain(
+                self._search,
+                collection,
+                request,
+                doc=doc,
+                path=path,
+                chunk=chunk,
+                embedder=self._guarded(embedder, info),
+                embedder_note=note,
+                roots=self.recorded_roots(collection),
+                walk=self._walker(collection),
+                also_hidden=hidden,
+            )
+
     # the web page's debug views (plait.cockpit) ----------------------------------
     @valid_text
     def arms(

@@ -77,7 +77,7 @@ def test_tools_over_stdio(store: str) -> None:
             ("search", {"query": "x", "k": 0}),
         ],
     )
-    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "reindex", "search"]
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "reindex", "search", "usage"]
 
     assert not search.is_error
     result = search.structured_content
@@ -102,7 +102,7 @@ def test_tools_over_stdio(store: str) -> None:
 
 def test_no_reindex_leaves_the_tool_out(store: str) -> None:
     tools, _ = _run(_params(store, "--no-reindex"), [])
-    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "search"]
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "search", "usage"]
 
 
 def test_explain_tool_over_stdio(store: str) -> None:

@@ -61,6 +61,7 @@ from plait.errors import (
 from plait.explain import ExplainResult
 from plait.search import SearchRequest
 from plait.types import CollectionInfo, IndexReport, SearchResult
+from plait.usage import UsageReport
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -374,6 +375,22 @@ def create_app(
         """Per scope: sources present against sources with chunks, vectors, model, last index."""
         allow(key, collection, Role.READER, "coverage")
         return engine.coverage(collection=collection)
+
+    @app.get(
+        "/v1/collections/{collection}/usage",
+        response_model=UsageReport,
+        tags=["collections"],
+        responses={
+            401: {"description": "no or unknown API key"},
+            403: {"description": "the key is not a maintainer"},
+            404: {"description": "no such collection (or not covered by the key)"},
+            422: {"description": "since is not an ISO date/time or Nh / Nd"},
+        },
+    )
+    def usage(collection: str, since: str | None = None, key: ApiKey | None = Caller) -> UsageReport:
+        """Embedding and LLM provider usage per hour, purpose, provider and model (maintainer)."""
+        allow(key, collection, Role.MAINTAINER, "usage")
+        return engine.usage(collection, since=since)
 
     from plait.api.http_refinery import add_refinery_routes
 

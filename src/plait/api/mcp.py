@@ -176,6 +176,15 @@ def create_mcp_server(
         name = collection or default_collection
         return to_json(call(lambda: engine.coverage(collection=name)))
 
+    @server.tool()
+    def usage(collection: str | None = None, since: str | None = None) -> dict[str, Any]:
+        """Provider usage of the collection: embedding calls, texts and tokens, LLM prompt and
+        completion tokens, per hour (`rows`) and in total (`totals`), by purpose (index, query,
+        rerank, ask, refinery), provider and model; `estimated` marks tokens the provider did
+        not report. `since` is an ISO date/time or '24h' / '7d'."""
+        name = collection or default_collection
+        return to_json(call(lambda: engine.usage(name, since=since)))
+
     if allow_reindex:
 
         @server.tool()

@@ -20,6 +20,7 @@ import typer
 from plait.cli import ask, explain, index, refinery, search, serve, transfer
 from plait.cli import collections as collections_group
 from plait.cli import eval as eval_group
+from plait.cli import usage as usage_group
 from plait.cli.logs import configure_logging, level_for
 from plait.cli.options import err
 from plait.errors import ConfigError
@@ -50,7 +51,7 @@ def _logging(
         raise typer.Exit(1) from None
 
 
-for _group in (index, collections_group, search, explain, serve, eval_group, ask, refinery, transfer):
+for _group in (index, collections_group, search, explain, serve, eval_group, ask, refinery, transfer, usage_group):
     _group.register(app)
 
 

@@ -20,6 +20,7 @@ pipeline already turns into ``vectorAvailable: false`` with the reason.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -126,7 +127,9 @@ class QueryGuard:
             finally:
                 done.set()
 
-        threading.Thread(target=run, name="plait-query-embed", daemon=True).start()
+        # the caller's context (its usage metering scope, plait.usage) goes with the call
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(run,), name="plait-query-embed", daemon=True).start()
         if not done.wait(self.deadline):
             raise ProviderUnavailableError(
                 f"query embedding took longer than the {self.deadline:g} s deadline"

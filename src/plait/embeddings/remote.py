@@ -33,6 +33,7 @@ import numpy as np
 from plait._http import MAX_BACKOFF, RetryingJSONClient, check_retry_settings, excerpt
 from plait.embeddings.base import BaseEmbedder, TextKind, parse_languages
 from plait.errors import ConfigError, ProviderResponseError
+from plait.usage import UsageEvent, embedding_tokens, estimate_tokens, report
 
 __all__ = [
     "KNOWN_DIMENSIONS",
@@ -162,7 +163,17 @@ class HTTPEmbedder(BaseEmbedder):
     def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
         url = self._endpoint()
         answer = self._post(url, self._payload(texts, kind))
-        return self._parse(answer, len(texts))
+        matrix = self._parse(answer, len(texts))
+        tokens = embedding_tokens(answer)
+        report(
+            UsageEvent(
+                kind="embedding", provider=self.provider, model=self.model, texts=len(texts),
+                characters=sum(len(t) for t in texts),
+                input_tokens=tokens if tokens is not None else estimate_tokens(texts),
+                estimated=tokens is None,
+            )
+        )
+        return matrix
 
     # -- shape checking helpers -------------------------------------------------
 

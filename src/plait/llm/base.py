@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from plait._http import RetryingJSONClient
 from plait.errors import ConfigError, ProviderResponseError, ValidationError
+from plait.usage import UsageEvent, estimate_tokens, llm_tokens, report
 
 __all__ = ["LLM", "HTTPChatLLM", "check_messages"]
 
@@ -142,7 +143,19 @@ class HTTPChatLLM:
         """Send ``messages`` and return the assistant's text (see :class:`LLM`)."""
         checked = check_messages(messages, temperature=temperature, max_tokens=max_tokens)
         answer = self._transport.post(self._endpoint(), self._payload(checked, temperature, max_tokens))
-        return self._parse(answer)
+        reply = self._parse(answer)
+        prompt, completion = llm_tokens(answer)
+        sent = [str(m.get("content", "")) for m in checked]
+        report(
+            UsageEvent(
+                kind="llm", provider=self.provider, model=self.model, texts=len(sent),
+                characters=sum(len(t) for t in sent),
+                input_tokens=prompt if prompt is not None else estimate_tokens(sent),
+                output_tokens=completion if completion is not None else estimate_tokens([reply]),
+                estimated=prompt is None or completion is None,
+            )
+        )
+        return reply
 
     def close(self) -> None:
         """Close the HTTP connection pool (a later chat opens a new one)."""

@@ -48,6 +48,7 @@ from plait.refinery.models import (
 )
 from plait.refinery.store import RefineryStore
 from plait.types import Chunk
+from plait.usage import metering, rows_of
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +172,11 @@ class _Distiller:
         if self.run.mode == CardMode.EXTRACTIVE or self.llm is None:
             return [card for chunk in group for card in extract_cards(chunk)]
         self.progress = self.progress.model_copy(update={"llm_calls": self.progress.llm_calls + 1})
-        drafted = draft_cards(self.llm, group)
+        with metering("refinery", detached=True) as (events, _):
+            try:
+                drafted = draft_cards(self.llm, group)
+            finally:  # the call is paid for whether or not its cards parse
+                self.engine.store.add_usage(self.run.collection, rows_of(events))
         if drafted is None:
             self.progress = self.progress.model_copy(
                 update={"groups_skipped": self.progress.groups_skipped + 1}

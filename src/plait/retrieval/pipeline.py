@@ -22,6 +22,7 @@ from plait.retrieval.diversity import Diversified, diversify
 from plait.retrieval.plan import QueryPlan
 from plait.stores.base import Store, TwoArmStore
 from plait.types import Chunk, FusionSettings, Hit, Match, Ranks
+from plait.usage import metering
 
 __all__ = [
     "MAX_DIVERSITY_DEPTH",
@@ -213,7 +214,8 @@ def rerank_order(
     timings["hydrate"] = _ms(t)
     t = time.perf_counter()
     candidates = [(item.chunk_id, chunks[item.chunk_id].content) for _, item in pool]
-    outcome = reranker.rerank(query, candidates)
+    with metering("rerank"):  # an LLM reranker's tokens, within the search's usage
+        outcome = reranker.rerank(query, candidates)
     timings["rerank"] = _ms(t)
     order, _, _ = complete_order(candidates, outcome.order)  # a permutation, whatever came back
     ranks = {cid: n for n, cid in enumerate(order, start=1)} if outcome.reranked else {}

@@ -18,6 +18,7 @@ import numpy as np
 
 from plait.stores.records import Records
 from plait.types import Chunk, CollectionInfo
+from plait.usage import UsageRow
 
 __all__ = [
     "BM25Params",
@@ -183,7 +184,9 @@ class Store(Protocol):
         """Remove a source's chunks atomically; returns how many were removed."""
         ...
 
-    def set_vectors(self, collection: str, vectors: Mapping[str, np.ndarray]) -> int:
+    def set_vectors(
+        self, collection: str, vectors: Mapping[str, np.ndarray], *, usage: Sequence[UsageRow] = ()
+    ) -> int:
         """Store vectors for existing chunks (backfill); returns how many were set."""
         ...
 
@@ -262,6 +265,16 @@ class Store(Protocol):
     def records(self) -> Records:
         """The store's record tables: refinery runs and cards, API keys
         (:mod:`plait.stores.records`). The first call imports the former side files."""
+        ...
+
+    # usage ---------------------------------------------------------------------
+    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
+        """Add ``rows`` to the collection's usage (summed into the row of the same bucket,
+        kind, purpose, provider, model and ``estimated``), in one transaction."""
+        ...
+
+    def usage(self, collection: str, *, since: str | None = None) -> list[UsageRow]:
+        """The collection's usage rows from bucket ``since`` on (ISO hour; None: all)."""
         ...
 
     def close(self) -> None: ...

@@ -60,6 +60,7 @@ from plait.stores.milvus_schema import (
 from plait.stores.records import Records, open_records_file
 from plait.stores.records_import import import_side_files
 from plait.types import Chunk, CollectionInfo
+from plait.usage import USAGE_COUNTS, UsageRow, usage_counts, usage_key
 
 __all__ = ["MilvusStore"]
 
@@ -104,10 +105,11 @@ class MilvusStore(MilvusBase):
                     self._call("drop_collection", self._client.drop_collection, existing)
                     self._loaded.discard(existing)
             self._call("delete", self._client.delete, self._meta, ids=[f"c/{name}", self._claims_key(rec)])
-            self._call(
-                "delete", self._client.delete, self._meta,
-                filter=f'kind == "source" and coll == {literal(rec["id"])}',
-            )
+            for kind in ("source", "usage"):
+                self._call(
+                    "delete", self._client.delete, self._meta,
+                    filter=f'kind == "{kind}" and coll == {literal(rec["id"])}',
+                )
             return True
 
     def set_embedder(
@@ -130,6 +132,35 @@ class MilvusStore(MilvusBase):
             rec["settings"].update(settings)
             self._put_record(rec)
             return dict(rec["settings"])
+
+    # usage -----------------------------------------------------------------------------
+    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
+        """One metadata entity per usage key, summed under the store's lock (Milvus has no
+        transactions: the rows of one call are upserted together)."""
+        if not rows:
+            return
+        with self._lock:
+            rec = self._record(collection)
+            keys = {self._usage_key(rec, r): r for r in rows}
+            stored = self._call("get", self._client.get, self._meta, ids=list(keys), output_fields=["key", "body"])
+            current = {s["key"]: UsageRow.model_validate_json(s["body"]) for s in stored}
+            for key, row in keys.items():
+                seen = current.get(key)
+                if seen is not None:
+                    counts = [a + b for a, b in zip(usage_counts(seen), usage_counts(row), strict=True)]
+                    row = row.model_copy(update=dict(zip(USAGE_COUNTS, counts, strict=True)))
+                self._put_meta(key, "usage", rec["id"], row.model_dump(mode="json"))
+
+    def usage(self, collection: str, *, since: str | None = None) -> list[UsageRow]:
+        rec = self._record(collection)
+        expr = f'kind == "usage" and coll == {literal(rec["id"])}'
+        rows = [UsageRow.model_validate_json(r["body"]) for r in self._scan(self._meta, expr, ["body"])]
+        rows = [r for r in rows if r.bucket >= (since or "")]
+        return sorted(rows, key=lambda r: (*usage_key(r),))
+
+    @staticmethod
+    def _usage_key(rec: Mapping[str, Any], row: UsageRow) -> str:
+        return "u/" + "/".join(str(part) for part in (rec["id"], *usage_key(row)))
 
     # writes ----------------------------------------------------------------------------
     def chunk_states(self, collection: str, source_id: str) -> dict[str, ChunkState]:
@@ -230,7 +261,11 @@ class MilvusStore(MilvusBase):
     def delete_source(self, collection: str, source_id: str) -> int:
         return self.replace_source(collection, source_id, "", []).deleted
 
-    def set_vectors(self, collection: str, vectors: Mapping[str, np.ndarray]) -> int:
+    def set_vectors(
+        self, collection: str, vectors: Mapping[str, np.ndarray], *, usage: Sequence[UsageRow] = ()
+    ) -> int:
+        """Milvus has no transactions: ``usage`` is written before the vectors, under the lock."""
+        self.add_usage(collection, usage)
         if not vectors:
             self._record(collection)
             return 0

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import TypeAdapter
@@ -47,6 +48,7 @@ from plait.stores.postgres_search import PostgresSearch
 from plait.stores.records import Records
 from plait.stores.records_import import import_side_files
 from plait.types import Chunk, CollectionInfo, Origin
+from plait.usage import USAGE_COLUMNS, UsageRow, usage_counts, usage_key, usage_row
 
 __all__ = ["PostgresStore"]
 
@@ -208,6 +210,40 @@ class PostgresStore(PostgresSearch):
             assert row is not None
             return dict(row[0])
 
+    # usage -------------------------------------------------------------------------
+    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
+        if not rows:
+            return
+        with self._tx() as conn:
+            cid, _ = self._collection(conn, collection)
+            self._write_usage(conn, cid, rows)
+
+    @staticmethod
+    def _write_usage(conn: psycopg.Connection, cid: int, rows: Sequence[UsageRow]) -> None:
+        if rows:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO plait_usage AS u (collection_id, bucket, kind, purpose, provider, model, "
+                    "estimated, calls, texts, characters, input_tokens, output_tokens) "
+                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+                    "ON CONFLICT (collection_id, bucket, kind, purpose, provider, model, estimated) DO UPDATE SET "
+                    "calls = u.calls + excluded.calls, texts = u.texts + excluded.texts, "
+                    "characters = u.characters + excluded.characters, "
+                    "input_tokens = u.input_tokens + excluded.input_tokens, "
+                    "output_tokens = u.output_tokens + excluded.output_tokens",
+                    [(cid, *usage_key(r), *usage_counts(r)) for r in rows],
+                )
+
+    def usage(self, collection: str, *, since: str | None = None) -> list[UsageRow]:
+        with self._read() as conn:
+            cid, _ = self._collection(conn, collection)
+            found = conn.execute(
+                f"SELECT {USAGE_COLUMNS} FROM plait_usage WHERE collection_id = %s AND bucket >= %s "
+                "ORDER BY bucket, kind, purpose, provider, model, estimated",
+                (cid, since or ""),
+            ).fetchall()
+        return [usage_row(r) for r in found]
+
     # writes ------------------------------------------------------------------------
     def chunk_states(self, collection: str, source_id: str) -> dict[str, ChunkState]:
         with self._tx() as conn:
@@ -344,10 +380,13 @@ class PostgresStore(PostgresSearch):
     def delete_source(self, collection: str, source_id: str) -> int:
         return self.replace_source(collection, source_id, "", []).deleted
 
-    def set_vectors(self, collection: str, vectors: Mapping[str, np.ndarray]) -> int:
+    def set_vectors(
+        self, collection: str, vectors: Mapping[str, np.ndarray], *, usage: Sequence[UsageRow] = ()
+    ) -> int:
         count = 0
         with self._tx() as conn:
             cid, dimension = self._collection(conn, collection, lock=True)
+            self._write_usage(conn, cid, usage)
             for chunk_id, vector in vectors.items():
                 value = _vec(vector)
                 self._check_dimension(collection, dimension, value)

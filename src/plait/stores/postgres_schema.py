@@ -439,10 +439,29 @@ CREATE TABLE plait_record_imports (
 );
 """
 
+#: Usage metering: provider calls and tokens per collection, hour, kind, purpose, model.
+_MIGRATION_7 = r"""
+CREATE TABLE plait_usage (
+    collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
+    bucket text NOT NULL,
+    kind text NOT NULL,
+    purpose text NOT NULL,
+    provider text NOT NULL,
+    model text NOT NULL,
+    estimated boolean NOT NULL,
+    calls bigint NOT NULL DEFAULT 0,
+    texts bigint NOT NULL DEFAULT 0,
+    characters bigint NOT NULL DEFAULT 0,
+    input_tokens bigint NOT NULL DEFAULT 0,
+    output_tokens bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (collection_id, bucket, kind, purpose, provider, model, estimated)
+);
+"""
+
 #: Migration ``n`` is ``MIGRATIONS[n - 1]``; applied in order, each in the same
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
-    _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6
+    _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

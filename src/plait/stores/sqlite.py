@@ -43,6 +43,7 @@ from plait.stores.records import SQLITE_STORE_TABLES, Records, SqliteRecords
 from plait.stores.records_import import import_side_files
 from plait.stores.sqlite_search import SQLiteSearch
 from plait.types import Chunk, CollectionInfo, Origin
+from plait.usage import USAGE_COLUMNS, UsageRow, usage_counts, usage_key, usage_row
 
 __all__ = ["SQLiteStore"]
 
@@ -165,6 +166,37 @@ class SQLiteStore(SQLiteSearch):
                 (json.dumps(current, sort_keys=True), cid),
             )
         return dict(current)
+
+    # usage -----------------------------------------------------------------------
+    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
+        if not rows:
+            return
+        cid = self._cid(collection)
+        with self._tx() as db:
+            self._write_usage(db, cid, rows)
+
+    @staticmethod
+    def _write_usage(db: sqlite3.Connection, cid: int, rows: Sequence[UsageRow]) -> None:
+        if rows:
+            db.executemany(
+                "INSERT INTO usage (collection_id, bucket, kind, purpose, provider, model, estimated, "
+                "calls, texts, characters, input_tokens, output_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (collection_id, bucket, kind, purpose, provider, model, estimated) DO UPDATE SET "
+                "calls = calls + excluded.calls, texts = texts + excluded.texts, "
+                "characters = characters + excluded.characters, "
+                "input_tokens = input_tokens + excluded.input_tokens, "
+                "output_tokens = output_tokens + excluded.output_tokens",
+                [(cid, *usage_key(r), *usage_counts(r)) for r in rows],
+            )
+
+    def usage(self, collection: str, *, since: str | None = None) -> list[UsageRow]:
+        cid = self._cid(collection)
+        found = self._query(
+            f"SELECT {USAGE_COLUMNS} FROM usage WHERE collection_id = ? AND bucket >= ? "
+            "ORDER BY bucket, kind, purpose, provider, model, estimated",
+            (cid, since or ""),
+        )
+        return [usage_row(r) for r in found]
 
     # writes ----------------------------------------------------------------------
     def chunk_states(self, collection: str, source_id: str) -> dict[str, ChunkState]:
@@ -336,9 +368,12 @@ class SQLiteStore(SQLiteSearch):
     def delete_source(self, collection: str, source_id: str) -> int:
         return self.replace_source(collection, source_id, "", []).deleted
 
-    def set_vectors(self, collection: str, vectors: Mapping[str, np.ndarray]) -> int:
+    def set_vectors(
+        self, collection: str, vectors: Mapping[str, np.ndarray], *, usage: Sequence[UsageRow] = ()
+    ) -> int:
         cid = self._cid(collection)
         with self._tx() as db:
+            self._write_usage(db, cid, usage)
             count = 0
             for chunk_id, vector in vectors.items():
                 cur = db.execute(

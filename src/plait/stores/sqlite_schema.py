@@ -130,10 +130,35 @@ def _migration_5(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+def _migration_6(db: sqlite3.Connection) -> None:
+    """Usage metering: provider calls and tokens per collection, hour, kind, purpose, model."""
+    _execute_all(
+        db,
+        """
+        CREATE TABLE usage (
+            collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            bucket TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            estimated INTEGER NOT NULL,
+            calls INTEGER NOT NULL DEFAULT 0,
+            texts INTEGER NOT NULL DEFAULT 0,
+            characters INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (collection_id, bucket, kind, purpose, provider, model, estimated)
+        )
+        """,
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
     _migration_4,
     _migration_5,
+    _migration_6,
 )

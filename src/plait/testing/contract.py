@@ -22,6 +22,7 @@ from plait.analysis import analyse
 from plait.errors import NotFoundError
 from plait.stores.base import Filters, Store, StoredChunk
 from plait.types import Chunk, FileOrigin, SessionOrigin
+from plait.usage import UsageRow
 
 __all__ = ["StoreContract", "make_chunk"]
 
@@ -391,3 +392,34 @@ class StoreContract:
         assert keys.authenticate(token) is None and keys.authenticate(admin_token) == admin
         assert [(k.id, k.revoked_at is not None) for k in keys.list_keys()] == [(1, True), (2, False)]
         assert store.records() is store.records()  # one handle per store: imported once
+    def test_usage_sums_per_key_and_filters_by_bucket(self, store: Store) -> None:
+        """Usage rows of one (bucket, kind, purpose, provider, model, estimated) add up;
+        ``since`` keeps buckets from that hour on; collections do not share usage."""
+        store.ensure_collection("c")
+        store.ensure_collection("other")
+        early = UsageRow(
+            bucket="2026-12-01T10:00:00Z", kind="embedding", purpose="index", provider="ollama",
+            model="nomic-embed-text", calls=2, texts=10, characters=400, input_tokens=95,
+        )
+        store.add_usage("c", [early])
+        store.add_usage("c", [early.model_copy(update={"calls": 1, "texts": 3, "characters": 30, "input_tokens": 8})])
+        later = UsageRow(
+            bucket="2026-12-01T11:00:00Z", kind="llm", purpose="ask", provider="openai", model="gpt-4o-mini",
+            calls=1, texts=2, characters=900, input_tokens=250, output_tokens=40,
+        )
+        guessed = early.model_copy(update={"estimated": True, "calls": 1, "input_tokens": 5})
+        store.add_usage("c", [later, guessed])
+        store.add_usage("c", [])
+        rows = store.usage("c")
+        assert [(r.bucket, r.kind, r.estimated) for r in rows] == [
+            ("2026-12-01T10:00:00Z", "embedding", False),
+            ("2026-12-01T10:00:00Z", "embedding", True),
+            ("2026-12-01T11:00:00Z", "llm", False),
+        ]
+        assert (rows[0].calls, rows[0].texts, rows[0].characters, rows[0].input_tokens) == (3, 13, 430, 103)
+        assert rows[1].input_tokens == 5 and rows[2] == later
+        assert store.usage("c", since="2026-12-01T11:00:00Z") == [later]
+        assert store.usage("other") == []
+        store.delete_collection("c")
+        store.ensure_collection("c")
+        assert store.usage("c") == []

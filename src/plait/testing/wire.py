@@ -119,6 +119,8 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _json(self, status: int, obj: Any) -> None:
+        if not self.server.wire.usage and isinstance(obj, dict):
+            obj = {k: v for k, v in obj.items() if k not in ("usage", "prompt_eval_count", "eval_count")}
         self._send(status, json.dumps(obj).encode("utf-8"))
 
     def _error(self, status: int, message: str) -> None:
@@ -381,8 +383,11 @@ class WireServer:
         shuffle: bool = False,
         drip: float = 0.0,
         model: str = "wire-model",
+        usage: bool = True,
     ) -> None:
-        """Configure the server; :meth:`start` (or ``with``) makes it listen."""
+        """Configure the server; :meth:`start` (or ``with``) makes it listen. ``usage``
+        False leaves the token counts out of every answer (a provider that reports none)."""
+        self.usage = usage
         self.dimension = dimension
         self.embed = embed
         self.chat: ChatFn = chat or _echo_chat
