@@ -61,7 +61,9 @@ def test_schema_version_recorded(tmp_path: Path) -> None:
     SQLiteStore(path).close()
     SQLiteStore(path).close()
     rows = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchall()
-    assert rows == [(1,), (2,), (3,), (4,), (5,)]
+    assert rows == [(1,), (2,), (3,), (4,), (5,), (6,)]  # 6: usage
+    tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "usage" in tables
 
 
 def test_migration_4_lets_a_version_3_file_be_backfilled_by_claims(tmp_path: Path) -> None:
@@ -93,7 +95,7 @@ def test_migration_4_lets_a_version_3_file_be_backfilled_by_claims(tmp_path: Pat
     finally:
         store.close()
     versions = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchall()
-    assert versions == [(1,), (2,), (3,), (4,), (5,)]
+    assert versions == [(1,), (2,), (3,), (4,), (5,), (6,)]
 
 
 def test_migration_2_upgrades_a_version_1_file(tmp_path: Path) -> None:
