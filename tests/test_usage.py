@@ -81,6 +81,7 @@ def test_openai_embeddings_and_llm_ask_and_rerank(tmp_path: Path, server: WireSe
         answer = engine.ask("What does ERR-4012 mean?", k=3)
         assert answer.mode == "llm"
         chats = [r.body for r in server.requests if r.path == "/v1/chat/completions"]
+        asked = _embedded(server, "/v1/embeddings")  # the question, and any gate calibration texts
         rows = engine.usage().rows
     (chat,) = chats
     ask = _only(rows, purpose="ask")
@@ -89,7 +90,9 @@ def test_openai_embeddings_and_llm_ask_and_rerank(tmp_path: Path, server: WireSe
     assert (ask.kind, ask.provider, ask.model, ask.estimated) == ("llm", "openai", "gpt-4o-mini", False)
     assert (ask.calls, ask.input_tokens, ask.output_tokens) == (1, prompt, 7)  # 7 words
     query = _only(rows, purpose="query")
-    assert (query.provider, query.input_tokens) == ("openai", 4)  # "What does ERR-4012 mean?"
+    assert "What does ERR-4012 mean?" in asked
+    assert (query.provider, query.texts) == ("openai", len(asked))
+    assert query.input_tokens == sum(len(t.split()) for t in asked)  # as the fake OpenAI counts them
     index = _only(rows, purpose="index")
     assert index.provider == "openai" and index.input_tokens > 0 and not index.estimated
 
