@@ -311,7 +311,7 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
     """Answer one question over ``collection`` (see the module docstring)."""
     req = _validated(request)
     if req.qa_first:
-        card = engine.refinery.match(collection, req.question, include_drafts=req.include_drafts)
+        card = engine.refinery.match(collection, req.question, include_drafts=req.include_drafts, mode=req.mode)
         if card is not None:
             return _from_card(req.question, collection, card, vector_available=card.vector_score is not None)
     if req.mode == SearchMode.HYBRID:  # one-arm asks must not run the other arm: stored gate

@@ -46,8 +46,10 @@ class Searcher(Protocol):
 class CardMatcher(Protocol):
     """Finds the FAQ card that answers a query (the refinery's ``match``)."""
 
-    def match(self, collection: str, query: str, *, include_drafts: bool | None = None) -> CardHit | None:
-        """The card that answers ``query``, or None."""
+    def match(
+        self, collection: str, query: str, *, include_drafts: bool | None = None, mode: str = "hybrid"
+    ) -> CardHit | None:
+        """The card that answers ``query`` (its search of ``mode``'s arms), or None."""
         ...
 
     def drafts_count(self, collection: str, include_drafts: bool | None = None) -> bool:

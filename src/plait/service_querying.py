@@ -105,7 +105,7 @@ class QueryingMixin(EngineBase):
         if info is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         if _wants_qa_first(request):
-            return self.refinery.search(collection, request)
+            return self.refinery.search(collection, request, drafts_visible=drafts_visible)
         embedder, name = self.embedder_for(collection, info=info)
         check_model(self.store, collection, embedder, info=info)
         note = "embedder 'none' selected (lexical only)" if name == _NONE else None
@@ -136,15 +136,22 @@ class QueryingMixin(EngineBase):
 
     def _draft_card_chunks(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> frozenset[str]:
         """Chunk ids of the collection's draft FAQ cards when ``request`` names their scope."""
-        from plait.refinery.cards import card_source_id
-        from plait.refinery.models import CARD_SCOPE, CardStatus
+        from plait.refinery.models import CARD_SCOPE
+
         scopes = request.scopes if isinstance(request, SearchRequest) else request.get("scopes")
         if not scopes or CARD_SCOPE not in scopes:
             return frozenset()
         ids: set[str] = set()
-        for card in self.refinery.cards(collection, status=CardStatus.DRAFT):
-            ids.update(self.store.chunk_ids(collection, card_source_id(card.id)))
+        for source_id in self._draft_card_sources(collection):
+            ids.update(self.store.chunk_ids(collection, source_id))
         return frozenset(ids)
+
+    def _draft_card_sources(self, collection: str) -> list[str]:
+        """The source ids the collection's draft FAQ cards are indexed under."""
+        from plait.refinery.cards import card_source_id
+        from plait.refinery.models import CardStatus
+
+        return [card_source_id(card.id) for card in self.refinery.cards(collection, status=CardStatus.DRAFT)]
 
     def _guarded(self, embedder: Embedder | None, info: CollectionInfo) -> Embedder | None:
         """The embedder with its query embeddings bounded and circuit-broken."""
@@ -225,13 +232,23 @@ class QueryingMixin(EngineBase):
         return arm_lists(self.store, collection, trace, limit=limit)
 
     @valid_text
-    def sources(self, *, collection: str = "default", prefix: str = "", limit: int = 100) -> list[SourceEntry]:
-        """The collection's sources whose id starts with ``prefix``, and how explain names each."""
+    def sources(
+        self, *, collection: str = "default", prefix: str = "", limit: int = 100, drafts_visible: bool = True
+    ) -> list[SourceEntry]:
+        """The collection's sources whose id starts with ``prefix``, and how explain names each.
+
+        ``drafts_visible=False`` (a reader) leaves out the draft FAQ cards' sources."""
         from plait.cockpit import source_list
 
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
-        return source_list(self.store, collection, self.recorded_roots(collection), prefix=prefix, limit=limit)
+        if drafts_visible:
+            return source_list(self.store, collection, self.recorded_roots(collection), prefix=prefix, limit=limit)
+        drafts = set(self._draft_card_sources(collection))
+        entries = source_list(
+            self.store, collection, self.recorded_roots(collection), prefix=prefix, limit=limit + len(drafts)
+        )
+        return [e for e in entries if e.source_id not in drafts][:limit]
 
     @valid_text
     def chunk(self, chunk_id: str, *, collection: str = "default", drafts_visible: bool = True) -> ChunkView:

@@ -94,7 +94,10 @@ def test_runs_and_review_need_a_maintainer(reader: httpx.Client, maintainer: htt
     # cancelling a finished run leaves it as it was
     assert maintainer.post(f"/v1/collections/a/refinery/runs/{run['id']}/cancel").json()["status"] == "succeeded"
 
-    (card,) = reader.get("/v1/collections/a/faq", params={"status": "draft"}).json()
+    # drafts are for reviewers: a reader lists approved cards only
+    assert reader.get("/v1/collections/a/faq", params={"status": "draft"}).status_code == 403
+    assert reader.get("/v1/collections/a/faq").json() == []
+    (card,) = maintainer.get("/v1/collections/a/faq", params={"status": "draft"}).json()
     assert card["question"] == "How do I reset my password?"
     assert card["answer"] == "Use the reset link on the login page."
     assert card["mode"] == "extractive" and card["runId"] == run["id"]

@@ -145,12 +145,13 @@ def test_search_tool_takes_the_http_options(store: str) -> None:
 
 
 def test_ask_and_faq_list_tools(store: str) -> None:
-    _, (answer, cards, approved, bad_status, missing) = _run(
+    _, (answer, cards, approved, drafts, bad_status, missing) = _run(
         _params(store),
         [
             ("ask", {"question": "What does ERR-4012 mean?", "k": 3}),
             ("faq_list", {"collection": "kb"}),
             ("faq_list", {"collection": "kb", "status": "approved"}),
+            ("faq_list", {"collection": "kb", "status": "draft"}),
             ("faq_list", {"collection": "kb", "status": "maybe"}),
             ("ask", {"question": "x", "collection": "nope"}),
         ],
@@ -163,10 +164,11 @@ def test_ask_and_faq_list_tools(store: str) -> None:
     assert citation["origin"] == {"kind": "file", "sourcePath": "kb-101.md", "headingPath": [], "title": "kb-101"}
     assert citation["quote"] == "ERR-4012: checkout API rejects the cart when the session token expired."
 
-    listed = cards.structured_content["result"]
-    assert len(listed) == 16 and {c["status"] for c in listed} == {"draft", "approved"}
+    # an agent is a reader: approved cards only (15 of the 16 are drafts)
+    (listed,) = cards.structured_content["result"]
     (only,) = approved.structured_content["result"]
-    assert only["question"] == ROTATE and only["status"] == "approved"
+    assert listed == only and only["question"] == ROTATE and only["status"] == "approved"
+    assert drafts.is_error and "an MCP agent is a reader" in drafts.content[0].text
 
     assert bad_status.is_error
     assert "unknown card status 'maybe'; allowed: draft, approved, rejected" in bad_status.content[0].text

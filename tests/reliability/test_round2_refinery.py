@@ -188,3 +188,77 @@ def test_ask_over_the_card_scope_is_built_from_approved_cards_only(
     engine.refinery.approve("kb", rotate.id)
     cited = cited_cards()
     assert cited and set(cited) <= set(engine.store.chunk_ids("kb", f"card:{rotate.id}"))
+
+
+def _post(url: str, token: str, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = httpx.post(
+        f"{url}/v1/collections/kb/{route}", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_qa_first_search_hides_drafts_from_readers(served: tuple[str, Plait, dict[str, str]]) -> None:
+    """Regression: a qaFirst search went to the card matcher, whose fallback search showed
+    drafts to everybody, so a reader naming scopes ["faq-card"] got every draft card."""
+    url, _, tokens = served
+    body = {"query": ROTATE, "k": 20, "scopes": [CARD_SCOPE], "qaFirst": True}
+    as_reader = _post(url, tokens["reader"], "search", body)
+    assert as_reader["answeredBy"] == "search" and as_reader["hits"] == []  # all 16 cards are drafts
+    as_maintainer = _post(url, tokens["maintainer"], "search", body)
+    assert len(as_maintainer["hits"]) == 16  # reviewers still find them (drafts never answer qaFirst)
+
+
+def test_sources_leave_draft_cards_out_for_readers(served: tuple[str, Plait, dict[str, str]]) -> None:
+    """Regression: GET /sources listed every draft card's source to reader keys."""
+    url, engine, tokens = served
+
+    def listed(token: str) -> list[str]:
+        response = httpx.get(
+            f"{url}/v1/collections/kb/sources", params={"limit": 100},
+            headers={"Authorization": f"Bearer {token}"}, timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        return [s["sourceId"] for s in response.json()]
+
+    assert listed(tokens["reader"]) == ["faq.md"]
+    assert len(listed(tokens["maintainer"])) == 17  # faq.md and the 16 draft cards
+    rotate = next(c for c in engine.refinery.cards("kb") if c.question == ROTATE)
+    engine.refinery.approve("kb", rotate.id)
+    assert sorted(listed(tokens["reader"])) == sorted(["faq.md", f"card:{rotate.id}"])
+
+
+def test_faq_list_shows_readers_approved_cards_only(served: tuple[str, Plait, dict[str, str]]) -> None:
+    """Regression: GET /faq?status=draft handed every draft's question and answer to readers."""
+    url, engine, tokens = served
+    reader = {"Authorization": f"Bearer {tokens['reader']}"}
+    assert httpx.get(f"{url}/v1/collections/kb/faq", params={"status": "draft"}, headers=reader).status_code == 403
+    assert httpx.get(f"{url}/v1/collections/kb/faq", headers=reader).json() == []
+    rotate = next(c for c in engine.refinery.cards("kb") if c.question == ROTATE)
+    engine.refinery.approve("kb", rotate.id)
+    assert [c["id"] for c in httpx.get(f"{url}/v1/collections/kb/faq", headers=reader).json()] == [rotate.id]
+
+
+def test_qa_first_keeps_the_per_call_mode(tmp_path: Path) -> None:
+    """Regression: qaFirst's card search always ran hybrid, so mode lexical embedded the query."""
+    calls: list[str] = []
+
+    class Counting(FakeEmbedder):
+        def embed_query(self, text: str) -> Any:
+            calls.append(text)
+            return super().embed_query(text)
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "faq.md").write_text(FAQ.read_text(encoding="utf-8"), encoding="utf-8")
+    with Plait(str(tmp_path / "plait.db"), embedder=Counting(dimension=64), llm="none") as engine:
+        engine.index(folder, collection="kb")
+        engine.refinery.run("kb", mode="extractive")
+        rotate = next(c for c in engine.refinery.cards("kb") if c.question == ROTATE)
+        engine.refinery.approve("kb", rotate.id)
+        calls.clear()
+        found = engine.search_request("kb", {"query": ROTATE, "qaFirst": True, "mode": "lexical"})
+        assert found.answered_by == "card" and found.card is not None and found.card.card_id == rotate.id
+        assert found.mode == "lexical" and calls == []  # the lexical arm only: no query embedding
+        answer = engine.ask(ROTATE, collection="kb", qa_first=True, mode="lexical")
+        assert answer.answered_by == "card" and calls == []

@@ -43,7 +43,7 @@ from plait.api.guards import (
     LoopbackOnly,
     NoSimpleRequests,
 )
-from plait.api.keys import ALL_COLLECTIONS, ApiKey, KeyStore, Role
+from plait.api.keys import ALL_COLLECTIONS, ApiKey, KeyStore, Role, sees_drafts
 from plait.client_errors import ERROR_HEADER
 from plait.coverage import CoverageReport
 from plait.errors import (
@@ -316,8 +316,7 @@ def create_app(
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut."""
         allow(key, collection, Role.READER, "search")
         # a reader never sees FAQ cards not yet approved, even naming scope faq-card
-        drafts = key is None or key.role.includes(Role.MAINTAINER)
-        return engine.search_request(collection, body, drafts_visible=drafts)
+        return engine.search_request(collection, body, drafts_visible=sees_drafts(key))
 
     class ExplainRequest(SearchRequest):
         """A search request plus the document to explain: exactly one of doc, path, chunk."""
@@ -341,7 +340,7 @@ def create_app(
         """Why a document did (not) come back: every stage for it, and a one-line diagnosis."""
         allow(key, collection, Role.READER, "explain")
         options = body.model_dump(exclude={"query", "doc", "path", "chunk"}, exclude_none=True)
-        drafts = key is None or key.role.includes(Role.MAINTAINER)  # as the caller's search
+        drafts = sees_drafts(key)  # as the caller's search
         return engine.explain(
             body.query, doc=body.doc, path=body.path, chunk=body.chunk, collection=collection,
             drafts_visible=drafts, **options,

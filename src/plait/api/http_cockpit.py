@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from plait.api.keys import ApiKey, Role
+from plait.api.keys import ApiKey, Role, sees_drafts
 from plait.cockpit import (
     ARM_LIMIT,
     MAX_ARM_LIMIT,
@@ -44,8 +44,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _drafts(key: ApiKey | None) -> bool:
-    return key is None or key.role.includes(Role.MAINTAINER)
+_drafts = sees_drafts
 
 
 def add_cockpit_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) -> None:
@@ -78,7 +77,7 @@ def add_cockpit_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) -
     ) -> list[SourceEntry]:
         """The collection's sources (by id, those starting with ``prefix``) and how explain names each."""
         allow(key, collection, Role.READER, "sources")
-        return engine.sources(collection=collection, prefix=prefix, limit=limit)
+        return engine.sources(collection=collection, prefix=prefix, limit=limit, drafts_visible=_drafts(key))
 
     @app.get(
         "/v1/collections/{collection}/chunks/{chunk_id}",

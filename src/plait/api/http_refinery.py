@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from plait.api.keys import ApiKey, Role
+from plait.api.keys import ApiKey, Role, sees_drafts
 from plait.ask import AskRequest, AskResult
 from plait.errors import NotFoundError
 from plait.refinery.models import FaqCard, RefineryRun
@@ -80,14 +80,21 @@ def add_refinery_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) 
             allow(key, collection, Role.MAINTAINER, "ask with includeDrafts")
         return engine.ask_request(collection, body)
 
-    @app.get("/v1/collections/{collection}/faq", response_model=list[FaqCard], tags=["faq"], responses=_ERRORS)
+    @app.get("/v1/collections/{collection}/faq", response_model=list[FaqCard], tags=["faq"], responses={**_ERRORS, 403: {"description": "status draft or rejected, and the key is a reader"}})
     def list_cards(
         collection: str,
         status: Literal["draft", "approved", "rejected"] | None = Query(default=None),
         key: ApiKey | None = caller,
     ) -> list[FaqCard]:
-        """The collection's FAQ cards, oldest first (of one status when given)."""
+        """The collection's FAQ cards, oldest first (of one status when given).
+
+        A reader key sees approved cards only: no status lists those, and ``draft`` or
+        ``rejected`` need a maintainer (who reviews them)."""
         allow(key, collection, Role.READER, "listing FAQ cards")
+        if not sees_drafts(key):
+            if status not in (None, "approved"):
+                allow(key, collection, Role.MAINTAINER, f"listing {status} FAQ cards")
+            status = "approved"
         return engine.refinery.cards(collection, status=status)
 
     @app.post(

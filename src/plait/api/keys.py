@@ -35,6 +35,7 @@ __all__ = [
     "Role",
     "default_keys_path",
     "hash_token",
+    "sees_drafts",
 ]
 
 TOKEN_PREFIX = "plait_"
@@ -211,3 +212,9 @@ class KeyStore:
         """Close a stand-alone key file (a store's records close with the store)."""
         if self._owned and isinstance(self.records, SqliteRecords):
             self.records.close()
+
+
+def sees_drafts(key: ApiKey | None) -> bool:
+    """Whether a caller sees FAQ cards nobody approved yet: maintainers and admins (who
+    review them) and a server without auth do; a reader key does not, on any route."""
+    return key is None or key.role.includes(Role.MAINTAINER)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from plait.errors import ConfigError, PlaitError
+from plait.errors import ConfigError, PermissionDeniedError, PlaitError
 from plait.types import to_json
 
 if TYPE_CHECKING:
@@ -137,7 +137,6 @@ def create_mcp_server(
         collection: str | None = None,
         k: int | None = None,
         qa_first: bool = False,
-        include_drafts: bool | None = None,
         rerank: str | None = None,
         scopes: list[str] | None = None,
         mode: str = "hybrid",
@@ -151,23 +150,34 @@ def create_mcp_server(
         'vector') picks the search's arms (echoed in `searchMode`). The relevance gate is
         the collection's calibrated one (`gate`, and `gateChecks` says why each hit passed
         or failed); `min_cosine` / `min_term_coverage` override it for this call. Sentences
-        of an LLM answer that cite no source are dropped and listed in `dropped`."""
+        of an LLM answer that cite no source are dropped and listed in `dropped`. Only approved FAQ cards answer (an agent
+        is a reader)."""
         name = collection or default_collection
         result = call(
             lambda: engine.ask(
                 question, collection=name, k=k, qa_first=qa_first,
-                include_drafts=include_drafts, rerank=rerank, scopes=scopes, mode=mode,
+                include_drafts=False, rerank=rerank, scopes=scopes, mode=mode,
                 min_cosine=min_cosine, min_term_coverage=min_term_coverage,
             )
         )
         return to_json(result)
 
     @server.tool()
-    def faq_list(collection: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
-        """The collection's FAQ cards (question, answer, sources, status), oldest first;
-        `status` is 'draft', 'approved' or 'rejected' (default: all)."""
+    def faq_list(collection: str | None = None, status: str = "approved") -> list[dict[str, Any]]:
+        """The collection's approved FAQ cards (question, answer, sources), oldest first.
+        An agent is a reader: draft and rejected cards are for maintainer keys over HTTP."""
         name = collection or default_collection
-        return [to_json(card) for card in call(lambda: engine.refinery.cards(name, status=status))]
+
+        def approved() -> list[Any]:
+            if status in ("draft", "rejected"):
+                raise PermissionDeniedError(
+                    f"FAQ cards with status {status!r} are for maintainer keys over HTTP; "
+                    "an MCP agent is a reader and sees approved cards only",
+                    status=403,
+                )
+            return list(engine.refinery.cards(name, status=status))  # an unknown status: its error
+
+        return [to_json(card) for card in call(approved)]
 
     @server.tool()
     def coverage(collection: str | None = None) -> dict[str, Any]:

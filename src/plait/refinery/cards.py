@@ -124,10 +124,11 @@ def match_card(
     settings: RefinerySettings,
     *,
     include_drafts: bool | None = None,
+    mode: str = "hybrid",
 ) -> tuple[CardHit | None, SearchResult | None]:
     """The best card matching ``query`` (or None) and the card search that was run.
 
-    The card search is a hybrid search restricted to the ``faq-card`` scope; each
+    The card search is a search (of ``mode``'s arms) restricted to the ``faq-card`` scope; each
     candidate then has to pass the overlap or cosine threshold (module docstring).
     Returns ``(None, None)`` when the collection has no indexed card at all.
     """
@@ -136,7 +137,7 @@ def match_card(
         return None, None
     drafts = settings.qa_include_drafts if include_drafts is None else include_drafts
     result = engine.search_request(
-        collection, {"query": query, "k": _CARD_CANDIDATES, "scopes": [CARD_SCOPE]}
+        collection, {"query": query, "k": _CARD_CANDIDATES, "scopes": [CARD_SCOPE], "mode": mode}
     )
     ids = [str(hit.metadata.get("cardId")) for hit in result.hits if hit.metadata.get("cardId")]
     found = cards.find_cards(collection, ids)
@@ -177,16 +178,26 @@ def qa_first_search(
     settings: RefinerySettings,
     collection: str,
     request: SearchRequest | Mapping[str, Any],
+    *,
+    drafts_visible: bool = True,
 ) -> SearchResult:
-    """``qa_first``: the matching card if any (``answeredBy: card``), else hybrid search."""
+    """``qa_first``: the matching card if any (``answeredBy: card``), else the search.
+
+    ``drafts_visible`` False (a reader) matches approved cards only and hides draft
+    cards from the fallback search, as :meth:`Plait.search_request` does."""
     req = request if isinstance(request, SearchRequest) else validated_request(request)
     plain = req.model_copy(update={"qa_first": False})
-    card, card_search = match_card(engine, cards, collection, req.query, settings)
+    card, card_search = match_card(
+        engine, cards, collection, req.query, settings,
+        include_drafts=None if drafts_visible else False, mode=req.mode,
+    )
     if card is None or card_search is None:
-        return engine.search_request(collection, plain).model_copy(update={"answered_by": "search"})
+        found = engine.search_request(collection, plain, drafts_visible=drafts_visible)
+        return found.model_copy(update={"answered_by": "search"})
     return SearchResult(
         query=req.query,
         collection=collection,
+        mode=req.mode,
         hits=[],
         vector_available=card_search.vector_available,
         vector_unavailable_reason=card_search.vector_unavailable_reason,

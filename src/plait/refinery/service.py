@@ -259,16 +259,25 @@ class Refinery:
         ``qa_include_drafts`` (off by default)."""
         return self.settings(collection).qa_include_drafts if include_drafts is None else include_drafts
 
-    def match(self, collection: str, query: str, *, include_drafts: bool | None = None) -> CardHit | None:
-        """The card that answers ``query`` under the collection's thresholds, or None."""
+    def match(
+        self, collection: str, query: str, *, include_drafts: bool | None = None, mode: str = "hybrid"
+    ) -> CardHit | None:
+        """The card that answers ``query`` under the collection's thresholds, or None;
+        ``mode`` is the card search's arms (``hybrid``, ``lexical``, ``vector``)."""
         card, _ = match_card(
-            self.engine, self.store, collection, query, self.settings(collection), include_drafts=include_drafts
+            self.engine, self.store, collection, query, self.settings(collection),
+            include_drafts=include_drafts, mode=mode,
         )
         return card
 
-    def search(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> SearchResult:
-        """``qa_first`` search: a matching card, else the hybrid search's hits."""
-        return qa_first_search(self.engine, self.store, self.settings(collection), collection, request)
+    def search(
+        self, collection: str, request: SearchRequest | Mapping[str, Any], *, drafts_visible: bool = True
+    ) -> SearchResult:
+        """``qa_first`` search: a matching card, else the search's hits; ``drafts_visible``
+        False (a reader) never matches nor returns a draft card."""
+        return qa_first_search(
+            self.engine, self.store, self.settings(collection), collection, request, drafts_visible=drafts_visible
+        )
 
     def close(self, *, timeout: float = 10.0) -> None:
         """Stop this process's runs (cancel, wait up to ``timeout`` s), then close the file.

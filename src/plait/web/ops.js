@@ -144,7 +144,7 @@ export async function loadCards() {
   const collection = $("collection").value;
   if (!collection) return;
   const status = $("faq-status").value;
-  $("faq-role").textContent = canReview() ? "" : "Reviewing cards needs a maintainer key; this key is a " + (state.me ? state.me.role : "reader") + ".";
+  $("faq-role").textContent = canReview() ? "" : "Reviewing cards needs a maintainer key; this key is a " + (state.me ? state.me.role : "reader") + " (it sees approved cards only).";
   try {
     const cards = await api("GET", collectionPath("/faq" + (status ? "?status=" + encodeURIComponent(status) : "")));
     if ($("collection").value !== collection || $("faq-status").value !== status) return; // a newer list is coming
