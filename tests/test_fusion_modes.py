@@ -72,11 +72,14 @@ def test_adaptive_weight_hand_computed() -> None:
     d = adaptive_weight([("a", 10.0), ("b", 6.0), ("c", 2.0)], [("a", 0.9), ("b", 0.85), ("c", 0.7)])
     assert (d.agree, d.lexical_confidence, d.dense_confidence, d.dense_weight) == (True, 0.5, 0.25, 0.275)
     assert "lexical 0.500, dense 0.250 → dense weight 0.275" in d.reason
-    # no top hit in the other's top 5: lexical-leaning 0.3 (or the base if lower)
+    # no top hit in the other's top 5 and the embedder does not declare the query's
+    # language: lexical-leaning 0.3 (or the base if lower)
     far = [("z", 0.9), ("y", 0.85)]
-    assert adaptive_weight([("a", 10.0), ("b", 6.0)], far).dense_weight == 0.3
-    assert adaptive_weight([("a", 10.0), ("b", 6.0)], far, base=0.2).dense_weight == 0.2
+    assert adaptive_weight([("a", 10.0), ("b", 6.0)], far, covers_query=False).dense_weight == 0.3
+    assert adaptive_weight([("a", 10.0), ("b", 6.0)], far, base=0.2, covers_query=False).dense_weight == 0.2
     assert "arms disagree" in adaptive_weight([("a", 10.0)], far).reason
+    # undetermined language: the confidence rule, 0.4 + 0.5 · ((.9−.85)/(.9−.85) − (10−6)/(10−6)) = 0.4
+    assert adaptive_weight([("a", 10.0), ("b", 6.0)], far).dense_weight == 0.4
     # agreement at rank 5 counts, rank 6 does not
     lex = [(c, 10.0 - i) for i, c in enumerate("abcdef")]
     assert adaptive_weight(lex, [("e", 0.9), ("z", 0.5)]).agree is True
@@ -132,13 +135,15 @@ def test_disagreeing_arms_keep_the_confidence_rule_when_the_language_is_covered(
     assert (covered.dense_weight, covered.agree) == (0.575, False)
     assert (covered.lexical_confidence, covered.dense_confidence) == (0.25, 0.6)
     assert "arms disagree at the top, but the embedder declares the query's language (en)" in covered.reason
-    # not covered, or unknown: min(base 0.4, 0.3)
+    # not covered: min(base 0.4, 0.3)
     foreign = adaptive_weight(FAR_LEX, FAR_DENSE, covers_query=False, query_language="pt")
     assert foreign.dense_weight == 0.3
     assert "the embedder does not declare the query's language (pt)" in foreign.reason
+    # undetermined language (issue 21: CoSQA's short queries): not held against the
+    # dense arm, the confidence rule as when covered: 0.575
     unknown = adaptive_weight(FAR_LEX, FAR_DENSE)
-    assert unknown.dense_weight == 0.3
-    assert "undetermined or the embedder declares no languages" in unknown.reason
+    assert unknown.dense_weight == 0.575
+    assert "the query's language is undetermined (not held against either arm)" in unknown.reason
     # arms that agree are unaffected by the language
     agreeing = [("a", 0.9), ("y", 0.6), ("x", 0.5)]
     assert (
@@ -161,6 +166,41 @@ def test_for_query_and_resolve_fusion_echo_the_language_and_honour_the_switch() 
     off = resolve_fusion(settings.model_copy(update={"language_prior": False}), FAR_LEX, FAR_DENSE)
     assert off.dense_weight_used == 0.3
     assert (off.fusion_reason or "").endswith("(language prior off)")
+
+
+def test_undetermined_natural_queries_are_not_held_against_the_dense_arm() -> None:
+    # issue 21: "python read dot file" (a CoSQA query) has no stopword, so its language is undetermined;
+    # the arms disagree, but that is no longer a reason to lean lexical: 0.4 + 0.5·(0.6 − 0.25)
+    en = frozenset({"en"})
+    natural = for_query(FusionSettings(), "python read dot file", en)
+    assert (natural.query_language, natural.embedder_covers_query, natural.query_has_identifier) == (None, None, False)
+    resolved = resolve_fusion(natural, FAR_LEX, FAR_DENSE)
+    assert resolved.dense_weight_used == 0.575
+    assert "undetermined (not held against either arm)" in (resolved.fusion_reason or "")
+    # an embedder that declares no languages still leans lexical on disagreement
+    silent = for_query(FusionSettings(), "which of the drugs lowers blood pressure", None)
+    assert resolve_fusion(silent, FAR_LEX, FAR_DENSE).dense_weight_used == 0.3
+
+
+def test_the_collection_estimate_replaces_the_base_and_says_so() -> None:
+    from plait.arm_estimate import base_from_ratio, saved_estimate
+    from plait.retrieval.plan import saved_fusion
+
+    # ratio 0.5/0.9 = 0.556 < 0.75: the floor 0.45; 0.817/0.95 = 0.86: 0.45 + 4·0.11 = 0.89; capped 0.9
+    assert (base_from_ratio(0.9, 0.5), base_from_ratio(0.95, 0.817), base_from_ratio(0.95, 0.95)) == (0.45, 0.89, 0.9)
+    saved = {"armEstimate": {"base": 0.89, "reason": "collection estimate: test"}}
+    assert saved_estimate(saved) == (0.89, "collection estimate: test")
+    # a saved denseWeight (plait calibrate) wins over the estimate
+    assert saved_estimate({**saved, "fusion": {"denseWeight": 0.3}}) is None
+    settings = for_query(saved_fusion(saved), "which of the drugs lowers blood pressure", frozenset({"en"}))
+    assert settings.estimated_base == 0.89
+    # agreeing arms, base 0.89: 0.89 + 0.5 · (0.25 − 0.5) = 0.765
+    lex = [("a", 10.0), ("b", 6.0), ("c", 2.0)]
+    dense = [("a", 0.9), ("b", 0.85), ("c", 0.7)]
+    resolved = resolve_fusion(settings, lex, dense)
+    assert resolved.dense_weight_used == 0.765
+    assert (resolved.fusion_reason or "").startswith("collection estimate: test; arms agree at the top")
+    assert "base 0.89" in (resolved.fusion_reason or "")
 
 
 def test_embedders_declare_their_languages(tmp_path: Path) -> None:

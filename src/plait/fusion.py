@@ -29,7 +29,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from plait.analysis import stopword_language
+from plait.analysis import is_identifier, stopword_language
 from plait.fusion_adaptive import (
     adaptive_weight,
     dbsf_normalise,
@@ -187,8 +187,27 @@ def for_query(settings: FusionSettings, query: str, languages: frozenset[str] | 
     """
     language = stopword_language(query)
     return settings.model_copy(
-        update={"query_language": language, "embedder_covers_query": language_coverage(language, languages)}
+        update={
+            "query_language": language,
+            "embedder_covers_query": language_coverage(language, languages),
+            "query_has_identifier": any(is_identifier(token) for token in query.split()),
+        }
     )
+
+
+def _covers(settings: FusionSettings) -> bool | None:
+    """What the adaptive rule is told about the embedder and the query's language: None
+    only when the language of a query without identifiers is undetermined (``python
+    string to dict``). An embedder that declares no languages, an identifier query of
+    undetermined language (``BRCA1 TP53``), or the language prior off count as not
+    covering it: disagreeing arms then lower the dense weight, as before."""
+    if not settings.language_prior:
+        return False
+    if settings.embedder_covers_query is None and (
+        settings.query_language is not None or settings.query_has_identifier is not False
+    ):
+        return False
+    return settings.embedder_covers_query
 
 
 def resolve_fusion(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> FusionSettings:
@@ -201,16 +220,19 @@ def resolve_fusion(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> 
         return settings
     cut_l, cut_d = lexical[: settings.overfetch], dense[: settings.overfetch]
     if settings.method == FusionMethod.ADAPTIVE:
+        base = settings.estimated_base if settings.estimated_base is not None else settings.dense_weight
         decision = adaptive_weight(
             cut_l,
             cut_d,
-            base=settings.dense_weight,
-            covers_query=settings.embedder_covers_query if settings.language_prior else None,
+            base=base,
+            covers_query=_covers(settings),
             query_language=settings.query_language,
         )
         used, reason = decision.dense_weight, decision.reason
         if not settings.language_prior and cut_l and cut_d and not decision.agree:
             reason += " (language prior off)"
+        if settings.estimated_base is not None and cut_l and cut_d:
+            reason = f"{settings.estimate_reason or 'collection estimate'}; {reason}"
     elif not cut_d:
         used, reason = 0.0, "dense arm returned nothing: lexical only"
     else:

@@ -9,11 +9,13 @@
   say about themselves and what the embedder declares about itself (no labels).
   First, do the arms *agree* at the top — is either arm's first hit within the
   other's first ``AGREE_DEPTH`` (5)? If not, one of them is wrong and nothing in the
-  lists says which. When the embedder declares the query's language (see
-  :func:`language_coverage`), the disagreement is not held against it. Otherwise BM25
-  is the safer bet (a weak embedder — an English model over Portuguese — disagrees
-  with it on most queries), so the dense weight drops to ``min(base,
-  DISAGREE_WEIGHT)`` (0.3). In every other case each arm's *confidence* is the gap
+  lists says which. When the embedder declares languages and not the query's (see
+  :func:`language_coverage`: an English model over Portuguese disagrees with BM25 on
+  most queries), BM25 is the safer bet and the dense weight drops to ``min(base,
+  DISAGREE_WEIGHT)`` (0.3). When it declares the query's language, or the language is
+  undetermined (a short query without stopwords: ``python string to dict``), the
+  disagreement is not held against either arm — holding it against the dense arm cost
+  CoSQA's 119 of 500 such queries (``benchmarks/results/fusion_modes.md``). In every other case each arm's *confidence* is the gap
   between its first and second score over the spread of its top
   ``CONFIDENCE_DEPTH`` (10) scores (a clear winner → near 1, a flat list → near 0),
   and the dense weight moves from ``base`` by ``ADAPT_STEP · (conf_dense −
@@ -175,8 +177,10 @@ def adaptive_weight(
 
     >>> adaptive_weight([("a", 10.0), ("b", 6.0), ("c", 2.0)], [("a", 0.9), ("b", 0.85), ("c", 0.7)]).dense_weight
     0.275
-    >>> adaptive_weight([("a", 10.0), ("b", 6.0)], [("z", 0.9), ("y", 0.85)]).dense_weight
+    >>> adaptive_weight([("a", 10.0), ("b", 6.0)], [("z", 0.9), ("y", 0.85)], covers_query=False).dense_weight
     0.3
+    >>> adaptive_weight([("a", 10.0), ("b", 6.0)], [("z", 0.9), ("y", 0.85)]).dense_weight
+    0.4
     >>> adaptive_weight([("a", 10.0), ("b", 6.0)], [("z", 0.9), ("y", 0.85)], covers_query=True).dense_weight
     0.4
     """
@@ -187,24 +191,21 @@ def adaptive_weight(
     conf_l, conf_d = round(confidence(lexical), 6), round(confidence(dense), 6)
     agreed = agree(lexical, dense)
     language = f" ({query_language})" if query_language else ""
-    if not agreed and not covers_query:
+    if not agreed and covers_query is False:
         weight = round(min(base, disagree_weight), 6)
-        why = (
-            "the query's language is undetermined or the embedder declares no languages"
-            if covers_query is None
-            else f"the embedder does not declare the query's language{language}"
-        )
+        why = f"the embedder does not declare the query's language{language}"
         reason = (
             f"arms disagree (neither top hit is in the other's top {AGREE_DEPTH}) and {why}: "
             f"lexical-leaning dense weight {weight:g} (min of base {base:g} and {disagree_weight:g})"
         )
         return WeightDecision(weight, conf_l, conf_d, False, reason)
     weight = round(min(high, max(low, base + step * (conf_d - conf_l))), 6)
-    head = (
-        "arms agree at the top"
-        if agreed
-        else f"arms disagree at the top, but the embedder declares the query's language{language}"
-    )
+    if agreed:
+        head = "arms agree at the top"
+    elif covers_query:
+        head = f"arms disagree at the top, but the embedder declares the query's language{language}"
+    else:
+        head = "arms disagree at the top; the query's language is undetermined (not held against either arm)"
     reason = (
         f"{head}; top-1 gap over top-{CONFIDENCE_DEPTH} spread: lexical {conf_l:.3f}, "
         f"dense {conf_d:.3f} → dense weight {weight:g} "

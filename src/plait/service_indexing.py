@@ -80,7 +80,7 @@ class IndexingMixin(EngineBase):
         indexer, name = self._indexer(collection)
         self.store.ensure_collection(collection)
         self._remember(collection, name, root)
-        return indexer.index(
+        report = indexer.index(
             collection,
             scan,
             progress=progress,
@@ -90,6 +90,26 @@ class IndexingMixin(EngineBase):
             embed_progress=embed_progress,
             stop=stop,
         )
+        return self._estimate_arms(collection, report)
+
+    def _estimate_arms(self, collection: str, report: IndexReport) -> IndexReport:
+        """Re-measure the collection's arm estimate (:mod:`plait.arm_estimate`) after a
+        run that left every chunk with a vector and changed something (or found no
+        estimate yet). A failure is logged, never fails the run."""
+        from plait.arm_estimate import ESTIMATE_KEY, estimate
+
+        changed = bool(
+            report.chunks_added or report.chunks_updated or report.chunks_deleted or report.embedding.embedded
+        )
+        if not report.complete or (not changed and self.store.get_settings(collection).get(ESTIMATE_KEY)):
+            return report
+        try:
+            embedder, _ = self.embedder_for(collection)
+            if embedder is not None:
+                estimate(self.store, collection, embedder)
+        except PlaitError as exc:
+            logger.warning("arm estimate of %r failed: %s", collection, exc)
+        return report
 
     @valid_text
     def index(
@@ -172,7 +192,7 @@ class IndexingMixin(EngineBase):
         indexer, name = self._indexer(collection)
         self.store.ensure_collection(collection)
         self._remember(collection, name, None)
-        return indexer.index(
+        report = indexer.index(
             collection,
             documents,
             progress=progress,
@@ -180,6 +200,7 @@ class IndexingMixin(EngineBase):
             embed_progress=embed_progress,
             stop=stop,
         )
+        return self._estimate_arms(collection, report)
 
     def backfill(
         self,
@@ -194,7 +215,7 @@ class IndexingMixin(EngineBase):
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
         indexer, _ = self._indexer(collection)
-        return indexer.backfill_report(collection, progress=progress, stop=stop)
+        return self._estimate_arms(collection, indexer.backfill_report(collection, progress=progress, stop=stop))
 
     def backfill_pending(
         self, *, stop: threading.Event | None = None, collections: Sequence[str] | None = None
@@ -315,7 +336,7 @@ class IndexingMixin(EngineBase):
             report = filled if report is None else _merge(report, filled)
         if full and indexer.embedder is not None and not report.embedding.available:
             report = report.model_copy(update={"complete": False})  # old vectors remain
-        return report
+        return self._estimate_arms(collection, report)
 
     @valid_text
     def calibrate(

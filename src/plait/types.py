@@ -156,7 +156,15 @@ class FusionSettings(Model):
     query's stopwords vote for, arms that disagree at the top do not lower the dense
     weight. The response echoes that language in ``query_language`` (``en``, ``pt``,
     None when undetermined) and the embedder's answer in ``embedder_covers_query``
-    (None when either side is unknown).
+    (None when either side is unknown). Only when the embedder declares languages and
+    not the query's does disagreement lower the weight (an undetermined language does
+    not).
+
+    ``estimated_base`` (adaptive only) is the collection's own estimate of the base
+    (:mod:`plait.arm_estimate`, made when indexing), used instead of ``dense_weight``
+    unless the request or the collection's settings name a ``denseWeight``;
+    ``estimate_reason`` says how it was measured. ``query_has_identifier`` (set per
+    query) keeps the lexical-leaning rule for identifier queries of undetermined language.
     """
 
     method: FusionMethod = FusionMethod.ADAPTIVE
@@ -174,6 +182,9 @@ class FusionSettings(Model):
     dense_weight_used: float | None = None
     fusion_reason: str | None = None
     language_prior: bool = True
+    estimated_base: float | None = Field(default=None, ge=0.0, le=1.0)
+    query_has_identifier: bool | None = None
+    estimate_reason: str | None = None
     query_language: str | None = None
     embedder_covers_query: bool | None = None
 

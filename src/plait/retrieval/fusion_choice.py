@@ -182,7 +182,12 @@ def decision(settings: FusionSettings, method_from: str) -> FusionDecision:
             "threshold": settings.threshold,
         }
     elif method == FusionMethod.ADAPTIVE:
-        parameters = {"denseWeight": settings.dense_weight, "languagePrior": settings.language_prior}
+        estimated = settings.estimated_base is not None
+        parameters = {
+            "denseWeight": settings.estimated_base if estimated else settings.dense_weight,
+            "denseWeightFrom": "collection estimate" if estimated else "settings",
+            "languagePrior": settings.language_prior,
+        }
     else:
         parameters = {"denseWeight": settings.dense_weight}
     parameters["overfetch"] = settings.overfetch

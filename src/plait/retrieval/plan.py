@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait.analysis import STOPWORDS, analyse_query
+from plait.arm_estimate import saved_estimate
 from plait.autoweight import resolve_weight
 from plait.backfill import vector_coverage
 from plait.embeddings.base import Embedder, embedder_languages
@@ -64,7 +65,11 @@ def lexical_terms(query: str) -> tuple[list[str], list[str]]:
 def saved_fusion(saved_settings: Mapping[str, Any]) -> FusionSettings:
     """The collection's saved fusion defaults, else the built-in ones."""
     saved = saved_settings.get("fusion", {})
-    return FusionSettings.model_validate(saved) if saved else FusionSettings()
+    settings = FusionSettings.model_validate(saved) if saved else FusionSettings()
+    estimate = saved_estimate(saved_settings)
+    if estimate is None:
+        return settings
+    return settings.model_copy(update={"estimated_base": estimate[0], "estimate_reason": estimate[1]})
 
 
 def request_settings(saved_settings: Mapping[str, Any], request: SearchRequest) -> FusionSettings:
@@ -81,6 +86,8 @@ def request_settings(saved_settings: Mapping[str, Any], request: SearchRequest) 
             raise ValidationError(problem)
     elif not isinstance(request.fusion, FusionMethod):
         base = request.fusion.apply(base)
+        if getattr(request.fusion, "dense_weight", None) is not None:
+            base = base.model_copy(update={"estimated_base": None, "estimate_reason": None})
     overrides: dict[str, Any] = {
         name: value
         for name, value in (
