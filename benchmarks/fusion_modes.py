@@ -16,7 +16,7 @@ limit) and fuses the two lists with every mode:
 * ``minmax`` and ``dbsf`` — normalised linear fusion, dense weight 0.5;
 * ``minmax-0.3`` / ``minmax-0.4`` — the same with dense weight 0.3 / 0.4 (a fixed tilt
   towards BM25);
-* ``adaptive`` — the engine default: per-query dense weight (base 0.4) from the arms'
+* ``adaptive`` — the default before the arm estimate: per-query dense weight (base 0.4) from the arms'
   agreement and confidence and the embedder's declared languages (plait.fusion_adaptive);
 * ``adaptive-nolang`` — the same with ``language_prior`` off (the default before it:
   disagreeing arms always lower the dense weight);
