@@ -106,6 +106,7 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
             started = time.perf_counter()
             report = engine.index(repo)
             index_s = time.perf_counter() - started
+            estimate = engine.store.get_settings("default").get("armEstimate")
             texts = {qid: q["text"] for qid, q in answerable.items()}
             arms = collect_arms(engine.store, "default", texts, embedder=embedder, limit=CHUNK_DEPTH)
             doc_of = dict(arms.doc_of)
@@ -134,6 +135,7 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
         "adrFolders": dict(getattr(report, "adr_folders", {}) or {}),
         "index_seconds": round(index_s, 1),
         "dense": arms.dense_reason or "on",
+        "armEstimate": estimate,
         "by_kind": by_kind,
         "misses_at_5": misses,
     }
@@ -159,6 +161,7 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
         lines.append(
             f"- {result['dataset']}: {result['documents']} files, {result['chunks']} chunks, indexed in "
             f"{result['index_seconds']} s; dense arm: {result['dense']}; ADR folders: {result['adrFolders'] or 'none'}"
+            + (f"; arm estimate: ratio {e['ratio']:.3f} → adaptive base {e['base']:g}" if (e := result.get("armEstimate")) else "")
         )
     return "\n".join(lines) + "\n"
 

@@ -44,6 +44,9 @@ def test_index_saves_an_estimate_that_search_uses_and_explains(tmp_path: Path) -
             saved["base"], "collection estimate")
         assert (decided.reason or "").startswith("collection estimate: ")
         assert f"base {saved['base']:g}" in (decided.reason or "")
+        why = engine.explain("alpha3 bravo4 charlie5", path="d0000.md")
+        assert (why.fusion.settings.fusion_reason or "").startswith("collection estimate: ")
+        assert why.fusion.settings.estimated_base == saved["base"]
         # an explicit denseWeight in the request wins, and the reason says nothing of the estimate
         own = engine.search(
             "alpha3 bravo4 charlie5", k=3, fusion={"method": "adaptive", "denseWeight": 0.2}

@@ -70,7 +70,9 @@ def test_the_default_adaptive_says_what_was_asked_and_what_was_decided(indexed: 
     assert result.fusion_asked == {}
     decided = result.fusion_decided
     assert decided is not None and decided.method == "adaptive" and decided.method_from == "default"
-    assert decided.parameters == {"denseWeight": 0.4, "languagePrior": True, "overfetch": 50}
+    assert decided.parameters == {
+        "denseWeight": 0.4, "denseWeightFrom": "settings", "languagePrior": True, "overfetch": 50
+    }
     assert decided.dense_weight_used == result.fusion.dense_weight_used is not None
     assert decided.reason == result.fusion.fusion_reason and decided.query_language == "en"
     assert decided.lexical_weight_reason is None
