@@ -18,7 +18,7 @@ on the dev/train splits only (CoSQA dev, SciFact train, FaQuAD dev) by the maxim
 of each run's margin over its better arm − 0.005 and equal RRF; test splits are
 reported separately in ``benchmarks/results/fusion_modes.md``.
 
-The estimate is made by :func:`estimate` after an index, reindex or backfill that
+The estimate is made by :func:`plait.calibration.estimate_arms` after an index, reindex or backfill that
 leaves every chunk with a vector, for collections of at least ``MIN_CHUNKS`` chunks
 (fewer give too few pseudo-queries to measure anything), and saved in the
 collection's settings under ``armEstimate``. An explicit ``denseWeight`` (in the
@@ -28,14 +28,7 @@ request's fusion object, or saved by ``plait calibrate``) takes precedence.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-from plait.types import to_json
-
-if TYPE_CHECKING:  # calibration imports the retrieval pipeline, whose plan reads estimates
-    from plait.calibration import Calibration
-    from plait.embeddings.base import Embedder
-    from plait.stores.base import Store
+from typing import Any
 
 __all__ = [
     "BASE_FLOOR",
@@ -46,7 +39,7 @@ __all__ = [
     "RATIO_KNEE",
     "SAMPLES",
     "base_from_ratio",
-    "estimate",
+    "estimate_record",
     "saved_estimate",
 ]
 
@@ -73,32 +66,23 @@ def base_from_ratio(lexical_mrr: float, dense_mrr: float) -> float:
     return round(min(BASE_MAX, BASE_FLOOR + BASE_SLOPE * max(0.0, ratio - RATIO_KNEE)), 4)
 
 
-def _record(result: Calibration, chunks: int) -> dict[str, Any]:
-    ratio = result.dense_mrr / result.lexical_mrr if result.lexical_mrr > 0 else 0.0
-    base = base_from_ratio(result.lexical_mrr, result.dense_mrr)
+def estimate_record(calibration: Mapping[str, Any], chunks: int) -> dict[str, Any]:
+    """What is saved under ``armEstimate``: the calibration's figures (camelCase, as
+    :func:`plait.types.to_json` gives them), the ratio, the base and a sentence saying why.
+
+    >>> r = estimate_record({"samples": 200, "lexicalMrr": 0.951, "denseMrr": 0.865}, 6267)
+    >>> r["ratio"], r["base"]
+    (0.9096, 0.9)
+    """
+    lexical, dense = float(calibration["lexicalMrr"]), float(calibration["denseMrr"])
+    ratio = dense / lexical if lexical > 0 else 0.0
+    base = base_from_ratio(lexical, dense)
     reason = (
-        f"collection estimate: {result.samples} pseudo-queries of its {chunks} chunks found their chunk "
-        f"with MRR@10 lexical {result.lexical_mrr:.3f}, dense {result.dense_mrr:.3f} (ratio {ratio:.3f}) "
+        f"collection estimate: {calibration['samples']} pseudo-queries of its {chunks} chunks found their chunk "
+        f"with MRR@10 lexical {lexical:.3f}, dense {dense:.3f} (ratio {ratio:.3f}) "
         f"→ base {base:g} ({BASE_FLOOR:g} + {BASE_SLOPE:g}·max(0, ratio − {RATIO_KNEE:g}), at most {BASE_MAX:g})"
     )
-    return {**to_json(result), "chunks": chunks, "ratio": round(ratio, 4), "base": base, "reason": reason}
-
-
-def estimate(store: Store, collection: str, embedder: Embedder, *, samples: int = SAMPLES) -> dict[str, Any] | None:
-    """Measure, save under ``armEstimate`` and return the collection's estimate; None (and
-    any old estimate removed) when the collection is too small or lacks vectors."""
-    from plait.calibration import calibrate
-
-    info = store.get_collection(collection)
-    if info is None:
-        return None
-    if info.chunks < MIN_CHUNKS or info.chunks_without_vector > 0:
-        if store.get_settings(collection).get(ESTIMATE_KEY) is not None:
-            store.update_settings(collection, {ESTIMATE_KEY: None})
-        return None
-    record = _record(calibrate(store, collection, embedder, samples=samples), info.chunks)
-    store.update_settings(collection, {ESTIMATE_KEY: record})
-    return record
+    return {**calibration, "chunks": chunks, "ratio": round(ratio, 4), "base": base, "reason": reason}
 
 
 def saved_estimate(saved_settings: Mapping[str, Any]) -> tuple[float, str] | None:

@@ -27,18 +27,20 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, NotFoundError
 from plait.retrieval.pipeline import run_arms
 from plait.retrieval.plan import plan_for_text
 from plait.stores.base import Store
-from plait.types import FusionSettings, Model
+from plait.types import FusionSettings, Model, to_json
 
 __all__ = [
     "CALIBRATION_SEED",
     "Calibration",
     "calibrate",
+    "estimate_arms",
     "pseudo_query",
     "weight_from_mrr",
 ]
@@ -163,3 +165,21 @@ def calibrate(
         dense_weight=weight,
         reason=reason,
     )
+
+
+def estimate_arms(store: Store, collection: str, embedder: Embedder) -> dict[str, Any] | None:
+    """Measure the collection's arm estimate (:mod:`plait.arm_estimate`), save it under
+    ``armEstimate`` and return it; None (and any old estimate removed) when the
+    collection has fewer than ``MIN_CHUNKS`` chunks or lacks vectors."""
+    from plait.arm_estimate import ESTIMATE_KEY, MIN_CHUNKS, SAMPLES, estimate_record
+
+    info = store.get_collection(collection)
+    if info is None:
+        return None
+    if info.chunks < MIN_CHUNKS or info.chunks_without_vector > 0:
+        if store.get_settings(collection).get(ESTIMATE_KEY) is not None:
+            store.update_settings(collection, {ESTIMATE_KEY: None})
+        return None
+    record = estimate_record(to_json(calibrate(store, collection, embedder, samples=SAMPLES)), info.chunks)
+    store.update_settings(collection, {ESTIMATE_KEY: record})
+    return record

@@ -96,7 +96,8 @@ class IndexingMixin(EngineBase):
         """Re-measure the collection's arm estimate (:mod:`plait.arm_estimate`) after a
         run that left every chunk with a vector and changed something (or found no
         estimate yet). A failure is logged, never fails the run."""
-        from plait.arm_estimate import ESTIMATE_KEY, estimate
+        from plait.arm_estimate import ESTIMATE_KEY
+        from plait.calibration import estimate_arms
 
         changed = bool(
             report.chunks_added or report.chunks_updated or report.chunks_deleted or report.embedding.embedded
@@ -106,7 +107,7 @@ class IndexingMixin(EngineBase):
         try:
             embedder, _ = self.embedder_for(collection)
             if embedder is not None:
-                estimate(self.store, collection, embedder)
+                estimate_arms(self.store, collection, embedder)
         except PlaitError as exc:
             logger.warning("arm estimate of %r failed: %s", collection, exc)
         return report
