@@ -36,3 +36,19 @@ def test_settings_are_typed_versioned_and_keep_unknown_keys(tmp_path: Path) -> N
             read_settings(store, "c")
     finally:
         store.close()
+
+
+def test_a_malformed_stored_bag_is_a_config_error_not_a_crash(tmp_path: Path) -> None:
+    """Regression: a bag the model cannot read raised pydantic's ValidationError on every
+    search of the collection (an HTTP 500, "internal error")."""
+    from plait.embeddings.fake import FakeEmbedder
+    from plait.service import Plait
+    from plait.testing.corpus import ARTICLE_DOCS, documents
+
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+        engine.store.update_settings("kb", {"calibration": []})  # written by hand or a foreign tool
+    invalid = r"stored settings of collection 'kb' are invalid: calibration"
+    # the recorded embedder is read from the settings
+    with Plait(str(tmp_path / "p.db")) as engine, pytest.raises(ConfigError, match=invalid):
+        engine.search("ERR-4012", collection="kb")

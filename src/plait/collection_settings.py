@@ -61,8 +61,10 @@ class CollectionSettings(BaseModel):
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}
 
 
-def parse_settings(raw: Mapping[str, Any]) -> CollectionSettings:
-    """The model of a stored bag, upgraded from older versions."""
+def parse_settings(raw: Mapping[str, Any], *, collection: str | None = None) -> CollectionSettings:
+    """The model of a stored bag, upgraded from older versions; a bag this model cannot
+    read (edited by hand, written by a foreign tool) is a :class:`ConfigError` naming the
+    collection and the fields, not an internal error on every search."""
     version = raw.get("settingsVersion", 0)
     if not isinstance(version, int) or version > SETTINGS_VERSION:
         raise ConfigError(
@@ -70,12 +72,17 @@ def parse_settings(raw: Mapping[str, Any]) -> CollectionSettings:
             f"({SETTINGS_VERSION}): upgrade plait"
         )
     # version 0 -> 1: same keys, only the version is added
-    return CollectionSettings.model_validate(raw)
+    try:
+        return CollectionSettings.model_validate(raw)
+    except PydanticValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        where = f"collection {collection!r}" if collection is not None else "a collection"
+        raise ConfigError(f"the stored settings of {where} are invalid: " + "; ".join(parts)) from None
 
 
 def read_settings(store: Store, collection: str) -> CollectionSettings:
     """The collection's settings (NotFoundError when it does not exist)."""
-    return parse_settings(store.get_settings(collection))
+    return parse_settings(store.get_settings(collection), collection=collection)
 
 
 def write_settings(store: Store, collection: str, **changes: Any) -> CollectionSettings:
@@ -91,4 +98,4 @@ def write_settings(store: Store, collection: str, **changes: Any) -> CollectionS
         raise ValidationError("invalid collection settings: " + "; ".join(parts)) from None
     update = {_FIELDS[name]: getattr(checked, name) for name in changes}
     update["settingsVersion"] = SETTINGS_VERSION
-    return parse_settings(store.update_settings(collection, update))
+    return parse_settings(store.update_settings(collection, update), collection=collection)

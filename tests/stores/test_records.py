@@ -157,6 +157,36 @@ def test_postgres_imports_the_cwd_side_files(
         assert len(engine.keys.list_keys()) == 4
 
 
+def test_postgres_imports_cwd_side_files_once_not_from_every_folder(
+    pg_dsn: str, pg_schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the import was keyed by the side file's absolute path, so a plait run
+    from any folder holding a stray ``./.plait/keys.db`` copied its keys, admin ones
+    included, into the shared database, where every server accepts them."""
+    from plait.api.keys import hash_token
+
+    first, other = tmp_path / "first", tmp_path / "other"
+    first.mkdir()
+    monkeypatch.chdir(first)
+    with Plait(PostgresStore(pg_dsn, schema=pg_schema), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    tokens = _old_side_files(first / ".plait")
+    with Plait(PostgresStore(pg_dsn, schema=pg_schema), embedder=FakeEmbedder(dimension=16)) as engine:
+        _check_imported(engine, tokens)  # the migration: the first folder's files come in
+    intruder = "plait_" + "x" * 40
+    (other / ".plait").mkdir(parents=True)
+    with sqlite3.connect(other / ".plait" / "keys.db") as db:
+        db.execute(_OLD_KEYS)
+        db.execute(
+            "INSERT INTO api_keys (token_hash, hint, role, collection, created_at) VALUES (?, 'xxxx', 'admin', '*', 't')",
+            (hash_token(intruder),),
+        )
+    monkeypatch.chdir(other)
+    with Plait(PostgresStore(pg_dsn, schema=pg_schema), embedder=FakeEmbedder(dimension=16)) as engine:
+        assert engine.keys.authenticate(intruder) is None
+        assert len(engine.keys.list_keys()) == 3  # the three of the first import
+
+
 def test_two_servers_on_one_postgres_database_share_cards_and_keys(pg_dsn: str, pg_schema: str) -> None:
     pytest.importorskip("fastapi", reason="needs the server extra")
     from plait.api.http import create_app

@@ -532,7 +532,7 @@ class MilvusStore(MilvusBase):
         with self._lock:
             if self._records is None:
                 records = open_records_file(self.records_path, legacy_dir=Path(".plait"))
-                import_side_files(records, collections=[c.name for c in self.list_collections()])
+                import_side_files(records, collections=[c.name for c in self.list_collections()], once=True)
                 self._records = records
             return self._records
 

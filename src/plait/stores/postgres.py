@@ -564,6 +564,6 @@ class PostgresStore(PostgresSearch):
         ``./.plait/refinery.db`` / ``keys.db`` are imported on first use."""
         if self._records is None:
             records = PgRecords(self._tx, self._where, legacy_dir=Path(".plait"))
-            import_side_files(records, collections=[c.name for c in self.list_collections()])
+            import_side_files(records, collections=[c.name for c in self.list_collections()], once=True)
             self._records = records
         return self._records

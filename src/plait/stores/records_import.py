@@ -95,17 +95,33 @@ def _import_keys(tx: RecordsTx, records: Records, rows: Sequence[tuple[Any, ...]
     return added
 
 
-def import_side_files(records: Records, *, collections: Iterable[str]) -> list[Path]:
-    """Import every former side file not imported yet; returns the files imported."""
+def import_side_files(records: Records, *, collections: Iterable[str], once: bool = False) -> list[Path]:
+    """Import every former side file not imported yet; returns the files imported.
+
+    ``once`` is for stores shared by processes started in different folders
+    (PostgreSQL, a Milvus server), whose side files were cwd-relative: the first
+    import is the migration, and after it no other folder's ``./.plait/keys.db`` may
+    add keys (admin ones included) to the shared store. Runs and cards of collections
+    the store does not hold are not imported, and a warning names them."""
     done: list[Path] = []
     wanted = set(collections)
     t = records.tables
+    if once and records.fetch(t.sql("SELECT 1 FROM {imports}"), ()):
+        return done
     for path in legacy_files(records):
         source = str(path.resolve())
         if records.fetch(t.sql("SELECT 1 FROM {imports} WHERE source = ?"), (source,)):
             continue
-        runs = [r for r in _read(path, "runs", _RUN_COLUMNS) if r[1] in wanted]
-        cards = [r for r in _read(path, "cards", _CARD_COLUMNS) if r[1] in wanted]
+        all_runs = _read(path, "runs", _RUN_COLUMNS)
+        all_cards = _read(path, "cards", _CARD_COLUMNS)
+        runs = [r for r in all_runs if r[1] in wanted]
+        cards = [r for r in all_cards if r[1] in wanted]
+        left = sorted({str(r[1]) for r in (*all_runs, *all_cards)} - wanted)
+        if left:
+            log.warning(
+                "%s: not importing the refinery runs and cards of %s (no such collection in %s)",
+                path, ", ".join(left), records.label,
+            )
         keys = _read(path, "api_keys", _KEY_COLUMNS)
         with records.transaction("import") as tx:
             if tx.fetch(t.sql("SELECT 1 FROM {imports} WHERE source = ?"), (source,)):
@@ -124,6 +140,9 @@ def import_side_files(records: Records, *, collections: Iterable[str]) -> list[P
                 (source, datetime.now(UTC).isoformat(timespec="seconds"), n_runs, n_cards, n_keys),
             )
         log.info("imported %s into %s: %d runs, %d cards, %d API keys", path, records.label, n_runs, n_cards, n_keys)
+        admins = [k for k in keys if k[3] == "admin"]
+        if admins:
+            log.warning("%s: imported %d admin API key(s) into %s", path, len(admins), records.label)
         done.append(path)
     return done
 
