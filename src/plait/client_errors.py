@@ -29,7 +29,7 @@ import time
 
 import httpx
 
-from plait import errors
+import plait.errors as errors
 from plait._http import describe, excerpt
 from plait.errors import (
     AuthenticationError,

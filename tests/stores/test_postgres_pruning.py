@@ -236,3 +236,14 @@ def test_upgrade_from_version_4_keeps_data_and_rankings(pg_dsn: str, tmp_path: P
         lite.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_bounds_are_trusted_only_for_b_between_0_and_1() -> None:
+    """Regression: with b > 1 the length norm 1 - b + b·len/avgdl goes negative for short
+    chunks (b=3, len=1, avgdl=10: -1.7, so tf + k1·norm = 1 - 1.53 < 0 at tf=1), the factor
+    at the shortest length is negative and bounds nothing: pruning must not run."""
+    from plait.stores.postgres_lexical import prunable
+
+    assert prunable(BM25Params(b=1.0)) and prunable(BM25Params(b=0.0)) and prunable(BM25Params())
+    assert not prunable(BM25Params(b=1.5))
+    assert not prunable(BM25Params(b=3.0))

@@ -199,9 +199,13 @@ _NO_ARRAYS = ", NULL::bigint[] AS ii, NULL::integer[] AS tt"
 
 def prunable(params: BM25Params) -> bool:
     """Whether the stored bounds hold for these parameters: the term factor grows with
-    ``tf`` and shrinks with the length only for ``k1`` ≥ 0 and ``b`` ≥ 0, and the bounds
-    add up only for non-negative field weights."""
-    return params.k1 >= 0 and params.b >= 0 and params.exact_weight >= 0 and params.stems_weight >= 0
+    ``tf`` and shrinks with the length only for ``k1`` ≥ 0 and 0 ≤ ``b`` ≤ 1 (above 1 the
+    length norm ``1 - b + b·len/avgdl`` can reach 0 or below for short chunks, so the bound
+    taken at the shortest length no longer bounds), and the bounds add up only for
+    non-negative field weights."""
+    return (
+        params.k1 >= 0 and 0 <= params.b <= 1 and params.exact_weight >= 0 and params.stems_weight >= 0
+    )
 
 
 def lexical_query(
