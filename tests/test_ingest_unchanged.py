@@ -1,7 +1,7 @@
 """Unchanged sources cost almost nothing on reindex: no analysis, no embedding, no write.
 
 The analyser is observed through a counting wrapper around the real
-``plait.analysis.analyse`` (the ingest module's reference is replaced, the analysis
+``plait.analysis.analyse`` (``plait.stored_chunk``'s reference is replaced, the analysis
 itself still runs); the embedder is the counting :class:`FakeEmbedder`. The store is
 compared table by table, so "nothing written" means byte for byte.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from plait import ingest
+from plait import ingest, stored_chunk
 from plait.analysis import Analysed, analyse
 from plait.embeddings.fake import FakeEmbedder
 from plait.ingest import Indexer
@@ -46,7 +46,7 @@ class Counting:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> Counting:
     counting = Counting()
-    monkeypatch.setattr(ingest, "analyse", counting)
+    monkeypatch.setattr(stored_chunk, "analyse", counting)  # where the indexer analyses
     return counting
 
 
@@ -167,14 +167,14 @@ def test_deferred_fields_are_the_analysis_when_a_store_reads_them(spy: Counting)
         docs = [ingest.build_chunks(_doc(), ingest.ChunkSettings())]
         chunk = docs[0][0]
         state = ChunkState(chunk.id, chunk.content_hash, True)
-        item = ingest._stored(chunk, state, None)
+        item = stored_chunk.stored_chunk(chunk, state, None)
         assert spy.texts == []  # deferred: nothing analysed yet
         expected = analyse("Alpha\n\n# Alpha\n\nAlpha keys ERR-4012 rotate.")
         assert list(item.exact) == expected.exact == ["alpha", "alpha", "alpha", "keys", "err-4012", "rotate"]
         assert list(item.stems) == expected.stems == ["alpha", "alpha", "alpha", "key", "err-4012", "rotat"]
         assert len(item.exact) == 6 and item.exact[4] == "err-4012"
         assert len(spy.texts) == 1  # analysed once for both fields
-        fresh = ingest._stored(chunk, ChunkState(chunk.id, "another-hash", True), None)
+        fresh = stored_chunk.stored_chunk(chunk, ChunkState(chunk.id, "another-hash", True), None)
         assert list(fresh.exact) == expected.exact and len(spy.texts) == 2  # eager
     finally:
         store.close()

@@ -34,14 +34,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 
-from plait.analysis import analyse
 from plait.backfill import (
     DEFAULT_BACKFILL_BATCH,
     BackfillProgress,
@@ -52,9 +50,10 @@ from plait.chunking import ChunkSettings
 from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.events import EngineEvents
-from plait.fields import embedding_text, lexical_text
+from plait.fields import embedding_text
 from plait.sources.base import Scan, SourceDocument
-from plait.stores.base import ChunkState, SourceInfo, Store, StoredChunk
+from plait.stored_chunk import stored_chunk
+from plait.stores.base import ChunkState, SourceInfo, Store
 from plait.types import (
     Chunk,
     CollectionInfo,
@@ -88,56 +87,6 @@ documents written and the third is None."""
 def _indexed(chunk: Chunk) -> str:
     """What the dense arm embeds (:func:`plait.fields.embedding_text`)."""
     return embedding_text(chunk)
-
-
-class _Deferred:
-    """A chunk's analysis, run on first use only.
-
-    A store ignores the lexical fields of a chunk whose id and content hash are
-    unchanged unless it rewrites the row (Milvus does when only metadata or the vector
-    changed); deferring lets an unchanged chunk cost no analysis when nobody reads them.
-    """
-
-    __slots__ = ("_chunk", "_fields")
-
-    def __init__(self, chunk: Chunk) -> None:
-        self._chunk = chunk
-        self._fields: tuple[list[str], list[str]] | None = None
-
-    def get(self, which: int) -> list[str]:
-        if self._fields is None:
-            fields = analyse(lexical_text(self._chunk))
-            self._fields = (list(fields.exact), list(fields.stems))
-        return self._fields[which]
-
-
-def _stored(chunk: Chunk, state: ChunkState | None, vector: np.ndarray | None) -> StoredChunk:
-    """The chunk as written; a chunk stored with the same content hash is analysed
-    only if the store reads its lexical fields."""
-    if state is not None and state.content_hash == chunk.content_hash:
-        deferred = _Deferred(chunk)
-        return StoredChunk(chunk, _LazyTokens(deferred, 0), _LazyTokens(deferred, 1), vector)
-    fields = analyse(lexical_text(chunk))
-    return StoredChunk(chunk, fields.exact, fields.stems, vector)
-
-
-class _LazyTokens(Sequence[str]):
-    """One field (0 exact, 1 stems) of a :class:`_Deferred` analysis, as a sequence."""
-
-    __slots__ = ("_deferred", "_which")
-
-    def __init__(self, deferred: _Deferred, which: int) -> None:
-        self._deferred = deferred
-        self._which = which
-
-    def __getitem__(self, index: int | slice) -> Any:
-        return self._deferred.get(self._which)[index]
-
-    def __len__(self) -> int:
-        return len(self._deferred.get(self._which))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._deferred.get(self._which))
 
 
 def check_model(
@@ -329,7 +278,7 @@ class Indexer:
         vectors = self._vectors_for(collection, pending, run, states)
         for doc, chunks in pending:
             known = states[doc.source_id]
-            stored = [_stored(chunk, known.get(chunk.id), vectors.get(chunk.id)) for chunk in chunks]
+            stored = [stored_chunk(chunk, known.get(chunk.id), vectors.get(chunk.id)) for chunk in chunks]
             counts = self.store.replace_source(
                 collection, doc.source_id, doc.scope, stored, root=root, claim=bool(root)
             )
