@@ -187,3 +187,26 @@ def test_works_with_rerank(tmp_path: Path) -> None:
         reranked = e.search(QUERY, k=3, max_per_source=1, rerank="cross-encoder", k_overfetch=3)
     assert [h.chunk_id for h in reranked.hits] == [h.chunk_id for h in reversed(plain.hits[:3])]
     assert [h.ranks.rerank for h in reranked.hits] == [1, 2, 3]
+
+
+def test_a_deeper_page_reruns_the_arms_only_when_they_must_go_deeper(tmp_path: Path) -> None:
+    """Regression: the refill loop doubled ``need`` but ran both arms again at the same
+    depth while ``need`` stayed within the over-fetch (limits 50, 50, 50, 50, 100, 200)."""
+    from typing import Any
+
+    from plait.stores.sqlite import SQLiteStore
+
+    limits: list[int | None] = []
+
+    class Counting(SQLiteStore):
+        def lexical_search(self, *args: Any, **kwargs: Any) -> Any:
+            limits.append(kwargs.get("limit"))
+            return super().lexical_search(*args, **kwargs)
+
+    store = Counting(tmp_path / "plait.db")
+    with Plait(store, embedder="none") as engine:
+        engine.index_documents([_doc("big", 120), _doc("one", 1)])
+        limits.clear()
+        result = engine.search(QUERY, k=5, max_per_source=1)
+    assert sorted({_source(h) for h in result.hits}) == ["big", "one"]  # one chunk of each
+    assert limits == sorted(set(limits)) and len(limits) >= 2  # every pass goes deeper

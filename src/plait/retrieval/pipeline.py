@@ -244,10 +244,16 @@ def run(
     depth, need = plan.depth, plan.need
     chunks: dict[str, Chunk] = {}
     diversity: Diversified | None = None
+    lexical: Ranked = []
+    dense: Ranked = []
+    pending: frozenset[str] = frozenset()
+    ran_depth: int | None = -1  # the depth the arms last ran at (-1: not yet)
     while True:
-        lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
+        if depth != ran_depth:  # a deeper page that needs no deeper arm only fuses deeper
+            lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
+            pending = pending_chunks(store, collection, plan, lexical)
+            ran_depth = depth
         t = time.perf_counter()
-        pending = pending_chunks(store, collection, plan, lexical)
         settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=need, pending=pending)
         timings["fuse"] = _ms(t)
         if plan.max_per_source is None:
