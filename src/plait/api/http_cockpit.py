@@ -44,9 +44,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-_drafts = sees_drafts
-
-
 def add_cockpit_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) -> None:
     from fastapi import Query
 
@@ -61,7 +58,7 @@ def add_cockpit_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) -
     ) -> ArmLists:
         """Each arm's own ranking and the fused order of one search, the top ``limit`` of each."""
         allow(key, collection, Role.READER, "search")
-        return engine.arms(collection, body, limit=limit, drafts_visible=_drafts(key))
+        return engine.arms(collection, body, limit=limit, drafts_visible=sees_drafts(key))
 
     @app.get(
         "/v1/collections/{collection}/sources",
@@ -77,7 +74,7 @@ def add_cockpit_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) -
     ) -> list[SourceEntry]:
         """The collection's sources (by id, those starting with ``prefix``) and how explain names each."""
         allow(key, collection, Role.READER, "sources")
-        return engine.sources(collection=collection, prefix=prefix, limit=limit, drafts_visible=_drafts(key))
+        return engine.sources(collection=collection, prefix=prefix, limit=limit, drafts_visible=sees_drafts(key))
 
     @app.get(
         "/v1/collections/{collection}/chunks/{chunk_id}",
@@ -88,4 +85,4 @@ def add_cockpit_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) -
     def chunk(collection: str, chunk_id: str, key: ApiKey | None = caller) -> ChunkView:
         """One chunk, its raw content and its content as sanitised HTML."""
         allow(key, collection, Role.READER, "chunk")
-        return engine.chunk(chunk_id, collection=collection, drafts_visible=_drafts(key))
+        return engine.chunk(chunk_id, collection=collection, drafts_visible=sees_drafts(key))
