@@ -52,3 +52,28 @@ def test_a_malformed_stored_bag_is_a_config_error_not_a_crash(tmp_path: Path) ->
     # the recorded embedder is read from the settings
     with Plait(str(tmp_path / "p.db")) as engine, pytest.raises(ConfigError, match=invalid):
         engine.search("ERR-4012", collection="kb")
+
+
+def test_the_arm_estimate_is_a_typed_field_and_the_portable_bag_keeps_unknown_keys(tmp_path: Path) -> None:
+    """The arm estimate is read and written through the model like every other setting;
+    what travels with a copy or an archive is the bag as stored, less the copy marker."""
+    from plait.collection_settings import portable_settings, restore_settings
+
+    source, target = SQLiteStore(tmp_path / "a.db"), SQLiteStore(tmp_path / "b.db")
+    try:
+        source.ensure_collection("c")
+        target.ensure_collection("d")
+        record = {"base": 0.45, "reason": "collection estimate: test"}
+        saved = write_settings(source, "c", arm_estimate=record, copy_in_progress={"from": "x"})
+        assert saved.arm_estimate == record
+        assert source.get_settings("c")["armEstimate"] == record  # the key the store held before the field
+        source.update_settings("c", {"fromANewerPlait": [1, 2]})
+        bag = portable_settings(source, "c")
+        assert bag == {"armEstimate": record, "fromANewerPlait": [1, 2], "settingsVersion": 1}
+        restore_settings(target, "d", bag)
+        assert target.get_settings("d") == bag
+        assert read_settings(target, "d").arm_estimate == record
+        assert read_settings(target, "d").copy_in_progress is None
+    finally:
+        source.close()
+        target.close()

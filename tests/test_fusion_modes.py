@@ -184,14 +184,16 @@ def test_undetermined_natural_queries_are_not_held_against_the_dense_arm() -> No
 
 def test_the_collection_estimate_replaces_the_base_and_says_so() -> None:
     from plait.arm_estimate import base_from_ratio, saved_estimate
+    from plait.collection_settings import parse_settings
     from plait.retrieval.plan import saved_fusion
 
     # ratio 0.5/0.9 = 0.556 < 0.75: the floor 0.45; 0.817/0.95 = 0.86: 0.45 + 4·0.11 = 0.89; capped 0.9
     assert (base_from_ratio(0.9, 0.5), base_from_ratio(0.95, 0.817), base_from_ratio(0.95, 0.95)) == (0.45, 0.89, 0.9)
-    saved = {"armEstimate": {"base": 0.89, "reason": "collection estimate: test"}}
+    raw = {"armEstimate": {"base": 0.89, "reason": "collection estimate: test"}}
+    saved = parse_settings(raw)
     assert saved_estimate(saved) == (0.89, "collection estimate: test")
     # a saved denseWeight (plait calibrate) wins over the estimate
-    assert saved_estimate({**saved, "fusion": {"denseWeight": 0.3}}) is None
+    assert saved_estimate(parse_settings({**raw, "fusion": {"denseWeight": 0.3}})) is None
     settings = for_query(saved_fusion(saved), "which of the drugs lowers blood pressure", frozenset({"en"}))
     assert settings.estimated_base == 0.89
     # agreeing arms, base 0.89: 0.89 + 0.5 · (0.25 − 0.5) = 0.765

@@ -38,6 +38,7 @@ import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.analysis import analyse
+from plait.collection_settings import portable_settings, restore_settings
 from plait.copying import read_source
 from plait.errors import ConflictError, NotFoundError, PlaitError, ValidationError
 from plait.fields import lexical_text
@@ -112,7 +113,7 @@ def export_collection(store: Store, collection: str, path: str | Path) -> Archiv
         "collection": collection,
         "embedder": {"provider": info.embedder_provider, "model": info.embedder_model, "dimension": info.dimension},
         "counts": counts,
-        "settings": {k: v for k, v in store.get_settings(collection).items() if k != "copyInProgress"},
+        "settings": portable_settings(store, collection),
         "scopes": [{"scope": s.scope, "lastIndexedAt": s.last_indexed_at} for s in store.scopes(collection)],
         "exportedAt": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -291,7 +292,7 @@ def _write(store: Store, path: Path, header: dict[str, Any], name: str) -> dict[
     for scope in header["scopes"]:
         if scope.get("lastIndexedAt"):
             store.mark_scope_indexed(name, scope["scope"], scope["lastIndexedAt"])
-    store.update_settings(name, header["settings"])
+    restore_settings(store, name, header["settings"])
     if name != header["collection"]:
         for table in ("runs", "cards"):
             for row in rows[table]:

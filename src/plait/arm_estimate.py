@@ -28,7 +28,10 @@ request's fusion object, or saved by ``plait calibrate``) takes precedence.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from plait.collection_settings import CollectionSettings
 
 __all__ = [
     "BASE_FLOOR",
@@ -85,12 +88,12 @@ def estimate_record(calibration: Mapping[str, Any], chunks: int) -> dict[str, An
     return {**calibration, "chunks": chunks, "ratio": round(ratio, 4), "base": base, "reason": reason}
 
 
-def saved_estimate(saved_settings: Mapping[str, Any]) -> tuple[float, str] | None:
+def saved_estimate(saved_settings: CollectionSettings) -> tuple[float, str] | None:
     """(base, reason) of the collection's saved estimate, or None when there is none or
     the collection's fusion settings name their own ``denseWeight``."""
-    record = saved_settings.get(ESTIMATE_KEY)
-    fusion = saved_settings.get("fusion") or {}
-    if not isinstance(record, dict) or "denseWeight" in fusion or "dense_weight" in fusion:
+    record = saved_settings.arm_estimate
+    fusion = saved_settings.fusion
+    if record is None or "denseWeight" in fusion or "dense_weight" in fusion:
         return None
     try:
         return float(record["base"]), str(record["reason"])

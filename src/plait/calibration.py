@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from plait.collection_settings import read_settings, write_settings
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, NotFoundError
 from plait.retrieval.pipeline import run_arms
@@ -171,15 +172,15 @@ def estimate_arms(store: Store, collection: str, embedder: Embedder) -> dict[str
     """Measure the collection's arm estimate (:mod:`plait.arm_estimate`), save it under
     ``armEstimate`` and return it; None (and any old estimate removed) when the
     collection has fewer than ``MIN_CHUNKS`` chunks or lacks vectors."""
-    from plait.arm_estimate import ESTIMATE_KEY, MIN_CHUNKS, SAMPLES, estimate_record
+    from plait.arm_estimate import MIN_CHUNKS, SAMPLES, estimate_record
 
     info = store.get_collection(collection)
     if info is None:
         return None
     if info.chunks < MIN_CHUNKS or info.chunks_without_vector > 0:
-        if store.get_settings(collection).get(ESTIMATE_KEY) is not None:
-            store.update_settings(collection, {ESTIMATE_KEY: None})
+        if read_settings(store, collection).arm_estimate is not None:
+            write_settings(store, collection, arm_estimate=None)
         return None
     record = estimate_record(to_json(calibrate(store, collection, embedder, samples=SAMPLES)), info.chunks)
-    store.update_settings(collection, {ESTIMATE_KEY: record})
+    write_settings(store, collection, arm_estimate=record)
     return record

@@ -26,7 +26,15 @@ from pydantic.alias_generators import to_camel
 from plait.errors import ConfigError, ValidationError
 from plait.stores.base import Store
 
-__all__ = ["SETTINGS_VERSION", "CollectionSettings", "parse_settings", "read_settings", "write_settings"]
+__all__ = [
+    "SETTINGS_VERSION",
+    "CollectionSettings",
+    "parse_settings",
+    "portable_settings",
+    "read_settings",
+    "restore_settings",
+    "write_settings",
+]
 
 SETTINGS_VERSION = 1
 
@@ -56,6 +64,8 @@ class CollectionSettings(BaseModel):
     continues it; None once the copy finished."""
     ask_gate: dict[str, Any] | None = None
     """Ask's gate calibration (:class:`plait.ask_gate.GateCalibration`, camelCase)."""
+    arm_estimate: dict[str, Any] | None = None
+    """The collection's arm estimate, the adaptive fusion's base (:mod:`plait.arm_estimate`)."""
 
 
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}
@@ -99,3 +109,16 @@ def write_settings(store: Store, collection: str, **changes: Any) -> CollectionS
     update = {_FIELDS[name]: getattr(checked, name) for name in changes}
     update["settingsVersion"] = SETTINGS_VERSION
     return parse_settings(store.update_settings(collection, update), collection=collection)
+
+
+def portable_settings(store: Store, collection: str) -> dict[str, Any]:
+    """The stored bag as it travels with the collection (``plait copy``, ``plait export``):
+    every key, those this version does not know included, as stored — less the marker of
+    an unfinished copy into it, which belongs to this store only."""
+    marker = _FIELDS["copy_in_progress"]
+    return {key: value for key, value in store.get_settings(collection).items() if key != marker}
+
+
+def restore_settings(store: Store, collection: str, bag: Mapping[str, Any]) -> None:
+    """Write a bag :func:`portable_settings` gave (from another store or an archive) as it is."""
+    store.update_settings(collection, bag)

@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import Field
 
 from plait.analysis import analyse, analyse_query
-from plait.collection_settings import read_settings, write_settings
+from plait.collection_settings import portable_settings, read_settings, restore_settings, write_settings
 from plait.errors import ConflictError, NotFoundError
 from plait.fields import lexical_text
 from plait.refinery.store import RefineryStore
@@ -192,9 +192,7 @@ def copy_collection(
     for scope in source.scopes(collection):
         if scope.last_indexed_at is not None:
             target.mark_scope_indexed(name, scope.scope, scope.last_indexed_at)
-    settings = dict(source.get_settings(collection))
-    settings.pop("copyInProgress", None)
-    target.update_settings(name, settings)
+    restore_settings(target, name, portable_settings(source, collection))
     runs, cards, keys = copy_records(source.records(), target.records(), collection)
     if name != collection:  # the rows keep the source's collection name: rename them
         _rename_records(target, collection, name)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from plait.collection_settings import CollectionSettings, read_settings
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError
 from plait.rerank.base import Reranker
@@ -85,14 +86,14 @@ class SearchService:
         collection: str,
         request: SearchRequest,
         *,
-        saved_settings: Mapping[str, Any] | None = None,
+        saved_settings: CollectionSettings | None = None,
     ) -> FusionSettings:
         """The collection's saved fusion defaults, overridden by the request.
 
         ``saved_settings`` is the collection's settings when the caller already read them.
         """
         if saved_settings is None:
-            saved_settings = self.store.get_settings(collection)
+            saved_settings = read_settings(self.store, collection)
         return request_settings(saved_settings, request)
 
     def trace(
@@ -143,12 +144,14 @@ class SearchService:
         collection: str,
         req: SearchRequest,
         *,
-        saved_settings: Mapping[str, Any] | None = None,
+        saved_settings: CollectionSettings | None = None,
     ) -> frozenset[str]:
         """Chunk ids of scopes searched only when named (FAQ cards: ``searchHidden``)."""
-        if saved_settings is None and not req.scopes:
-            saved_settings = self.store.get_settings(collection)
-        return hidden_chunks(saved_settings or {}, req.scopes)
+        if req.scopes:
+            return frozenset()
+        if saved_settings is None:
+            saved_settings = read_settings(self.store, collection)
+        return hidden_chunks(saved_settings, req.scopes)
 
     def _reranker(self, method: str) -> Reranker:
         if self.rerankers is None:

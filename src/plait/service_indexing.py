@@ -96,13 +96,12 @@ class IndexingMixin(EngineBase):
         """Re-measure the collection's arm estimate (:mod:`plait.arm_estimate`) after a
         run that left every chunk with a vector and changed something (or found no
         estimate yet). A failure is logged, never fails the run."""
-        from plait.arm_estimate import ESTIMATE_KEY
         from plait.calibration import estimate_arms
 
         changed = bool(
             report.chunks_added or report.chunks_updated or report.chunks_deleted or report.embedding.embedded
         )
-        if not report.complete or (not changed and self.store.get_settings(collection).get(ESTIMATE_KEY)):
+        if not report.complete or (not changed and read_settings(self.store, collection).arm_estimate):
             return report
         try:
             embedder, _ = self.embedder_for(collection)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait.collection_settings import CollectionSettings, read_settings
 from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import ConfigError, PlaitError, ProviderError
 from plait.evaluation.datasets import BeirDataset
@@ -178,7 +179,7 @@ def doc_ranking(chunk_ids: Sequence[str], doc_of: Mapping[str, str], depth: int)
 
 def saved_fusion(store: Store, collection: str) -> FusionSettings:
     """The collection's saved fusion defaults (what search uses), else the built-in ones."""
-    return _saved_fusion(store.get_settings(collection) if store.get_collection(collection) else {})
+    return _saved_fusion(read_settings(store, collection) if store.get_collection(collection) else CollectionSettings())
 
 
 def machine_info() -> dict[str, str]:

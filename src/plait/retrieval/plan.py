@@ -11,7 +11,7 @@ evaluation harness all go through these two.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from plait.analysis import STOPWORDS, analyse_query
 from plait.arm_estimate import saved_estimate
 from plait.autoweight import resolve_weight
 from plait.backfill import vector_coverage
+from plait.collection_settings import CollectionSettings, read_settings
 from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.fusion import fetch_depth, for_query
@@ -62,9 +63,9 @@ def lexical_terms(query: str) -> tuple[list[str], list[str]]:
     return exact, analysed.stems
 
 
-def saved_fusion(saved_settings: Mapping[str, Any]) -> FusionSettings:
+def saved_fusion(saved_settings: CollectionSettings) -> FusionSettings:
     """The collection's saved fusion defaults, else the built-in ones."""
-    saved = saved_settings.get("fusion", {})
+    saved = saved_settings.fusion
     settings = FusionSettings.model_validate(saved) if saved else FusionSettings()
     estimate = saved_estimate(saved_settings)
     if estimate is None:
@@ -72,7 +73,7 @@ def saved_fusion(saved_settings: Mapping[str, Any]) -> FusionSettings:
     return settings.model_copy(update={"estimated_base": estimate[0], "estimate_reason": estimate[1]})
 
 
-def request_settings(saved_settings: Mapping[str, Any], request: SearchRequest) -> FusionSettings:
+def request_settings(saved_settings: CollectionSettings, request: SearchRequest) -> FusionSettings:
     """The collection's saved fusion defaults, overridden by the request.
 
     Raises :class:`~plait.errors.ValidationError` when the request gives a knob the
@@ -80,7 +81,7 @@ def request_settings(saved_settings: Mapping[str, Any], request: SearchRequest) 
     collection's saved one, or the default ``adaptive``, does not take it)."""
     base = saved_fusion(saved_settings)
     if request.fusion is None:
-        where = " (the collection's method)" if saved_settings.get("fusion", {}).get("method") else " (the default)"
+        where = " (the collection's method)" if saved_settings.fusion.get("method") else " (the default)"
         problem = request.knob_problem(base.method, where=where)
         if problem:
             raise ValidationError(problem)
@@ -124,7 +125,7 @@ def mode_settings(settings: FusionSettings, mode: SearchMode) -> FusionSettings:
     )
 
 
-def hidden_chunks(saved_settings: Mapping[str, Any], scopes: Sequence[str] | None) -> frozenset[str]:
+def hidden_chunks(saved_settings: CollectionSettings, scopes: Sequence[str] | None) -> frozenset[str]:
     """Chunk ids of scopes searched only when named (FAQ cards: ``searchHidden``).
 
     The collection setting ``searchHidden`` maps a scope to its chunk ids; a request
@@ -132,8 +133,7 @@ def hidden_chunks(saved_settings: Mapping[str, Any], scopes: Sequence[str] | Non
     """
     if scopes:
         return frozenset()
-    saved = saved_settings.get(SEARCH_HIDDEN_KEY) or {}
-    return frozenset(cid for ids in saved.values() for cid in ids)
+    return frozenset(cid for ids in saved_settings.search_hidden.values() for cid in ids)
 
 
 def embed_query(
@@ -264,7 +264,7 @@ def plan_query(
     embedder: Embedder | None,
     embedder_note: str | None = None,
     info: CollectionInfo | None = None,
-    saved_settings: Mapping[str, Any] | None = None,
+    saved_settings: CollectionSettings | None = None,
     timings: dict[str, float] | None = None,
     also_hidden: frozenset[str] = frozenset(),
 ) -> QueryPlan:
@@ -279,7 +279,7 @@ def plan_query(
     if info is None:
         raise NotFoundError(f"collection {collection!r} does not exist")
     if saved_settings is None:
-        saved_settings = store.get_settings(collection)
+        saved_settings = read_settings(store, collection)
     timings = timings if timings is not None else {}
     started = time.perf_counter()
     plan = plan_for_text(
@@ -295,7 +295,7 @@ def plan_query(
         rerank=request.rerank,
         k_overfetch=request.k_overfetch,
     )
-    saved_method = (saved_settings.get("fusion") or {}).get("method")
+    saved_method = saved_settings.fusion.get("method")
     method_from = "request" if request.fusion is not None else ("collection" if saved_method else "default")
     from dataclasses import replace
 
