@@ -17,19 +17,40 @@ import plait
 ROOT = Path(plait.__file__).parent
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path) -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module → the plait modules it imports anywhere in its body."""
-    modules = _modules()
+def _targets(node: ast.AST, package: str, modules: dict[str, Path]) -> list[str]:
+    """The modules one import statement makes run: ``import a.b`` names ``a.b``;
+    ``from a.b import c`` names ``a.b.c`` when that is a module, and ``a.b`` itself
+    whenever ``a.b`` is a package — even for a submodule, the names are looked up in the
+    package's ``__init__``, whose own imports then run (``from plait import errors`` in
+    a module that ``plait/__init__`` imports is a cycle, though ``plait.errors`` is
+    one)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*parts, base] if base else parts)
+    targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    if base in modules and modules[base].name == "__init__.py":
+        targets.append(base)
+    return targets
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module → the modules of ``root``'s package it imports anywhere in its body."""
+    modules = _modules(root)
 
     def resolve(name: str) -> str | None:
         while name and name not in modules:
@@ -40,17 +61,8 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*parts, base] if base else parts)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
-            for target in targets:
-                if target.split(".")[0] != "plait":
+            for target in _targets(node, package, modules):
+                if target.split(".")[0] != root.name:
                     continue
                 resolved = resolve(target)
                 if resolved is not None and resolved != name:
@@ -99,6 +111,39 @@ def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
     assert "plait.searcher" in graph["plait.ask"]  # a TYPE_CHECKING import
     assert "plait.refinery" in graph["plait.service"]  # an import inside a method
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_cycle_through_the_package_init_is_a_cycle(tmp_path: Path) -> None:
+    """Regression: ``from plait import errors`` in plait.client_errors (imported by
+    plait.client, which plait/__init__ re-exports) was drawn as an edge to plait.errors
+    only, so the cycle client_errors → plait → client → client_errors went unseen."""
+    pkg = _package(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "from pkg.client import Client\n",
+            "errors.py": "class Error(Exception): ...\n",
+            "client.py": "from pkg.client_errors import fail\nclass Client: ...\n",
+            "client_errors.py": "from pkg import errors\ndef fail() -> None: ...\n",
+            "sub/__init__.py": "from pkg.sub.a import A\n",
+            "sub/a.py": "class A: ...\n",
+            "sub/b.py": "from . import a\n",
+        },
+    )
+    graph = import_graph(pkg)
+    assert graph["pkg.client_errors"] == {"pkg", "pkg.errors"}  # before: {"pkg.errors"}
+    assert graph["pkg.sub.b"] == {"pkg.sub", "pkg.sub.a"}  # a relative import from a package, too
+    assert cycles(graph) == [["pkg", "pkg.client", "pkg.client_errors"]]
+    # the way d016c4c fixed it: the module, not the package
+    (pkg / "client_errors.py").write_text("import pkg.errors as errors\ndef fail() -> None: ...\n", encoding="utf-8")
+    assert cycles(import_graph(pkg)) == []
 
 
 def test_src_plait_has_no_import_cycle() -> None:
