@@ -27,21 +27,23 @@ HTTP, and may take longer than a search: its ``timeout`` overrides the client's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
-from pydantic.alias_generators import to_camel
 
 from plait.ask import AskRequest, AskResult
 from plait.client_errors import error_from_response, error_from_transport
 from plait.coverage import CoverageReport
 from plait.errors import ConfigError, ServiceError
 from plait.explain_models import ExplainResult
+from plait.request_body import request_body
 from plait.retrieval.request import SearchRequest
 from plait.types import CollectionInfo, IndexReport, SearchResult
 
@@ -54,6 +56,8 @@ _USER_AGENT = "plait-client/0.1.0"
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -80,23 +84,7 @@ def _models(kind: type[M]) -> Callable[[Any], list[M]]:
     return parse
 
 
-def _options(values: Mapping[str, Any], *, skip: Sequence[str] = ("self", "collection")) -> dict[str, Any]:
-    """Keyword options (snake_case; None and empty = unset) as a camelCase request body."""
-    body: dict[str, Any] = {}
-    for name, value in values.items():
-        if name in skip or value is None:
-            continue
-        if isinstance(value, Mapping):
-            value = dict(value)
-        elif isinstance(value, Sequence) and not isinstance(value, str):
-            value = list(value)
-        if isinstance(value, (dict, list)) and not value:
-            continue  # Plait treats empty scopes / metadata as none given
-        body[to_camel(name)] = value
-    return body
-
-
-def _request_body(request: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+def _as_body(request: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(request, BaseModel):
         return request.model_dump(mode="json", by_alias=True, exclude_unset=True)
     return dict(request)
@@ -106,31 +94,95 @@ def _in(collection: str, *rest: str) -> str:
     return "/".join(["/v1/collections", quote(collection, safe=""), *rest])
 
 
-def _search(collection: str, body: Mapping[str, Any]) -> _Call[SearchResult]:
-    return _Call("POST", _in(collection, "search"), _model(SearchResult), body)
+# The calls, once for both clients: each builds its request from Plait's keyword options;
+# _sync / _asynchronous make the methods of Client / AsyncClient of them, with their
+# signatures (the same as Plait's: tests/api/test_client.py compares them).
 
 
-def _explain(collection: str, body: Mapping[str, Any]) -> _Call[ExplainResult]:
+def _search(
+    query: str,
+    *,
+    collection: str = "default",
+    k: int = 8,
+    fusion: str | None = None,
+    lexical_weight: float | str | None = None,
+    rrf_k: int | None = None,
+    overfetch: int | None = None,
+    threshold: float | None = None,
+    scopes: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    rerank: str | None = None,
+    k_overfetch: int | None = None,
+    offset: int = 0,
+    qa_first: bool = False,
+    language_prior: bool | None = None,
+    mode: str = "hybrid",
+    max_per_source: int | None = None,
+    group_by: str | None = None,
+) -> _Call[SearchResult]:
+    """Hybrid search, as :meth:`plait.Plait.search`."""
+    return _Call("POST", _in(collection, "search"), _model(SearchResult), request_body(locals()))
+
+
+def _search_request(collection: str, request: SearchRequest | Mapping[str, Any]) -> _Call[SearchResult]:
+    """Search with a request model (or its camelCase JSON form)."""
+    return _Call("POST", _in(collection, "search"), _model(SearchResult), _as_body(request))
+
+
+def _explain(
+    query: str,
+    *,
+    doc: str | None = None,
+    path: str | None = None,
+    chunk: str | None = None,
+    collection: str = "default",
+    **options: Any,
+) -> _Call[ExplainResult]:
+    """Why a document did (not) come back for ``query``, as :meth:`plait.Plait.explain`."""
+    body = request_body({"query": query, "doc": doc, "path": path, "chunk": chunk, **options}, skip=())
     return _Call("POST", _in(collection, "explain"), _model(ExplainResult), body)
 
 
-def _ask(collection: str, body: Mapping[str, Any]) -> _Call[AskResult]:
-    return _Call("POST", _in(collection, "ask"), _model(AskResult), body)
+def _ask(
+    question: str,
+    *,
+    collection: str = "default",
+    k: int | None = None,
+    qa_first: bool = False,
+    include_drafts: bool | None = None,
+    rerank: str | None = None,
+    scopes: Sequence[str] | None = None,
+    min_cosine: float | None = None,
+    min_term_coverage: float | None = None,
+    mode: str = "hybrid",
+) -> _Call[AskResult]:
+    """A grounded answer with ``[n]`` citations, as :meth:`plait.Plait.ask`."""
+    return _Call("POST", _in(collection, "ask"), _model(AskResult), request_body(locals()))
 
 
-def _coverage(collection: str) -> _Call[CoverageReport]:
+def _ask_request(collection: str, request: AskRequest | Mapping[str, Any]) -> _Call[AskResult]:
+    """Ask with a request model (or its camelCase JSON form)."""
+    return _Call("POST", _in(collection, "ask"), _model(AskResult), _as_body(request))
+
+
+def _coverage(*, collection: str = "default") -> _Call[CoverageReport]:
+    """Per scope: sources present against sources with chunks, vectors, last index."""
     return _Call("GET", _in(collection, "coverage"), _model(CoverageReport))
 
 
 def _collections() -> _Call[list[CollectionInfo]]:
+    """The collections the key covers, with model and counts."""
     return _Call("GET", "/v1/collections", _models(CollectionInfo))
 
 
-def _reindex(collection: str, timeout: float | None) -> _Call[IndexReport]:
+def _reindex(*, collection: str = "default", timeout: float | None = None) -> _Call[IndexReport]:
+    """Reindex on the server (maintainer role); ``timeout`` overrides the client's."""
     return _Call("POST", _in(collection, "reindex"), _model(IndexReport), timeout=timeout)
 
 
 def _health() -> _Call[dict[str, Any]]:
+    """``GET /healthz``: ``{"status": "ok", "auth": …, "defaultCollection": …}``."""
+
     def parse(data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise TypeError(f"expected a JSON object, got {type(data).__name__}")
@@ -139,10 +191,37 @@ def _health() -> _Call[dict[str, Any]]:
     return _Call("GET", "/healthz", parse)
 
 
-def _explain_body(
-    query: str, doc: str | None, path: str | None, chunk: str | None, options: Mapping[str, Any]
-) -> dict[str, Any]:
-    return _options({"query": query, "doc": doc, "path": path, "chunk": chunk, **options}, skip=())
+def _sync(build: Callable[P, _Call[T]]) -> Callable[Concatenate[Client, P], T]:
+    """The :class:`Client` method that sends the call ``build`` makes (its signature and docstring)."""
+
+    @functools.wraps(build)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._send(build(*args, **kwargs))
+
+    return _named(method, "Client", build)
+
+
+def _asynchronous(
+    build: Callable[P, _Call[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """The :class:`AsyncClient` coroutine method that sends the call ``build`` makes."""
+
+    @functools.wraps(build)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._send(build(*args, **kwargs))
+
+    return _named(method, "AsyncClient", build)
+
+
+def _named(method: F, owner: str, build: Callable[..., Any]) -> F:
+    """``method`` named as the method it becomes (``Client.search``, not ``_search``), with
+    ``build``'s signature after ``self``."""
+    method.__name__ = build.__name__.removeprefix("_")
+    method.__qualname__ = f"{owner}.{method.__name__}"
+    signature = inspect.signature(build)
+    self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    method.__signature__ = signature.replace(parameters=[self, *signature.parameters.values()])  # type: ignore[attr-defined]
+    return method
 
 
 class _Base:
@@ -239,84 +318,15 @@ class Client(_Base):
             raise self._failed(exc, call) from exc
         return self._read(response, call)
 
-    def search(
-        self,
-        query: str,
-        *,
-        collection: str = "default",
-        k: int = 8,
-        fusion: str | None = None,
-        lexical_weight: float | str | None = None,
-        rrf_k: int | None = None,
-        overfetch: int | None = None,
-        threshold: float | None = None,
-        scopes: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        rerank: str | None = None,
-        k_overfetch: int | None = None,
-        offset: int = 0,
-        qa_first: bool = False,
-        language_prior: bool | None = None,
-        mode: str = "hybrid",
-        max_per_source: int | None = None,
-        group_by: str | None = None,
-    ) -> SearchResult:
-        """Hybrid search, as :meth:`plait.Plait.search`."""
-        return self._send(_search(collection, _options(locals())))
-
-    def search_request(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> SearchResult:
-        """Search with a request model (or its camelCase JSON form)."""
-        return self._send(_search(collection, _request_body(request)))
-
-    def explain(
-        self,
-        query: str,
-        *,
-        doc: str | None = None,
-        path: str | None = None,
-        chunk: str | None = None,
-        collection: str = "default",
-        **options: Any,
-    ) -> ExplainResult:
-        """Why a document did (not) come back for ``query``, as :meth:`plait.Plait.explain`."""
-        return self._send(_explain(collection, _explain_body(query, doc, path, chunk, options)))
-
-    def ask(
-        self,
-        question: str,
-        *,
-        collection: str = "default",
-        k: int | None = None,
-        qa_first: bool = False,
-        include_drafts: bool | None = None,
-        rerank: str | None = None,
-        scopes: Sequence[str] | None = None,
-        min_cosine: float | None = None,
-        min_term_coverage: float | None = None,
-        mode: str = "hybrid",
-    ) -> AskResult:
-        """A grounded answer with ``[n]`` citations, as :meth:`plait.Plait.ask`."""
-        return self._send(_ask(collection, _options(locals())))
-
-    def ask_request(self, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
-        """Ask with a request model (or its camelCase JSON form)."""
-        return self._send(_ask(collection, _request_body(request)))
-
-    def coverage(self, *, collection: str = "default") -> CoverageReport:
-        """Per scope: sources present against sources with chunks, vectors, last index."""
-        return self._send(_coverage(collection))
-
-    def collections(self) -> list[CollectionInfo]:
-        """The collections the key covers, with model and counts."""
-        return self._send(_collections())
-
-    def reindex(self, *, collection: str = "default", timeout: float | None = None) -> IndexReport:
-        """Reindex on the server (maintainer role); ``timeout`` overrides the client's."""
-        return self._send(_reindex(collection, timeout))
-
-    def health(self) -> dict[str, Any]:
-        """``GET /healthz``: ``{"status": "ok", "auth": …, "defaultCollection": …}``."""
-        return self._send(_health())
+    search = _sync(_search)
+    search_request = _sync(_search_request)
+    explain = _sync(_explain)
+    ask = _sync(_ask)
+    ask_request = _sync(_ask_request)
+    coverage = _sync(_coverage)
+    collections = _sync(_collections)
+    reindex = _sync(_reindex)
+    health = _sync(_health)
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -361,84 +371,15 @@ class AsyncClient(_Base):
             raise self._failed(exc, call) from exc
         return self._read(response, call)
 
-    async def search(
-        self,
-        query: str,
-        *,
-        collection: str = "default",
-        k: int = 8,
-        fusion: str | None = None,
-        lexical_weight: float | str | None = None,
-        rrf_k: int | None = None,
-        overfetch: int | None = None,
-        threshold: float | None = None,
-        scopes: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        rerank: str | None = None,
-        k_overfetch: int | None = None,
-        offset: int = 0,
-        qa_first: bool = False,
-        language_prior: bool | None = None,
-        mode: str = "hybrid",
-        max_per_source: int | None = None,
-        group_by: str | None = None,
-    ) -> SearchResult:
-        """Hybrid search, as :meth:`plait.Plait.search`."""
-        return await self._send(_search(collection, _options(locals())))
-
-    async def search_request(self, collection: str, request: SearchRequest | Mapping[str, Any]) -> SearchResult:
-        """Search with a request model (or its camelCase JSON form)."""
-        return await self._send(_search(collection, _request_body(request)))
-
-    async def explain(
-        self,
-        query: str,
-        *,
-        doc: str | None = None,
-        path: str | None = None,
-        chunk: str | None = None,
-        collection: str = "default",
-        **options: Any,
-    ) -> ExplainResult:
-        """Why a document did (not) come back for ``query``, as :meth:`plait.Plait.explain`."""
-        return await self._send(_explain(collection, _explain_body(query, doc, path, chunk, options)))
-
-    async def ask(
-        self,
-        question: str,
-        *,
-        collection: str = "default",
-        k: int | None = None,
-        qa_first: bool = False,
-        include_drafts: bool | None = None,
-        rerank: str | None = None,
-        scopes: Sequence[str] | None = None,
-        min_cosine: float | None = None,
-        min_term_coverage: float | None = None,
-        mode: str = "hybrid",
-    ) -> AskResult:
-        """A grounded answer with ``[n]`` citations, as :meth:`plait.Plait.ask`."""
-        return await self._send(_ask(collection, _options(locals())))
-
-    async def ask_request(self, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
-        """Ask with a request model (or its camelCase JSON form)."""
-        return await self._send(_ask(collection, _request_body(request)))
-
-    async def coverage(self, *, collection: str = "default") -> CoverageReport:
-        """Per scope: sources present against sources with chunks, vectors, last index."""
-        return await self._send(_coverage(collection))
-
-    async def collections(self) -> list[CollectionInfo]:
-        """The collections the key covers, with model and counts."""
-        return await self._send(_collections())
-
-    async def reindex(self, *, collection: str = "default", timeout: float | None = None) -> IndexReport:
-        """Reindex on the server (maintainer role); ``timeout`` overrides the client's."""
-        return await self._send(_reindex(collection, timeout))
-
-    async def health(self) -> dict[str, Any]:
-        """``GET /healthz``."""
-        return await self._send(_health())
+    search = _asynchronous(_search)
+    search_request = _asynchronous(_search_request)
+    explain = _asynchronous(_explain)
+    ask = _asynchronous(_ask)
+    ask_request = _asynchronous(_ask_request)
+    coverage = _asynchronous(_coverage)
+    collections = _asynchronous(_collections)
+    reindex = _asynchronous(_reindex)
+    health = _asynchronous(_health)
 
     async def aclose(self) -> None:
         """Release the connection pool."""

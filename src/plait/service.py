@@ -32,6 +32,7 @@ from plait.embeddings.guard import (
 from plait.errors import ConfigError, NotFoundError
 from plait.events import EngineEvents
 from plait.llm import LLM
+from plait.request_body import request_body
 from plait.rerank import Reranker
 from plait.search import SearchService
 from plait.service_indexing import IndexingMixin
@@ -150,18 +151,7 @@ class Plait(IndexingMixin, QueryingMixin):
     ) -> AskResult:
         """An answer grounded in the collection, with ``[n]`` citations (see :mod:`plait.ask`);
         ``mode`` is the search's (``hybrid``, ``lexical`` or ``vector``)."""
-        request = {
-            "question": question,
-            "mode": mode,
-            "k": k,
-            "qaFirst": qa_first,
-            "includeDrafts": include_drafts,
-            "rerank": rerank,
-            "scopes": list(scopes) if scopes else None,
-            "minCosine": min_cosine,
-            "minTermCoverage": min_term_coverage,
-        }
-        return self.ask_request(collection, request)
+        return self.ask_request(collection, request_body(locals()))
 
     @valid_text
     def ask_request(self, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:

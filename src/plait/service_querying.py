@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from plait._text import valid_text
@@ -10,6 +11,7 @@ from plait.embeddings import Embedder
 from plait.embeddings.guard import GuardedEmbedder
 from plait.errors import NotFoundError
 from plait.ingest import check_model
+from plait.request_body import request_body
 from plait.retrieval.request import validated
 from plait.search import SearchRequest
 from plait.service_base import NONE as _NONE
@@ -22,6 +24,15 @@ if TYPE_CHECKING:
     from plait.explain import ExplainResult
 
 __all__ = ["QueryingMixin"]
+
+
+@dataclass(frozen=True)
+class _QuerySetup:
+    """The embedder, its note and the hidden chunks one query runs with (:meth:`QueryingMixin._query_setup`)."""
+
+    embedder: Embedder | None
+    note: str | None
+    hidden: frozenset[str]
 
 
 class QueryingMixin(EngineBase):
@@ -66,28 +77,7 @@ class QueryingMixin(EngineBase):
         rest counted in ``more_from_source``); ``group_by="source"`` returns one entry per
         source in ``groups`` (see :mod:`plait.retrieval.diversity`).
         """
-        request = {
-            "query": query,
-            "k": k,
-            "mode": mode,
-            "maxPerSource": max_per_source,
-            "groupBy": group_by,
-            "fusion": fusion,
-            "lexicalWeight": lexical_weight,
-            "rrfK": rrf_k,
-            "overfetch": overfetch,
-            "threshold": threshold,
-            "languagePrior": language_prior,
-            "scopes": list(scopes) if scopes else None,
-            "metadata": dict(metadata) if metadata else None,
-            "rerank": rerank,
-            "offset": offset,
-        }
-        if k_overfetch is not None:
-            request["kOverfetch"] = k_overfetch
-        if qa_first:
-            request["qaFirst"] = True
-        return self.search_request(collection, request)
+        return self.search_request(collection, request_body(locals()))
 
     @valid_text
     def search_request(
@@ -101,25 +91,46 @@ class QueryingMixin(EngineBase):
 
         ``drafts_visible=False`` (a reader over HTTP or MCP) hides the FAQ cards not yet
         approved from a search that names the ``faq-card`` scope."""
-        info = self.store.get_collection(collection)
-        if info is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
+        info = self._collection(collection)
         if _wants_qa_first(request):
             return self.refinery.search(collection, request, drafts_visible=drafts_visible)
-        embedder, name = self.embedder_for(collection, info=info)
-        check_model(self.store, collection, embedder, info=info)
-        note = "embedder 'none' selected (lexical only)" if name == _NONE else None
-        guarded = self._guarded(embedder, info)
-        hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
+        setup = self._query_setup(collection, request, info=info, drafts_visible=drafts_visible)
         with self.metered(collection, "query"):
             result = self._search.search(
-                collection, request, embedder=guarded, embedder_note=note, info=info, also_hidden=hidden
+                collection, request, embedder=setup.embedder, embedder_note=setup.note, info=info,
+                also_hidden=setup.hidden,
             )
         empty = self._empty_scopes(collection, validated(request).scopes)
         if empty:
             result = result.model_copy(update={"notes": [*result.notes, empty]})
         self.events.searched(collection, result)
         return with_snippets(result)
+
+    def _collection(self, collection: str) -> CollectionInfo:
+        """The collection, or NotFoundError."""
+        info = self.store.get_collection(collection)
+        if info is None:
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        return info
+
+    def _query_setup(
+        self,
+        collection: str,
+        request: SearchRequest | Mapping[str, Any],
+        *,
+        info: CollectionInfo,
+        drafts_visible: bool,
+    ) -> _QuerySetup:
+        """What a search, explain or arms view of ``request`` runs with: the collection's
+        embedder (its model checked against the stored vectors, guarded), the note when it
+        is ``none``, and the draft cards hidden from a caller who may not see them."""
+        embedder, name = self.embedder_for(collection, info=info)
+        check_model(self.store, collection, embedder, info=info)
+        return _QuerySetup(
+            embedder=self._guarded(embedder, info),
+            note="embedder 'none' selected (lexical only)" if name == _NONE else None,
+            hidden=frozenset() if drafts_visible else self._draft_card_chunks(collection, request),
+        )
 
     def _empty_scopes(self, collection: str, scopes: Sequence[str] | None) -> str | None:
         """A note naming the asked scopes that hold no chunk, and the scopes that do."""
@@ -182,14 +193,9 @@ class QueryingMixin(EngineBase):
         """
         from plait.explain import explain
 
-        info = self.store.get_collection(collection)
-        if info is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
-        embedder, name = self.embedder_for(collection, info=info)
-        check_model(self.store, collection, embedder, info=info)
-        note = "embedder 'none' selected (lexical only)" if name == _NONE else None
-        request = {"query": query, **_camel_options(options)}
-        hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
+        info = self._collection(collection)
+        request = {"query": query, **request_body(options, skip=())}
+        setup = self._query_setup(collection, request, info=info, drafts_visible=drafts_visible)
         with self.metered(collection, "query"):
             return explain(
                 self._search,
@@ -198,11 +204,11 @@ class QueryingMixin(EngineBase):
                 doc=doc,
                 path=path,
                 chunk=chunk,
-                embedder=self._guarded(embedder, info),
-                embedder_note=note,
+                embedder=setup.embedder,
+                embedder_note=setup.note,
                 roots=self.recorded_roots(collection),
                 walk=self._walker(collection),
-                also_hidden=hidden,
+                also_hidden=setup.hidden,
             )
 
     # the web page's debug views (plait.cockpit) ----------------------------------
@@ -218,16 +224,11 @@ class QueryingMixin(EngineBase):
         """The lexical, dense and fused lists of one search, side by side (top ``limit``)."""
         from plait.cockpit import arm_lists
 
-        info = self.store.get_collection(collection)
-        if info is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
-        embedder, name = self.embedder_for(collection, info=info)
-        check_model(self.store, collection, embedder, info=info)
-        note = "embedder 'none' selected (lexical only)" if name == _NONE else None
-        hidden = frozenset() if drafts_visible else self._draft_card_chunks(collection, request)
+        info = self._collection(collection)
+        setup = self._query_setup(collection, request, info=info, drafts_visible=drafts_visible)
         trace = self._search.trace(
-            collection, request, embedder=self._guarded(embedder, info), embedder_note=note,
-            info=info, also_hidden=hidden,
+            collection, request, embedder=setup.embedder, embedder_note=setup.note, info=info,
+            also_hidden=setup.hidden,
         )
         return arm_lists(self.store, collection, trace, limit=limit)
 
@@ -240,8 +241,7 @@ class QueryingMixin(EngineBase):
         ``drafts_visible=False`` (a reader) leaves out the draft FAQ cards' sources."""
         from plait.cockpit import source_list
 
-        if self.store.get_collection(collection) is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
+        self._collection(collection)
         if drafts_visible:
             return source_list(self.store, collection, self.recorded_roots(collection), prefix=prefix, limit=limit)
         drafts = set(self._draft_card_sources(collection))
@@ -258,22 +258,10 @@ class QueryingMixin(EngineBase):
         from plait.cockpit import chunk_view, missing_chunk
         from plait.refinery.models import CARD_SCOPE
 
-        if self.store.get_collection(collection) is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
+        self._collection(collection)
         if not drafts_visible and chunk_id in self._draft_card_chunks(collection, {"scopes": [CARD_SCOPE]}):
             raise missing_chunk(collection, chunk_id)
         return chunk_view(self.store, collection, chunk_id)
-
-
-def _camel_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Search keyword options (snake_case, None = unset) as request JSON keys."""
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        if value is None:
-            continue
-        head, *rest = key.split("_")
-        out[head + "".join(part.title() for part in rest)] = list(value) if key == "scopes" else value
-    return out
 
 
 def _wants_qa_first(request: SearchRequest | Mapping[str, Any]) -> bool:

@@ -252,6 +252,23 @@ def test_same_signatures_as_plait() -> None:
                 assert client[param].kind == spec.kind, (kind.__name__, name, param)
 
 
+def test_one_rule_builds_the_request_body_for_the_facade_and_both_clients() -> None:
+    """Plait.search/ask/explain and the clients build their camelCase body with
+    plait.request_body; the clients' methods are made once for sync and async."""
+    from plait.request_body import request_body
+
+    body = request_body(
+        {"self": object(), "collection": "c", "query": "q", "k": 3, "rrf_k": None, "k_overfetch": 40,
+         "scopes": ("docs", "faq"), "metadata": {}, "qa_first": False, "max_per_source": 2}
+    )
+    assert body == {"query": "q", "k": 3, "kOverfetch": 40, "scopes": ["docs", "faq"], "qaFirst": False, "maxPerSource": 2}
+    assert request_body({"collection": "kept", "doc": "d"}, skip=()) == {"collection": "kept", "doc": "d"}
+    assert (Client.search.__qualname__, AsyncClient.ask.__qualname__) == ("Client.search", "AsyncClient.ask")
+    assert not inspect.iscoroutinefunction(Client.search)
+    assert all(inspect.iscoroutinefunction(getattr(AsyncClient, name)) for name in ("search", "explain", "health"))
+    assert Client.search.__doc__ == AsyncClient.search.__doc__ == "Hybrid search, as :meth:`plait.Plait.search`."
+
+
 # -- no answer, or not plait's answer ----------------------------------------------------
 
 
