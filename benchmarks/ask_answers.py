@@ -47,7 +47,8 @@ if str(ROOT / "src") not in sys.path:
     sys.path.append(str(ROOT / "src"))
 
 from plait import ask_gate
-from plait.ask_gate import GATE_KEY, Gate, GateCalibration, threshold, verdict
+from plait.ask_gate import Gate, GateCalibration, threshold, verdict
+from plait.collection_settings import read_settings
 from plait.embeddings import make_embedder
 from plait.embeddings.cache import CachedEmbedder
 from plait.llm import OllamaLLM
@@ -156,8 +157,7 @@ def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, fa
         with Plait(str(store), embedder=embedder, llm="none") as engine, Plait(
             str(store), embedder=embedder, llm=llm
         ) as with_llm:
-            saved = engine.store.get_settings("default")
-            calibration = GateCalibration.model_validate(saved[GATE_KEY])
+            calibration = GateCalibration.model_validate(read_settings(engine.store, "default").ask_gate)
             doc_of = {
                 cid: chunk.source_id
                 for cid, chunk in engine.store.get_chunks("default", sorted(engine.store.chunk_ids("default"))).items()

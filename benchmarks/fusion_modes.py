@@ -55,6 +55,7 @@ if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
 from plait.calibration import calibrate
+from plait.collection_settings import read_settings
 from plait.evaluation.metrics import mean_scores, per_query, run_from_rankings
 from plait.evaluation.prepare import prepared
 from plait.evaluation.runner import (
@@ -143,7 +144,7 @@ def run(dataset: str, embedder: str, *, split: str = "test", cache: Path | None 
         t = time.perf_counter()
         cal = calibrate(ready.store, ready.collection, ready.embedder)
         cal_seconds = round(time.perf_counter() - t, 1)
-        saved_settings = ready.store.get_settings(ready.collection)
+        estimate = read_settings(ready.store, ready.collection).arm_estimate
         saved = saved_fusion(ready.store, ready.collection)
         scores: dict[str, dict[str, dict[str, float]]] = {}
         weights: dict[str, list[float]] = {}
@@ -185,7 +186,7 @@ def run(dataset: str, embedder: str, *, split: str = "test", cache: Path | None 
             "run": f"{dataset}/{split}:{embedder}",
             "split": split,
             "chosenOn": (dataset, split) in CHOSEN_ON,
-            "armEstimate": saved_settings.get("armEstimate"),
+            "armEstimate": estimate,
             "embedder": f"{ready.embedder.provider}/{ready.embedder.model}",
             "queries": len(queries),
             "chunks": info.chunks,

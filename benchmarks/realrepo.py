@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.append(str(ROOT / "src"))  # after PYTHONPATH, so another checkout can be measured
 
+from plait.collection_settings import read_settings
 from plait.embeddings import make_embedder
 from plait.embeddings.cache import CachedEmbedder
 from plait.evaluation.runner import collect_arms
@@ -106,7 +107,7 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
             started = time.perf_counter()
             report = engine.index(repo)
             index_s = time.perf_counter() - started
-            estimate = engine.store.get_settings("default").get("armEstimate")
+            estimate = read_settings(engine.store, "default").arm_estimate
             texts = {qid: q["text"] for qid, q in answerable.items()}
             arms = collect_arms(engine.store, "default", texts, embedder=embedder, limit=CHUNK_DEPTH)
             doc_of = dict(arms.doc_of)
