@@ -22,11 +22,13 @@ from plait.usage import UsageRow
 
 __all__ = [
     "BM25Params",
+    "BulkStore",
     "ChunkState",
     "Filters",
     "ReplaceCounts",
     "ScopeInfo",
     "SourceInfo",
+    "SourceWrite",
     "Store",
     "StoredChunk",
     "TwoArmStore",
@@ -41,6 +43,16 @@ class StoredChunk:
     exact: Sequence[str]
     stems: Sequence[str]
     vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceWrite:
+    """One source of a :meth:`BulkStore.replace_sources` call: make it hold ``chunks``."""
+
+    source_id: str
+    scope: str
+    chunks: Sequence[StoredChunk]
+    root: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,4 +310,16 @@ class TwoArmStore(Protocol):
     ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
         """``(lexical_search(...), vector_search(...))`` with the same arguments, in one
         request; the dense list is empty when ``vector`` is None."""
+        ...
+
+
+@runtime_checkable
+class BulkStore(Protocol):
+    """A store that replaces many sources in one transaction (fewer round trips and
+    statements per chunk than one :meth:`Store.replace_source` call per source)."""
+
+    def replace_sources(self, collection: str, writes: Sequence[SourceWrite]) -> list[ReplaceCounts]:
+        """Each source of ``writes`` as :meth:`Store.replace_source` (without ``claim``)
+        would leave it, all in one transaction: every source written, or none. Returns
+        their counts in order. A source may appear once."""
         ...

@@ -38,6 +38,7 @@ from plait.stores.base import (
     ReplaceCounts,
     ScopeInfo,
     SourceInfo,
+    SourceWrite,
     StoredChunk,
 )
 from plait.stores.postgres_base import now as _now
@@ -45,6 +46,7 @@ from plait.stores.postgres_base import vec as _vec
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
 from plait.stores.postgres_search import PostgresSearch
+from plait.stores.postgres_write import check_dimension, write_sources
 from plait.stores.records import Records
 from plait.stores.records_import import import_side_files
 from plait.types import Chunk, CollectionInfo, Origin
@@ -268,23 +270,6 @@ class PostgresStore(PostgresSearch):
         rows.sort(key=lambda r: order[r[0]])
         return {r[0]: _vec(r[1]) for r in rows}
 
-    @staticmethod
-    def _check_dimension(collection: str, dimension: int | None, vector: np.ndarray) -> None:
-        if vector.ndim != 1:
-            raise StoreError(f"a vector must be one-dimensional, got shape {vector.shape}")
-        if dimension is not None and vector.shape[0] != dimension:
-            raise StoreError(
-                f"vector has {vector.shape[0]} dimensions, collection {collection!r} "
-                f"holds {dimension}-d vectors"
-            )
-
-    @staticmethod
-    def _lexical(tokens: Sequence[str]) -> str:
-        for token in tokens:
-            if not token or any(c.isspace() for c in token):
-                raise StoreError(f"lexical token {token!r} is empty or contains whitespace")
-        return " ".join(tokens)
-
     def replace_source(
         self,
         collection: str,
@@ -295,7 +280,6 @@ class PostgresStore(PostgresSearch):
         root: str = "",
         claim: bool = False,
     ) -> ReplaceCounts:
-        added = updated = unchanged = 0
         with self._tx() as conn:
             cid, dimension = self._collection(conn, collection, lock=True)  # writers queue here
             if claim:
@@ -305,77 +289,23 @@ class PostgresStore(PostgresSearch):
                 ).fetchone()
                 if owner is not None and owner[0] and owner[0] != root:
                     return ReplaceCounts(conflict=str(owner[0]))
-            existing = {
-                r[0]: (r[1], r[2], r[3])
-                for r in conn.execute(
-                    "SELECT chunk_id, id, content_hash, vector IS NOT NULL FROM plait_chunks "
-                    "WHERE collection_id = %s AND source_id = %s",
-                    (cid, source_id),
-                )
-            }
-            keep: set[str] = set()
-            to_delete: list[int] = []
-            inserts: list[tuple[Any, ...]] = []
-            for item in chunks:
-                chunk = item.chunk
-                vector = None if item.vector is None else _vec(item.vector)
-                if vector is not None:
-                    self._check_dimension(collection, dimension, vector)
-                origin = Jsonb(chunk.origin.model_dump(mode="json", by_alias=True))
-                metadata = Jsonb(chunk.metadata)
-                old = existing.get(chunk.id)
-                if old is not None and old[1] == chunk.content_hash:
-                    keep.add(chunk.id)
-                    unchanged += 1
-                    conn.execute(
-                        "UPDATE plait_chunks SET scope = %s, ordinal = %s, origin = %s, "
-                        "metadata = %s, vector = coalesce(%s, vector) WHERE collection_id = %s AND id = %s",
-                        (scope, chunk.ordinal, origin, metadata, vector, cid, old[0]),
-                    )
-                    continue
-                if old is not None:
-                    updated += 1
-                    keep.add(chunk.id)
-                    to_delete.append(old[0])
-                else:
-                    added += 1
-                inserts.append(
-                    (
-                        cid, chunk.id, chunk.source_id, scope, chunk.ordinal, chunk.content,
-                        chunk.content_hash, origin, metadata, vector,
-                        self._lexical(item.exact), self._lexical(item.stems),
-                    )
-                )
-            deleted = [v[0] for k, v in existing.items() if k not in keep]
-            to_delete.extend(deleted)
-            if to_delete:
-                conn.execute(
-                    "DELETE FROM plait_chunks WHERE collection_id = %s AND id = ANY(%s)",
-                    (cid, to_delete),
-                )
-            if inserts:
-                self._written += len(inserts)
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO plait_chunks (collection_id, chunk_id, source_id, scope, "
-                        "ordinal, content, content_hash, origin, metadata, vector, lex_exact, "
-                        "lex_stems) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        inserts,
-                    )
-            if chunks:
-                conn.execute(
-                    "INSERT INTO plait_sources (collection_id, source_id, scope, indexed_at, root) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (collection_id, source_id) "
-                    "DO UPDATE SET scope = excluded.scope, indexed_at = excluded.indexed_at, "
-                    "root = excluded.root",
-                    (cid, source_id, scope, _now(), root),
-                )
-            else:
-                conn.execute(
-                    "DELETE FROM plait_sources WHERE collection_id = %s AND source_id = %s",
-                    (cid, source_id),
-                )
-        return ReplaceCounts(added, updated, unchanged, len(deleted))
+            counts, inserted = write_sources(
+                conn, cid, dimension, collection, [SourceWrite(source_id, scope, chunks, root)]
+            )
+        self._written += inserted
+        return counts[0]
+
+    def replace_sources(self, collection: str, writes: Sequence[SourceWrite]) -> list[ReplaceCounts]:
+        """Many sources in one transaction (:class:`~plait.stores.base.BulkStore`): one
+        lock, one ``DELETE``, one multi-row ``INSERT`` per 2,000 new chunks, so the
+        statistics triggers run once per statement (:mod:`plait.stores.postgres_write`)."""
+        if not writes:
+            return []
+        with self._tx() as conn:
+            cid, dimension = self._collection(conn, collection, lock=True)
+            counts, inserted = write_sources(conn, cid, dimension, collection, writes)
+        self._written += inserted
+        return counts
 
     def delete_source(self, collection: str, source_id: str) -> int:
         return self.replace_source(collection, source_id, "", []).deleted
@@ -389,7 +319,7 @@ class PostgresStore(PostgresSearch):
             self._write_usage(conn, cid, usage)
             for chunk_id, vector in vectors.items():
                 value = _vec(vector)
-                self._check_dimension(collection, dimension, value)
+                check_dimension(collection, dimension, value)
                 cur = conn.execute(
                     "UPDATE plait_chunks SET vector = %s WHERE collection_id = %s AND chunk_id = %s",
                     (value, cid, chunk_id),
