@@ -2,15 +2,19 @@
 
 ``copy_collection(source, target, name)`` moves everything a collection is — its chunks
 with both lexical fields and their vectors, the model record, the settings, the scopes'
-last-indexed times, the refinery runs and FAQ cards, and the API keys that cover it —
-from one :class:`~plait.stores.base.Store` to another (SQLite, PostgreSQL, Milvus, in
-any direction). Vectors are read from the source and written as they are: no embedder
+last-indexed times, the refinery runs and FAQ cards, the API keys that cover it, and its
+usage-metering rows (``plait usage``, the history of its provider calls) — from one
+:class:`~plait.stores.base.Store` to another (SQLite, PostgreSQL, Milvus, in any
+direction). Vectors are read from the source and written as they are: no embedder
 is involved. The lexical fields are re-derived from each chunk by the analyser the
 indexer uses (:func:`plait.analysis.analyse` of :func:`plait.fields.lexical_text`), so
 they are exactly what an index run would write.
 
-One source is one batch, written with :meth:`~plait.stores.base.Store.replace_source`
-(atomic: old or new, never half), so a killed copy leaves whole sources only. The
+Each source is written atomically (old or new, never half) — by
+:meth:`~plait.stores.base.Store.replace_source`, or, into a store that writes many
+sources in one transaction (:class:`~plait.stores.base.BulkStore`: PostgreSQL), by
+:meth:`~plait.stores.base.BulkStore.replace_sources` in batches of whole sources of about
+``batch_chunks`` chunks — so a killed copy leaves whole sources only. The
 target collection carries a ``copy`` marker in its settings until the copy finishes; a
 re-run sees it, skips every source the target already holds identically (same chunk
 ids, content hashes and vector presence) and writes the rest — it never duplicates.
@@ -36,18 +40,20 @@ from pydantic import Field
 
 from plait.analysis import analyse, analyse_query
 from plait.collection_settings import portable_settings, read_settings, restore_settings, write_settings
-from plait.errors import ConflictError, NotFoundError
+from plait.errors import ConflictError, NotFoundError, ValidationError
 from plait.fields import lexical_text
 from plait.refinery.store import RefineryStore
-from plait.stores.base import Store, StoredChunk
+from plait.stores.base import BulkStore, SourceWrite, Store, StoredChunk
 from plait.stores.records_import import copy_records
 from plait.types import Model
+from plait.usage import USAGE_COUNTS, usage_counts, usage_key
 
 __all__ = [
     "CopyProgress",
     "CopyReport",
     "CopyVerification",
     "copy_collection",
+    "copy_usage",
     "read_source",
     "source_checksum",
     "verify_copy",
@@ -93,6 +99,8 @@ class CopyReport(Model):
     runs: int
     cards: int
     keys: int
+    usage_rows: int = 0
+    """Usage-metering rows (``plait usage``) of the collection brought to the target."""
     seconds: float
     chunks_per_second: float
     verification: CopyVerification | None = None
@@ -168,32 +176,58 @@ def copy_collection(
     replace: bool = False,
     verify: bool = True,
     sample_queries: int = 20,
+    batch_chunks: int = 2000,
     progress: CopyProgress | None = None,
 ) -> CopyReport:
     """Copy ``collection`` from ``source`` to ``target`` (as ``target_name``, default the
     same name); see the module docstring. Raises :class:`ConflictError` for a non-empty
-    target collection that is not an unfinished copy, unless ``replace``."""
+    target collection that is not an unfinished copy, unless ``replace``. A target that
+    writes many sources in one transaction (:class:`~plait.stores.base.BulkStore`:
+    PostgreSQL) gets whole sources in batches of about ``batch_chunks`` chunks."""
     name = target_name or collection
+    if batch_chunks < 1:
+        raise ValidationError(f"batch_chunks must be at least 1, got {batch_chunks}")
     started = time.perf_counter()
     _prepare_target(source, target, collection, name, replace=replace)
     sources = source.list_sources(collection)
+    present = {s.source_id for s in target.list_sources(name)}  # a resumed copy's sources
     copied = already = chunks = vectors = 0
+    bulk = target if isinstance(target, BulkStore) else None
+    pending: list[SourceWrite] = []
+    batched = 0  # chunks in ``pending``
+    reported = 0  # sources given to ``progress``: only once their batch is written
+
+    def flush(done: int) -> None:
+        nonlocal pending, batched, reported
+        if pending and bulk is not None:
+            bulk.replace_sources(name, pending)
+        pending, batched = [], 0
+        if progress is not None:
+            for at in range(reported + 1, done + 1):
+                progress(at, len(sources), chunks)
+        reported = done
+
     for done, info in enumerate(sources, start=1):
-        if _same_state(source, target, collection, name, info.source_id):
+        if info.source_id in present and _same_state(source, target, collection, name, info.source_id):
             already += 1
         else:
             items = read_source(source, collection, info.source_id)
-            target.replace_source(name, info.source_id, info.scope, items, root=info.root)
+            if bulk is None:
+                target.replace_source(name, info.source_id, info.scope, items, root=info.root)
+            else:
+                pending.append(SourceWrite(info.source_id, info.scope, items, info.root))
+                batched += len(items)
             copied += 1
             chunks += len(items)
             vectors += sum(1 for item in items if item.vector is not None)
-        if progress is not None:
-            progress(done, len(sources), chunks)
+        if bulk is None or batched >= batch_chunks or done == len(sources):
+            flush(done)
     for scope in source.scopes(collection):
         if scope.last_indexed_at is not None:
             target.mark_scope_indexed(name, scope.scope, scope.last_indexed_at)
     restore_settings(target, name, portable_settings(source, collection))
     runs, cards, keys = copy_records(source.records(), target.records(), collection)
+    usage = copy_usage(source, target, collection, target_name=name)
     if name != collection:  # the rows keep the source's collection name: rename them
         _rename_records(target, collection, name)
     seconds = time.perf_counter() - started
@@ -210,10 +244,29 @@ def copy_collection(
         runs=runs,
         cards=cards,
         keys=keys,
+        usage_rows=usage,
         seconds=round(seconds, 3),
         chunks_per_second=round(chunks / seconds, 1) if seconds > 0 else 0.0,
         verification=checked,
     )
+
+
+def copy_usage(source: Store, target: Store, collection: str, *, target_name: str | None = None) -> int:
+    """Bring the target collection's usage rows up to the source's (``plait usage`` is the
+    collection's history of provider calls; it goes where the collection goes). Each row
+    of the source is added less what the target already holds under its key, so a re-run
+    of an interrupted copy never counts a call twice. Returns the source's row count."""
+    name = target_name or collection
+    have = {usage_key(r): usage_counts(r) for r in target.usage(name)}
+    rows = source.usage(collection)
+    missing = []
+    for row in rows:
+        held = have.get(usage_key(row), (0, 0, 0, 0, 0))
+        delta = [max(0, want - got) for want, got in zip(usage_counts(row), held, strict=True)]
+        if any(delta):
+            missing.append(row.model_copy(update=dict(zip(USAGE_COUNTS, delta, strict=True))))
+    target.add_usage(name, missing)
+    return len(rows)
 
 
 def _rename_records(target: Store, old: str, new: str) -> None:

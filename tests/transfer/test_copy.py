@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from plait.api.keys import KeyStore
+from plait.copying import copy_usage
 from plait.embeddings.base import TextKind
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConflictError
@@ -17,6 +18,7 @@ from plait.refinery.store import RefineryStore
 from plait.service import Plait
 from plait.stores.base import Store
 from plait.testing.corpus import ARTICLE_DOCS, documents
+from plait.usage import UsageRow
 
 from .conftest import StoreFactory
 
@@ -28,9 +30,17 @@ class RaisingEmbedder(FakeEmbedder):
         raise AssertionError(f"copy embedded {len(texts)} texts")
 
 
+USAGE = [
+    UsageRow(bucket="2026-11-30T09:00:00Z", kind="embedding", purpose="index", provider="ollama",
+             model="nomic-embed-text", calls=3, texts=12, characters=4800, input_tokens=1200),
+    UsageRow(bucket="2026-11-30T10:00:00Z", kind="llm", purpose="ask", provider="openai", model="gpt-4o-mini",
+             estimated=True, calls=1, texts=1, characters=400, input_tokens=100, output_tokens=20),
+]
+
+
 def fill(store: Store) -> tuple[str, str]:
-    """The article's documents in collection kb, a card,
-    a run, a kb key and a * key, a saved fusion setting. Returns (kb token, * token)."""
+    """The article's documents in collection kb, a card, a run, a kb key and a * key, a
+    saved fusion setting, two usage rows. Returns (kb token, * token)."""
     engine = Plait(store, embedder=FakeEmbedder(dimension=16))  # not closed: that would close the store
     engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
     first = store.chunk_ids("kb")[0]
@@ -43,6 +53,7 @@ def fill(store: Store) -> tuple[str, str]:
     _, token = keys.create(role="reader", collection="kb")
     _, everything = keys.create(role="admin", collection="*")
     keys.create(role="reader", collection="other")  # not copied: it does not cover kb
+    store.add_usage("kb", USAGE)
     return token, everything
 
 
@@ -66,7 +77,8 @@ def test_copy_moves_everything_without_embedding(make_store: StoreFactory, from_
     report = engine.copy_collection(target, collection="kb", progress=lambda d, t, c: seen.append((d, t)))
     n = len(ARTICLE_DOCS)
     assert (report.sources_copied, report.sources_already_there, report.chunks_copied) == (n, 0, n)
-    assert (report.vectors_copied, report.runs, report.cards, report.keys) == (n, 1, 1, 2)
+    assert (report.vectors_copied, report.runs, report.cards, report.keys, report.usage_rows) == (n, 1, 1, 2, 2)
+    assert target.usage("kb") == source.usage("kb") == USAGE
     assert seen == [(i, n) for i in range(1, n + 1)]
     check = report.verification
     assert check is not None and check.ok, check
@@ -103,3 +115,20 @@ def test_copy_moves_everything_without_embedding(make_store: StoreFactory, from_
     again = engine.copy_collection(target, collection="kb", replace=True)
     assert again.sources_copied == n and again.verification is not None and again.verification.ok
     assert again.cards == 1 and len(RefineryStore(target.records()).list_cards("kb")) == 1
+    assert target.usage("kb") == USAGE  # replaced, not added up
+
+
+def test_usage_is_brought_up_to_the_source_never_added_twice(make_store: StoreFactory) -> None:
+    source, target = make_store("sqlite"), make_store("sqlite")
+    for store in (source, target):
+        store.ensure_collection("kb")
+    source.add_usage("kb", USAGE)
+    # an interrupted copy had written part of the first row (2 of its 3 calls, hand-made)
+    target.add_usage("kb", [USAGE[0].model_copy(update={"calls": 2, "texts": 12, "characters": 4000, "input_tokens": 700})])
+    assert copy_usage(source, target, "kb") == 2
+    assert target.usage("kb") == USAGE
+    assert copy_usage(source, target, "kb") == 2  # a re-run adds nothing
+    assert target.usage("kb") == USAGE
+    target.ensure_collection("renamed")
+    assert copy_usage(source, target, "kb", target_name="renamed") == 2
+    assert [(r.calls, r.input_tokens, r.output_tokens) for r in target.usage("renamed")] == [(3, 1200, 0), (1, 100, 20)]
