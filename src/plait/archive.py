@@ -1,20 +1,24 @@
 """Export / import a collection as a versioned JSONL archive (issue 27 item 2).
 
-Format ``plait-collection`` version 1, one JSON object per line, UTF-8, optionally
+Format ``plait-collection`` version 2, one JSON object per line, UTF-8, optionally
 zstd-compressed (a file name ending in ``.zst``)::
 
-    {"format": "plait-collection", "version": 1, "collection": "kb",
+    {"format": "plait-collection", "version": 2, "collection": "kb",
      "embedder": {"provider": "fake", "model": "hash-16", "dimension": 16},
-     "counts": {"sources": 5, "chunks": 5, "vectors": 5, "runs": 1, "cards": 1, "keys": 2},
+     "counts": {"sources": 5, "chunks": 5, "vectors": 5, "runs": 1, "cards": 1, "keys": 2, "usage": 3},
      "settings": {...}, "scopes": [{"scope": "docs", "lastIndexedAt": "..."}], "exportedAt": "..."}
     {"type": "chunk", "sourceId": "a.md", "scope": "docs", "root": "", "chunk": {...}, "vector": "<base64>"}
     ...
     {"type": "run", "row": [...]}  {"type": "card", "row": [...]}  {"type": "key", "row": [...]}
+    {"type": "usage", "row": {"bucket": "2026-12-01T13:00:00Z", "kind": "embedding", ...}}
 
 Line 1 is the header; each chunk line holds the chunk as the API shows it (camelCase)
 and its vector as base64 of little-endian float32 (``null`` when it has none). A
 source's chunks are consecutive. Run, card and key lines hold table rows in the column
 order of :mod:`plait.stores.records_import` (keys carry only token hashes, never tokens).
+Usage lines (version 2) hold the collection's usage-metering rows
+(:class:`~plait.usage.UsageRow`, camelCase), the history ``plait usage`` reports.
+Version 1 (no usage lines, no ``usage`` count) is still read.
 
 Import reads the file twice: first it validates the header and every line (JSON, the
 line's type, the chunk model, the vector's length against the header's dimension, the
@@ -46,11 +50,14 @@ from plait.refinery.store import RefineryStore
 from plait.stores.base import Store, StoredChunk
 from plait.stores.records_import import collection_records, write_records
 from plait.types import Chunk, Model, to_json
+from plait.usage import UsageRow
 
 __all__ = ["FORMAT", "VERSION", "ArchiveReport", "export_collection", "import_collection"]
 
 FORMAT = "plait-collection"
-VERSION = 1
+VERSION = 2
+#: Versions this plait imports (1: before usage rows travelled).
+READABLE = (1, 2)
 _ROW_TYPES = {"run": "runs", "card": "cards", "key": "keys"}
 
 
@@ -65,6 +72,8 @@ class ArchiveReport(Model):
     runs: int
     cards: int
     keys: int
+    usage: int = 0
+    """Usage-metering rows (``plait usage``) written or read."""
 
 
 @contextmanager
@@ -103,9 +112,10 @@ def export_collection(store: Store, collection: str, path: str | Path) -> Archiv
     sources = store.list_sources(collection)
     rows = collection_records(store.records(), collection)
     vectors = info.chunks - info.chunks_without_vector
+    usage = store.usage(collection)
     counts = {
         "sources": len(sources), "chunks": info.chunks, "vectors": vectors,
-        "runs": len(rows["runs"]), "cards": len(rows["cards"]), "keys": len(rows["keys"]),
+        "runs": len(rows["runs"]), "cards": len(rows["cards"]), "keys": len(rows["keys"]), "usage": len(usage),
     }
     header = {
         "format": FORMAT,
@@ -129,6 +139,8 @@ def export_collection(store: Store, collection: str, path: str | Path) -> Archiv
         for kind, table in _ROW_TYPES.items():
             for row in rows[table]:
                 out.write(json.dumps({"type": kind, "row": row}, ensure_ascii=False) + "\n")
+        for metered in usage:
+            out.write(json.dumps({"type": "usage", "row": to_json(metered)}, ensure_ascii=False) + "\n")
     return ArchiveReport(collection=collection, path=str(target), **counts)
 
 
@@ -143,8 +155,11 @@ def _header(text: str) -> dict[str, Any]:
         raise _Bad(f"not JSON ({exc.msg})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise _Bad(f"not a {FORMAT} header")
-    if header.get("version") != VERSION:
-        raise _Bad(f"format version {header.get('version')!r} is not supported (this plait reads {VERSION})")
+    if header.get("version") not in READABLE:
+        raise _Bad(
+            f"format version {header.get('version')!r} is not supported "
+            f"(this plait reads {' and '.join(str(v) for v in READABLE)})"
+        )
     for key, kind in (("collection", str), ("embedder", dict), ("counts", dict), ("settings", dict), ("scopes", list)):
         if not isinstance(header.get(key), kind):
             raise _Bad(f"header field {key!r} is missing or not a {kind.__name__}")
@@ -173,6 +188,14 @@ def _chunk_line(data: dict[str, Any], dimension: int | None) -> tuple[str, str, 
     return data["sourceId"], data["scope"], data["root"], chunk, vector
 
 
+def _usage_line(data: dict[str, Any]) -> UsageRow:
+    try:
+        return UsageRow.model_validate(data.get("row"))
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        raise _Bad(f"invalid usage row: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+
+
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     with _open(path, "r") as handle:
         yield from enumerate(handle, start=1)
@@ -187,7 +210,7 @@ def _read(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise _Bad(f"line {number}: not JSON ({exc.msg})") from None
-        if not isinstance(data, dict) or data.get("type") not in ("chunk", *_ROW_TYPES):
+        if not isinstance(data, dict) or data.get("type") not in ("chunk", "usage", *_ROW_TYPES):
             raise _Bad(f"line {number}: unknown line type {data.get('type') if isinstance(data, dict) else None!r}")
         yield number, data
 
@@ -204,7 +227,7 @@ def _validate(path: Path) -> dict[str, Any]:
     except _Bad as exc:
         raise ValidationError(f"{path}: line 1: {exc}") from None
     dimension = header["embedder"].get("dimension")
-    seen = {"chunks": 0, "vectors": 0, "runs": 0, "cards": 0, "keys": 0}
+    seen = {"chunks": 0, "vectors": 0, "runs": 0, "cards": 0, "keys": 0, "usage": 0}
     sources: list[str] = []
     done: set[str] = set()
     number = 1
@@ -221,6 +244,9 @@ def _validate(path: Path) -> dict[str, Any]:
                     sources.append(source_id)
                 seen["chunks"] += 1
                 seen["vectors"] += vector is not None
+            elif data["type"] == "usage":
+                _usage_line(data)
+                seen["usage"] += 1
             elif not isinstance(data.get("row"), list):
                 raise _Bad(f"a {data['type']} line needs a 'row' list")
             else:
@@ -231,7 +257,7 @@ def _validate(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise ValidationError(f"{path}: cannot read the archive after line {number}: {exc}") from None
     seen["sources"] = len(sources)
-    wanted = {k: header["counts"].get(k) for k in seen}
+    wanted = {k: header["counts"].get(k, 0 if k == "usage" and header["version"] == 1 else None) for k in seen}
     if wanted != seen:
         raise ValidationError(f"{path}: the header counts {wanted} but the file holds {seen} (truncated?)")
     return header
@@ -268,6 +294,7 @@ def _write(store: Store, path: Path, header: dict[str, Any], name: str) -> dict[
         store.set_embedder(name, provider=model.get("provider") or "", model=model["model"], dimension=model.get("dimension"))
     counts = {"sources": 0, "chunks": 0, "vectors": 0}
     rows: dict[str, list[list[Any]]] = {"runs": [], "cards": [], "keys": []}
+    usage: list[UsageRow] = []
     batch: list[StoredChunk] = []
     current: tuple[str, str, str] | None = None
 
@@ -277,6 +304,9 @@ def _write(store: Store, path: Path, header: dict[str, Any], name: str) -> dict[
             counts["sources"] += 1
 
     for _, data in _read(path):
+        if data["type"] == "usage":
+            usage.append(_usage_line(data))
+            continue
         if data["type"] != "chunk":
             rows[_ROW_TYPES[data["type"]]].append(data["row"])
             continue
@@ -299,4 +329,5 @@ def _write(store: Store, path: Path, header: dict[str, Any], name: str) -> dict[
                 row[1] = name
         rows["keys"] = [[*r[:4], name if r[4] == header["collection"] else r[4], *r[5:]] for r in rows["keys"]]
     runs, cards, keys = write_records(store.records(), rows)
-    return {**counts, "runs": runs, "cards": cards, "keys": keys}
+    store.add_usage(name, usage)  # a fresh collection: the rows as they were
+    return {**counts, "runs": runs, "cards": cards, "keys": keys, "usage": len(usage)}

@@ -15,9 +15,10 @@ from plait.copying import verify_copy
 from plait.errors import ConflictError, ValidationError
 from plait.refinery.store import RefineryStore
 from plait.testing.corpus import ARTICLE_DOCS
+from plait.types import to_json
 
 from .conftest import StoreFactory
-from .test_copy import fill
+from .test_copy import USAGE, fill
 
 
 @pytest.mark.parametrize(("name", "to_kind"), [("kb.jsonl", "sqlite"), ("kb.jsonl.zst", "postgres"), ("kb.jsonl", "milvus")])
@@ -27,20 +28,22 @@ def test_export_then_import_is_the_same_collection(make_store: StoreFactory, tmp
     path = tmp_path / name
     out = export_collection(source, "kb", path)
     n = len(ARTICLE_DOCS)
-    assert (out.sources, out.chunks, out.vectors, out.runs, out.cards, out.keys) == (n, n, n, 1, 1, 2)
+    assert (out.sources, out.chunks, out.vectors, out.runs, out.cards, out.keys, out.usage) == (n, n, n, 1, 1, 2, 2)
     if name.endswith(".zst"):
         assert path.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # the zstd frame magic
     else:
         lines = path.read_text(encoding="utf-8").splitlines()
         header = json.loads(lines[0])
-        assert (header["format"], header["version"], header["embedder"]["dimension"]) == ("plait-collection", 1, 16)
-        assert header["counts"] == {"sources": n, "chunks": n, "vectors": n, "runs": 1, "cards": 1, "keys": 2}
+        assert (header["format"], header["version"], header["embedder"]["dimension"]) == ("plait-collection", 2, 16)
+        assert header["counts"] == {"sources": n, "chunks": n, "vectors": n, "runs": 1, "cards": 1, "keys": 2, "usage": 2}
         first = json.loads(lines[1])
         vector = np.frombuffer(base64.b64decode(first["vector"]), dtype="<f4")
         stored = source.vectors_by_hash("kb", [first["chunk"]["contentHash"]])[first["chunk"]["contentHash"]]
-        assert np.allclose(vector, stored) and len(lines) == 1 + n + 4
+        assert np.allclose(vector, stored) and len(lines) == 1 + n + 4 + 2
+        assert json.loads(lines[-1]) == {"type": "usage", "row": to_json(USAGE[1])}
     back = import_collection(target, path)
-    assert (back.sources, back.chunks, back.vectors, back.runs, back.cards, back.keys) == (n, n, n, 1, 1, 2)
+    assert (back.sources, back.chunks, back.vectors, back.runs, back.cards, back.keys, back.usage) == (n, n, n, 1, 1, 2, 2)
+    assert target.usage("kb") == USAGE
     check = verify_copy(source, target, "kb")
     assert check.ok, check
     assert [c.question for c in RefineryStore(target.records()).list_cards("kb")] == ["What does ERR-4012 mean?"]
@@ -50,6 +53,7 @@ def test_export_then_import_is_the_same_collection(make_store: StoreFactory, tmp
     with pytest.raises(ConflictError, match="already holds 5 chunks: pass --replace"):
         import_collection(target, path)
     assert import_collection(target, path, replace=True).chunks == n
+    assert target.usage("kb") == USAGE  # replaced, not added up
 
 
 def _lines(path: Path) -> list[str]:
@@ -77,7 +81,9 @@ def test_a_bad_line_is_named_and_nothing_is_written(make_store: StoreFactory, tm
         (broken(3, "{not json"), "line 3: not JSON"),
         (broken(5, json.dumps({"type": "chunk", "sourceId": "x", "scope": "docs", "root": "", "chunk": {"id": 1}})),
          "line 5: invalid chunk"),
-        (broken(1, json.dumps({**json.loads(lines[0]), "version": 2})), "line 1: format version 2 is not supported"),
+        (broken(1, json.dumps({**json.loads(lines[0]), "version": 3})), "line 1: format version 3 is not supported"),
+        (broken(len(lines), json.dumps({"type": "usage", "row": {"bucket": "x", "kind": "telepathy"}})),
+         f"line {len(lines)}: invalid usage row: kind"),
         (broken(7, json.dumps({"type": "mystery"})), "line 7: unknown line type 'mystery'"),
     ]
     truncated = tmp_path / "truncated.jsonl"
@@ -88,3 +94,19 @@ def test_a_bad_line_is_named_and_nothing_is_written(make_store: StoreFactory, tm
             import_collection(target, path)
         assert target.get_collection("kb") is None, message  # nothing half-written
     assert RefineryStore(target.records()).list_cards("kb") == [] and KeyStore(target.records()).list_keys() == []
+
+
+def test_a_version_1_archive_still_imports(make_store: StoreFactory, tmp_path: Path) -> None:
+    source, target = make_store("sqlite"), make_store("sqlite")
+    fill(source)
+    path = tmp_path / "kb.jsonl"
+    export_collection(source, "kb", path)
+    lines = _lines(path)
+    header = json.loads(lines[0])
+    del header["counts"]["usage"]
+    old = tmp_path / "v1.jsonl"  # what plait wrote before usage rows travelled
+    body = [line for line in lines[1:] if json.loads(line)["type"] != "usage"]
+    old.write_text("\n".join([json.dumps({**header, "version": 1}), *body]) + "\n", encoding="utf-8")
+    back = import_collection(target, old)
+    assert (back.chunks, back.cards, back.keys, back.usage) == (len(ARTICLE_DOCS), 1, 2, 0)
+    assert target.usage("kb") == [] and verify_copy(source, target, "kb").ok

@@ -16,6 +16,8 @@ from plait.service import Plait
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.corpus import documents
 
+from .test_copy import USAGE
+
 
 def _docs(round_: int) -> dict[str, str]:
     return {f"doc{i:02d}": f"ERR-{4000 + i} round {round_} means part {i} failed. " * 3 for i in range(20)}
@@ -25,6 +27,7 @@ def test_backup_while_reindex_and_searches_run(tmp_path: Path) -> None:
     store = tmp_path / "live.db"
     engine = Plait(str(store), embedder=FakeEmbedder(dimension=16))
     engine.index_documents(documents(_docs(0)), collection="kb")
+    engine.store.add_usage("kb", USAGE)  # usage metering is part of the store: in the backup too
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -73,6 +76,7 @@ def test_backup_while_reindex_and_searches_run(tmp_path: Path) -> None:
     live, copy = SQLiteStore(store), SQLiteStore(Path(final.path))
     try:
         assert verify_copy(live, copy, "kb").ok  # a backup of the quiet store is the same collection
+        assert copy.usage("kb") == live.usage("kb") == USAGE
     finally:
         live.close()
         copy.close()

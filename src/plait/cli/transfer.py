@@ -87,7 +87,7 @@ def copy(
         console.print(
             f"{r.collection}: {r.sources_copied} sources copied, {r.sources_already_there} already there, "
             f"{r.chunks_copied} chunks ({r.vectors_copied} vectors, {r.chunks_per_second:g} chunks/s), "
-            f"{r.cards} cards, {r.keys} keys — {verdict}",
+            f"{r.cards} cards, {r.keys} keys, {r.usage_rows} usage rows — {verdict}",
             highlight=False,
         )
         if check is not None and not check.ok:
@@ -118,7 +118,7 @@ def export(
         _print_json(report)
     else:
         console.print(f"exported {report.collection}: {report.chunks} chunks, {report.vectors} vectors, "
-                      f"{report.cards} cards, {report.keys} keys -> {report.path}", highlight=False)
+                      f"{report.cards} cards, {report.keys} keys, {report.usage} usage rows -> {report.path}", highlight=False)
 
 
 def import_(
@@ -143,7 +143,8 @@ def import_(
         _print_json(report)
     else:
         console.print(f"imported {report.collection}: {report.sources} sources, {report.chunks} chunks, "
-                      f"{report.vectors} vectors, {report.cards} cards, {report.keys} keys", highlight=False)
+                      f"{report.vectors} vectors, {report.cards} cards, {report.keys} keys, {report.usage} usage rows",
+                      highlight=False)
 
 
 def backup(
