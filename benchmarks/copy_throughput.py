@@ -4,15 +4,17 @@ Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/copy_throughput.py --chunks 100000
     PYTHONPATH=src .venv/bin/python benchmarks/copy_throughput.py --chunks 20000 --dsn postgresql://…
+    PYTHONPATH=src .venv/bin/python benchmarks/copy_throughput.py --chunks 100000 --milvus-chunks 10000
 
 A SQLite store is filled directly (``replace_source``, no chunking, no model) with
 ``--chunks`` chunks of ~60 words of synthetic text in sources of ``--per-source`` chunks,
 each with a random unit vector of ``--dimension`` (384, the e5-small size). Then it is
 copied SQLite → PostgreSQL (``pgserver`` in a temporary folder unless ``--dsn`` /
 ``PLAIT_PG_DSN``) and PostgreSQL → a fresh SQLite file with
-:func:`plait.copying.copy_collection`; each copy's wall time (verification excluded:
-it is timed separately) and chunks/s go to ``benchmarks/results/copy_throughput.json``
-and ``.md``.
+:func:`plait.copying.copy_collection`; with ``--milvus-chunks N``, a SQLite store of N
+chunks (the same generator) is also copied to milvus-lite and back. Each copy's wall
+time (verification excluded: it is timed separately) and chunks/s go to
+``benchmarks/results/copy_throughput.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -88,13 +90,29 @@ def main() -> None:
     parser.add_argument("--dimension", type=int, default=384)
     parser.add_argument("--dsn", default=os.environ.get("PLAIT_PG_DSN"))
     parser.add_argument("--label", default="")
+    parser.add_argument("--milvus-chunks", type=int, default=0, help="also copy this many chunks to milvus-lite and back")
+    parser.add_argument("--skip-postgres", action="store_true")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="plait-copy-bench-"))
+    runs: dict[str, object] = {"loadBefore": os.getloadavg()[0]}
+    if args.milvus_chunks:
+        from plait.stores.milvus import MilvusStore
+
+        small = SQLiteStore(folder / "small.db")
+        fill(small, chunks=args.milvus_chunks, per_source=args.per_source, dimension=args.dimension)
+        milvus = MilvusStore(str(folder / "milvus.db"), prefix="bench")
+        runs["sqlite->milvus-lite"] = timed(small, milvus)
+        back_small = SQLiteStore(folder / "small-back.db")
+        runs["milvus-lite->sqlite"] = timed(milvus, back_small)
+        for store in (back_small, milvus, small):
+            store.close()
+    if args.skip_postgres:
+        _write(args, runs, 0.0)
+        return
     sqlite = SQLiteStore(folder / "from.db")
     started = time.perf_counter()
     fill(sqlite, chunks=args.chunks, per_source=args.per_source, dimension=args.dimension)
     fill_seconds = time.perf_counter() - started
-    runs: dict[str, object] = {}
     with postgres_dsn("plait-copy-bench-") if args.dsn is None else _given(args.dsn) as dsn:
         schema = f"plait_bench_{uuid.uuid4().hex[:8]}"
         pg = PostgresStore(dsn, schema=schema)
@@ -108,17 +126,36 @@ def main() -> None:
         finally:
             pg.close()
     sqlite.close()
+    _write(args, runs, fill_seconds)
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _write(args: argparse.Namespace, runs: dict[str, object], fill_seconds: float) -> None:
+    load = (runs.pop("loadBefore"), os.getloadavg()[0])
     result = {
         "chunks": args.chunks, "perSource": args.per_source, "dimension": args.dimension,
-        "fillSeconds": round(fill_seconds, 1), "runs": runs, "label": args.label,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "milvusChunks": args.milvus_chunks, "fillSeconds": round(fill_seconds, 1), "runs": runs, "label": args.label,
+        "machine": f"{_cpu()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "loadAverage": {"start": round(float(load[0]), 2), "end": round(float(load[1]), 2)},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "copy_throughput.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     lines = [
         "# Copy throughput (plait copy, no embedding call)", "",
-        f"{args.chunks:,} chunks ({args.per_source} per source, {args.dimension}-d vectors, ~60 words each); "
-        f"{result['machine']}. {args.label}", "",
+        f"Synthetic chunks ({args.per_source} per source, {args.dimension}-d vectors, ~60 words each; "
+        f"PostgreSQL pairs {0 if args.skip_postgres else args.chunks:,} chunks, milvus-lite pairs {args.milvus_chunks:,}); "
+        f"{result['machine']}; {result['date']}, 1-min load average {load[0]:.2f} at the start, "
+        f"{load[1]:.2f} at the end. {args.label}", "",
         "| copy | chunks | seconds | chunks/s | verify s | verified |", "|---|---:|---:|---:|---:|---|",
     ]
     for name, run in runs.items():
