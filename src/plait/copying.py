@@ -33,6 +33,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 
 import numpy as np
@@ -207,21 +208,22 @@ def copy_collection(
                 progress(at, len(sources), chunks)
         reported = done
 
-    for done, info in enumerate(sources, start=1):
-        if info.source_id in present and _same_state(source, target, collection, name, info.source_id):
-            already += 1
-        else:
-            items = read_source(source, collection, info.source_id)
-            if bulk is None:
-                target.replace_source(name, info.source_id, info.scope, items, root=info.root)
+    with bulk.deferred_index(name) if bulk is not None else nullcontext():
+        for done, info in enumerate(sources, start=1):
+            if info.source_id in present and _same_state(source, target, collection, name, info.source_id):
+                already += 1
             else:
-                pending.append(SourceWrite(info.source_id, info.scope, items, info.root))
-                batched += len(items)
-            copied += 1
-            chunks += len(items)
-            vectors += sum(1 for item in items if item.vector is not None)
-        if bulk is None or batched >= batch_chunks or done == len(sources):
-            flush(done)
+                items = read_source(source, collection, info.source_id)
+                if bulk is None:
+                    target.replace_source(name, info.source_id, info.scope, items, root=info.root)
+                else:
+                    pending.append(SourceWrite(info.source_id, info.scope, items, info.root))
+                    batched += len(items)
+                copied += 1
+                chunks += len(items)
+                vectors += sum(1 for item in items if item.vector is not None)
+            if bulk is None or batched >= batch_chunks or done == len(sources):
+                flush(done)
     for scope in source.scopes(collection):
         if scope.last_indexed_at is not None:
             target.mark_scope_indexed(name, scope.scope, scope.last_indexed_at)

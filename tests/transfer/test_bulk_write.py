@@ -4,6 +4,7 @@ one statement, so the statistics triggers run once per batch, not once per chunk
 
 from __future__ import annotations
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -123,3 +124,48 @@ def test_a_token_with_whitespace_is_refused(make_store: StoreFactory, bad: str) 
     assert lexical(["alpha", "err-4012"]) == "alpha err-4012" and lexical([]) == ""
     info = pg.get_collection("c")
     assert info is not None and info.chunks == 0
+
+
+def _hnsw(pg: PostgresStore, collection: str) -> list[tuple[str, bool]]:
+    """(name, valid) of the collection's HNSW index, if there is one."""
+    with pg._read() as conn:
+        cid, _ = pg._collection(conn, collection)
+        rows = conn.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE c.relname = %s AND c.relnamespace = %s::regnamespace",
+            (f"plait_chunks_hnsw_{cid}", pg.schema),
+        ).fetchall()
+    return [(r[0], bool(r[1])) for r in rows]
+
+
+def test_deferred_index_builds_the_hnsw_index_once_at_the_end(make_store: StoreFactory) -> None:
+    pg = make_store("postgres")
+    assert isinstance(pg, PostgresStore)
+    pg.ensure_collection("c")
+    pg.set_embedder("c", provider="fake", model="m", dimension=2)
+    with pg._read() as conn:
+        cid, _ = pg._collection(conn, "c")
+    name = f"plait_chunks_hnsw_{cid}"
+    assert _hnsw(pg, "c") == [(name, True)]
+    with pg.deferred_index("c"):
+        assert _hnsw(pg, "c") == []  # not kept row by row during the load
+        pg.replace_sources("c", [SourceWrite("a.md", "docs", _source("a.md", 30))])
+        assert [c for c, _ in pg.vector_search("c", _vector(1.0, 29.0), limit=3)] == ["a.md-29", "a.md-28", "a.md-27"]
+    assert _hnsw(pg, "c") == [(name, True)]
+    with pytest.raises(RuntimeError, match="boom"), pg.deferred_index("c"):
+        raise RuntimeError("boom")
+    assert _hnsw(pg, "c") == [(name, True)]  # rebuilt after a failed block too
+    with pg._read() as conn:  # an invalid index (an interrupted concurrent build) is rebuilt
+        conn.execute(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{pg.schema}.{name}'::regclass")
+    assert _hnsw(pg, "c") == [(name, False)]
+    with pg._read() as conn:
+        before = conn.execute("SHOW maintenance_work_mem").fetchone()
+    pg.build_index("c")
+    assert _hnsw(pg, "c") == [(name, True)]
+    with pg._read() as conn:  # the session settings are back
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("1min",)
+        assert conn.execute("SHOW maintenance_work_mem").fetchone() == before
+
+
+def _vector(*values: float) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32)

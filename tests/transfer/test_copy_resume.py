@@ -72,6 +72,14 @@ def test_a_killed_copy_resumes_without_duplicates(tmp_path: Path) -> None:
         target.close()
 
 
+def _hnsw_indexes(dsn: str, schema: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'plait_chunks_hnsw_%%'", (schema,)
+        ).fetchone()
+    return int(row[0]) if row else -1
+
+
 def test_a_killed_batched_copy_into_postgres_resumes(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """Into PostgreSQL the copy writes batches of whole sources (2 one-chunk sources here):
     killed after the second batch, the target holds exactly those 4 sources."""
@@ -83,7 +91,9 @@ def test_a_killed_batched_copy_into_postgres_resumes(tmp_path: Path, request: py
         _kill_after_4(str(source_path), dsn, "4", "2", schema)
         source, target = SQLiteStore(source_path), PostgresStore(dsn, schema=schema)
         try:
+            assert _hnsw_indexes(dsn, schema) == 0  # killed inside the deferred-index block
             _resume(source, target)
+            assert _hnsw_indexes(dsn, schema) == 1  # the resumed copy built it
         finally:
             source.close()
             target.close()

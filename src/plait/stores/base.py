@@ -11,6 +11,7 @@ The contract tests every backend must pass ship in :mod:`plait.testing.contract`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -322,4 +323,11 @@ class BulkStore(Protocol):
         """Each source of ``writes`` as :meth:`Store.replace_source` (without ``claim``)
         would leave it, all in one transaction: every source written, or none. Returns
         their counts in order. A source may appear once."""
+        ...
+
+    def deferred_index(self, collection: str) -> AbstractContextManager[None]:
+        """A block of bulk writes during which the collection's ANN index is not kept up
+        row by row: it is built once when the block ends (also when it raises). Searches
+        inside the block stay exact, only slower; a process killed inside it leaves the
+        collection without the index until the next such block or ``set_embedder``."""
         ...

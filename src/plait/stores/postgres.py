@@ -22,7 +22,9 @@ so concurrent writers of one collection queue instead of deadlocking on statisti
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +48,15 @@ from plait.stores.postgres_base import vec as _vec
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
 from plait.stores.postgres_search import PostgresSearch
-from plait.stores.postgres_write import check_dimension, write_sources
+from plait.stores.postgres_write import build_hnsw, check_dimension, write_sources
 from plait.stores.records import Records
 from plait.stores.records_import import import_side_files
 from plait.types import Chunk, CollectionInfo, Origin
 from plait.usage import USAGE_COLUMNS, UsageRow, usage_counts, usage_key, usage_row
 
 __all__ = ["PostgresStore"]
+
+log = logging.getLogger(__name__)
 
 _ORIGIN = TypeAdapter(Origin)
 _CHUNK_COLUMNS = "c.chunk_id, c.source_id, c.scope, c.ordinal, c.content, c.content_hash, c.origin, c.metadata"
@@ -306,6 +310,34 @@ class PostgresStore(PostgresSearch):
             counts, inserted = write_sources(conn, cid, dimension, collection, writes)
         self._written += inserted
         return counts
+
+    @contextmanager
+    def deferred_index(self, collection: str) -> Iterator[None]:
+        """Bulk writes without row-by-row HNSW maintenance
+        (:class:`~plait.stores.base.BulkStore`): the collection's HNSW index is dropped,
+        then built once at the end (:func:`~plait.stores.postgres_write.build_hnsw`,
+        concurrently, in memory) — inserting into the graph row by row was three
+        quarters of a copy's time. Searches inside the block scan exactly."""
+        with self._tx() as conn:
+            cid, _ = self._collection(conn, collection, lock=True)
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(hnsw_index(cid)))
+        try:
+            yield
+        except BaseException:
+            try:
+                self.build_index(collection)
+            except Exception:  # the block's own error is the one to report
+                log.warning("could not rebuild the HNSW index of %r after a failed bulk write", collection, exc_info=True)
+            raise
+        self.build_index(collection)
+
+    def build_index(self, collection: str) -> None:
+        """Create the collection's HNSW index if it is missing (after :meth:`deferred_index`,
+        or a process killed inside one); a no-op without a dimension HNSW can index."""
+        with self._read() as conn:
+            cid, dimension = self._collection(conn, collection)
+            if dimension is not None and 0 < dimension <= HNSW_MAX_DIMENSION:
+                build_hnsw(conn, cid, dimension, timeout_ms=self._timeout_ms)
 
     def delete_source(self, collection: str, source_id: str) -> int:
         return self.replace_source(collection, source_id, "", []).deleted

@@ -24,13 +24,15 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from plait.errors import StoreError
 from plait.stores.base import ReplaceCounts, SourceWrite
 from plait.stores.postgres_base import now, vec
+from plait.stores.postgres_queries import hnsw_index
 
-__all__ = ["ROWS_PER_STATEMENT", "check_dimension", "lexical", "write_sources"]
+__all__ = ["ROWS_PER_STATEMENT", "build_hnsw", "check_dimension", "lexical", "write_sources"]
 
 #: New chunk rows per ``INSERT`` statement: 12 parameters each, 24,000 in all
 #: (PostgreSQL allows 65,535 per statement).
@@ -153,3 +155,50 @@ def write_sources(
                 "DELETE FROM plait_sources WHERE collection_id = %s AND source_id = ANY(%s)", (cid, emptied)
             )
     return counts, len(inserts)
+
+
+def _memory_for(rows: int, dimension: int) -> str:
+    """``maintenance_work_mem`` for building an HNSW graph of ``rows`` vectors in memory
+    (pgvector builds on disk, much slower, once the graph outgrows it): the vectors plus
+    ~512 bytes of neighbour lists each, between 64 MB and 1 GB."""
+    need = rows * (4 * dimension + 512) // (1024 * 1024) + 1
+    return f"{min(max(need, 64), 1024)}MB"
+
+
+def build_hnsw(conn: psycopg.Connection, cid: int, dimension: int, *, timeout_ms: int) -> None:
+    """Build collection ``cid``'s partial HNSW index once, after a bulk load.
+
+    ``conn`` is in autocommit mode: ``CREATE INDEX CONCURRENTLY`` blocks no writer of any
+    collection (a plain build would hold ``plait_chunks``'s write lock throughout). The
+    build runs without the statement timeout (it may take minutes) and with
+    ``maintenance_work_mem`` raised for this session so the graph fits in memory; both
+    are restored afterwards. An invalid index left by an interrupted concurrent build is
+    dropped first (``IF NOT EXISTS`` would keep it)."""
+    name = hnsw_index(cid)
+    found = conn.execute(
+        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)", (name.as_string(conn),)
+    ).fetchone()
+    if found is not None and not found[0]:
+        conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))
+    elif found is not None:
+        return
+    rows = conn.execute(
+        "SELECT count(*) FROM plait_chunks WHERE collection_id = %s AND vector IS NOT NULL", (cid,)
+    ).fetchone()
+    memory = _memory_for(int(rows[0]) if rows else 0, dimension)
+    conn.execute("SELECT set_config('statement_timeout', '0', false)")
+    conn.execute(
+        "SELECT set_config('maintenance_work_mem', %s, false) "
+        "WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%s)",
+        (memory, memory),
+    )
+    try:
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON plait_chunks USING hnsw "
+                "((vector::vector({})) vector_cosine_ops) WHERE collection_id = {}"
+            ).format(name, sql.Literal(int(dimension)), sql.Literal(cid))
+        )
+    finally:
+        conn.execute("RESET maintenance_work_mem")
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(timeout_ms),))
