@@ -6,8 +6,10 @@ modules wrap :func:`serve_engine` in their own fixture.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +36,24 @@ def _root_conftest() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_dir(name: str) -> Path:
+    """A folder of its own for this process under ``test-artifacts/<name>/``, for modules that
+    must build their engine at import (schemathesis reads the app's schema then): two runs in
+    one tree (or a ``--collect-only`` beside a running suite) never share or delete each
+    other's databases. Its database files go when the process exits; ``summary.json``-style
+    outputs stay for reading."""
+    parent = Path(__file__).resolve().parents[2] / "test-artifacts" / name
+    parent.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="run-", dir=parent))
+
+    def remove_databases() -> None:
+        for path in root.glob("*.db*"):
+            path.unlink(missing_ok=True)
+
+    atexit.register(remove_databases)
+    return root
 
 
 _root = _root_conftest()

@@ -87,7 +87,7 @@ def test_tools_over_streamable_http(url: str) -> None:
             ("search", {"query": "x", "collection": "nope"}),
         ],
     )
-    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "search", "usage"]
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "search"]
 
     result = search.structured_content
     assert result["collection"] == "a" and len(result["hits"]) == 3

@@ -77,7 +77,7 @@ def test_tools_over_stdio(store: str) -> None:
             ("search", {"query": "x", "k": 0}),
         ],
     )
-    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "reindex", "search", "usage"]
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "reindex", "search"]
 
     assert not search.is_error
     result = search.structured_content
@@ -102,7 +102,18 @@ def test_tools_over_stdio(store: str) -> None:
 
 def test_no_reindex_leaves_the_tool_out(store: str) -> None:
     tools, _ = _run(_params(store, "--no-reindex"), [])
-    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "search", "usage"]
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "search"]
+
+
+def test_usage_tool_only_when_asked_for(store: str) -> None:
+    """An agent is a reader; provider usage is a maintainer's figure over HTTP (403 for a
+    reader key), so the MCP server offers it only with ``--usage``."""
+    tools, (shown,) = _run(_params(store, "--usage"), [("usage", {"collection": "a", "since": "2021-01-01"})])
+    assert tools == ["ask", "collections", "coverage", "explain", "faq_list", "reindex", "search", "usage"]
+    with Plait(store, embedder="fake") as engine:
+        expected = engine.usage("a", since="2021-01-01").model_dump(mode="json", by_alias=True)
+    assert not shown.is_error and shown.structured_content == expected
+    assert expected["collection"] == "a"
 
 
 def test_explain_tool_over_stdio(store: str) -> None:

@@ -3,7 +3,6 @@ an admin key, never answer 5xx and every response matches its declared schema an
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 schemathesis = pytest.importorskip("schemathesis", reason="needs schemathesis (the test extra)")
 
-from http_served import ARTICLE_DOCS, documents  # noqa: E402
+from http_served import ARTICLE_DOCS, documents, run_dir  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.specs.openapi.checks import (  # noqa: E402
@@ -24,10 +23,7 @@ from plait.api.keys import KeyStore  # noqa: E402
 from plait.embeddings.fake import FakeEmbedder  # noqa: E402
 from plait.service import Plait  # noqa: E402
 
-_ROOT = Path(__file__).resolve().parents[2] / "test-artifacts" / "openapi-fuzz"
-_ROOT.mkdir(parents=True, exist_ok=True)
-for stale in _ROOT.glob("*.db*"):
-    stale.unlink()
+_ROOT = run_dir("openapi-fuzz")  # this process's own folder: never another run's databases
 _ENGINE = Plait(str(_ROOT / "plait.db"), embedder=FakeEmbedder(dimension=64))
 _ENGINE.index_documents(documents(ARTICLE_DOCS), collection="a")
 _KEYS = KeyStore(_ROOT / "keys.db")

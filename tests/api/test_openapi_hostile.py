@@ -12,7 +12,6 @@ import json
 import math
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -22,7 +21,7 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
 schemathesis = pytest.importorskip("schemathesis", reason="needs schemathesis (the test extra)")
 
-from http_served import ARTICLE_DOCS, documents  # noqa: E402
+from http_served import ARTICLE_DOCS, documents, run_dir  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -51,10 +50,7 @@ HOSTILE_STRINGS = (
 )
 HOSTILE_NUMBERS = (2**63, -(2**63) - 1, 10**30, -1, 0, 1e308, -1e308)
 
-_ROOT = Path(__file__).resolve().parents[2] / "test-artifacts" / "openapi-hostile"
-_ROOT.mkdir(parents=True, exist_ok=True)
-for stale in _ROOT.glob("*.db*"):
-    stale.unlink()
+_ROOT = run_dir("openapi-hostile")  # this process's own folder: never another run's databases
 _ENGINE = Plait(str(_ROOT / "plait.db"), embedder=FakeEmbedder(dimension=64), llm="none")
 _ENGINE.index_documents(documents(ARTICLE_DOCS), collection="a")
 _KEYS = KeyStore(_ROOT / "keys.db")

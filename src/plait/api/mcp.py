@@ -1,5 +1,10 @@
 """MCP tools for agents: ``collections``, ``search``, ``explain``, ``ask``, ``faq_list``,
-``coverage``, ``reindex`` — served over stdio or streamable HTTP (see ``plait mcp``).
+``coverage``, ``reindex`` (unless left out) and ``usage`` (only when asked for) — served over
+stdio or streamable HTTP (see ``plait mcp``).
+
+An agent is a reader: it sees approved FAQ cards only, and provider usage — a maintainer's
+figure over HTTP — is offered to it only when whoever starts the server says so
+(``allow_usage=True``, ``plait mcp --usage``).
 
 A thin adapter over :class:`plait.service.Plait` built on the official MCP Python SDK
 (2.x, ``MCPServer``). Each tool returns the same camelCase model the HTTP API and the
@@ -37,9 +42,14 @@ _INSTRUCTIONS = (
 
 
 def create_mcp_server(
-    engine: Plait, *, default_collection: str = "default", allow_reindex: bool = True
+    engine: Plait,
+    *,
+    default_collection: str = "default",
+    allow_reindex: bool = True,
+    allow_usage: bool = False,
 ) -> MCPServer:
-    """An MCP server whose tools call ``engine``; ``allow_reindex=False`` leaves reindex out."""
+    """An MCP server whose tools call ``engine``; ``allow_reindex=False`` leaves reindex out,
+    ``allow_usage=True`` adds the (maintainer's) usage tool."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -186,14 +196,16 @@ def create_mcp_server(
         name = collection or default_collection
         return to_json(call(lambda: engine.coverage(collection=name)))
 
-    @server.tool()
-    def usage(collection: str | None = None, since: str | None = None) -> dict[str, Any]:
-        """Provider usage of the collection: embedding calls, texts and tokens, LLM prompt and
-        completion tokens, per hour (`rows`) and in total (`totals`), by purpose (index, query,
-        rerank, ask, refinery), provider and model; `estimated` marks tokens the provider did
-        not report. `since` is an ISO date/time or '24h' / '7d'."""
-        name = collection or default_collection
-        return to_json(call(lambda: engine.usage(name, since=since)))
+    if allow_usage:
+
+        @server.tool()
+        def usage(collection: str | None = None, since: str | None = None) -> dict[str, Any]:
+            """Provider usage of the collection: embedding calls, texts and tokens, LLM prompt
+            and completion tokens, per hour (`rows`) and in total (`totals`), by purpose (index,
+            query, rerank, ask, refinery), provider and model; `estimated` marks tokens the
+            provider did not report. `since` is an ISO date/time or '24h' / '7d'."""
+            name = collection or default_collection
+            return to_json(call(lambda: engine.usage(name, since=since)))
 
     if allow_reindex:
 

@@ -243,6 +243,10 @@ def mcp(
     no_reindex: Annotated[
         bool, typer.Option("--no-reindex", help="Leave the reindex tool out (read-only agents).")
     ] = False,
+    usage: Annotated[
+        bool,
+        typer.Option("--usage", help="Offer the usage tool (provider usage, a maintainer's figure; agents are readers)."),
+    ] = False,
     transport: Annotated[
         str, typer.Option("--transport", help="stdio | streamable-http")
     ] = "stdio",
@@ -255,8 +259,9 @@ def mcp(
     embedder: EmbedderOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Serve MCP tools (collections, search, explain, ask, faq_list, coverage, reindex) for
-    agents, over stdio or streamable HTTP (endpoint http://HOST:PORT/mcp)."""
+    """Serve MCP tools (collections, search, explain, ask, faq_list, coverage, reindex, and
+    usage with --usage) for agents, over stdio or streamable HTTP (endpoint
+    http://HOST:PORT/mcp)."""
     from plait.api.mcp import create_mcp_server
 
     if transport not in _MCP_TRANSPORTS:
@@ -278,7 +283,9 @@ def mcp(
     with _engine(store, embedder, walk_max_age=DEFAULT_MAX_AGE) as engine:  # readers reuse root walks
         server = _run(
             debug,
-            lambda: create_mcp_server(engine, default_collection=name, allow_reindex=not no_reindex),
+            lambda: create_mcp_server(
+                engine, default_collection=name, allow_reindex=not no_reindex, allow_usage=usage
+            ),
         )
         if transport == "stdio":
             server.run("stdio")
