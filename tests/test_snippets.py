@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from plait.analysis import analyse
 from plait.cli import app
 from plait.service import Plait
-from plait.snippets import snippet
+from plait.snippets import _WORD, _matches, query_terms, snippet
 from plait.terminal import highlighted, safe
 
 runner = CliRunner()
@@ -26,6 +29,33 @@ def test_snippet_is_the_best_passage_with_highlights_in_both_fields() -> None:
 
 def test_snippet_without_a_match_is_the_start() -> None:
     assert snippet("one two\n\nthree", "zebra") == ("one two three", [])
+
+
+def _matches_word_by_word(text: str, words: list[frozenset[str]]) -> list[tuple[int, int, frozenset[int]]]:
+    """The definition: every word analysed on its own, kept when it shares a term."""
+    found = []
+    for match in _WORD.finditer(text):
+        fields = analyse(match.group())
+        mine = set(fields.exact) | set(fields.stems)
+        hit = frozenset(i for i, terms in enumerate(words) if terms & mine)
+        if hit:
+            found.append((match.start(), match.end(), hit))
+    return found
+
+
+_VOCABULARY = ["rotate", "rotating", "Rotated", "keys", "key", "ERR-4012", "err_4012", "the", "of", "chaves",
+               "rotação", "não", "v1.2.3", "a.b", "dns-name", "x", "café", "CAFE", "tenant", "tenants"]
+_PIECES = st.sampled_from(_VOCABULARY) | st.text(alphabet="ab-._ é1\n", max_size=6) | st.text(max_size=4)
+_SEPARATORS = st.sampled_from([" ", "-", ".", "-.", ".-", "_", "", "\n", ", "])
+_TEXTS = st.lists(st.tuples(_PIECES, _SEPARATORS), max_size=40).map(lambda parts: "".join(p + s for p, s in parts))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=_TEXTS, query=_TEXTS)
+def test_matches_are_the_word_by_word_analysis(text: str, query: str) -> None:
+    """The cached, pre-filtered matcher finds exactly the words the per-word definition does."""
+    words = query_terms(query)
+    assert _matches(text, words) == _matches_word_by_word(text, words)
 
 
 def test_search_hits_carry_plain_snippets_and_raw_content(tmp_path: Path) -> None:

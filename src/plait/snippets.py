@@ -17,6 +17,8 @@ The hit's ``content`` stays the raw chunk.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from itertools import chain
 
 from plait.analysis import analyse, explain_query
 from plait.fields import is_markdown_path
@@ -44,23 +46,56 @@ def query_terms(query: str) -> list[frozenset[str]]:
     return list(words)
 
 
-def _matches(text: str, words: list[frozenset[str]]) -> list[tuple[int, int, frozenset[int]]]:
-    """Each matched word of ``text``: its span and which query words it matches."""
-    found = []
-    for match in _WORD.finditer(text):
-        fields = analyse(match.group())
-        mine = set(fields.exact) | set(fields.stems)
-        hit = frozenset(i for i, terms in enumerate(words) if terms & mine)
-        if hit:
-            found.append((match.start(), match.end(), hit))
-    return found
+@lru_cache(maxsize=1 << 16)
+def _word_terms(word: str) -> frozenset[str]:
+    """A word's terms in both lexical fields (words repeat across hits: analysed once)."""
+    fields = analyse(word)
+    return frozenset(fields.exact).union(fields.stems)
+
+
+Match = tuple[int, int, frozenset[int]]
+
+
+def _matches_all(texts: list[str], words: list[frozenset[str]]) -> list[list[Match]]:
+    """Each text's matched words: their spans and which query words they match.
+
+    The texts' distinct words are looked up once (``_word_terms``); the ones sharing a
+    term with the query are then found again in every text, as whole words of ``_WORD``,
+    by one regular expression compiled once for all the texts (a word is never part of a
+    longer one: not after a letter or a ``-``/``.`` joined to one, not before either).
+    """
+    if not words:
+        return [[] for _ in texts]
+    wanted = frozenset().union(*words)
+    matched: dict[str, frozenset[int]] = {}
+    for word in set(chain.from_iterable(map(_WORD.findall, texts))):
+        mine = _word_terms(word)
+        if not mine.isdisjoint(wanted):
+            matched[word] = frozenset(i for i, terms in enumerate(words) if terms & mine)
+    if not matched:
+        return [[] for _ in texts]
+    alternatives = "|".join(map(re.escape, sorted(matched, key=len, reverse=True)))
+    pattern = re.compile(rf"(?<!\w)(?<!\w[-.])(?:{alternatives})(?!\w)(?![-.]\w)")
+    return [[(m.start(), m.end(), matched[m.group()]) for m in pattern.finditer(text)] for text in texts]
+
+
+def _matches(text: str, words: list[frozenset[str]]) -> list[Match]:
+    """The matched words of one text (see :func:`_matches_all`)."""
+    return _matches_all([text], words)[0]
+
+
+def _flat(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
 
 
 def snippet(text: str, query: str, *, width: int = DEFAULT_WIDTH) -> tuple[str, list[list[int]]]:
     """(snippet, highlights) of a visible text for a query (see the module docstring)."""
-    flat = _SPACE.sub(" ", text).strip()
-    terms = query_terms(query)
-    matches = _matches(flat, terms) if terms else []
+    flat = _flat(text)
+    return _window(flat, _matches(flat, query_terms(query)), width=width)
+
+
+def _window(flat: str, matches: list[Match], *, width: int) -> tuple[str, list[list[int]]]:
+    """The best passage of a whitespace-collapsed text and its highlights."""
     start = 0
     if matches:
         best = (-1, 0)
@@ -100,9 +135,12 @@ def visible_text(hit: Hit) -> str:
 
 
 def with_snippets(result: SearchResult) -> SearchResult:
-    """The result with every hit's ``snippet`` and ``highlights`` filled in."""
+    """The result with every hit's ``snippet`` and ``highlights`` filled in (the query
+    analysed once, the hits' words matched together)."""
+    flats = [_flat(visible_text(hit)) for hit in result.hits]
+    found = _matches_all(flats, query_terms(result.query))
     hits = []
-    for hit in result.hits:
-        shown, highlights = snippet(visible_text(hit), result.query)
+    for hit, flat, matches in zip(result.hits, flats, found, strict=True):
+        shown, highlights = _window(flat, matches, width=DEFAULT_WIDTH)
         hits.append(hit.model_copy(update={"snippet": shown, "highlights": highlights}))
     return result.model_copy(update={"hits": hits})
