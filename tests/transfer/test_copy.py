@@ -3,13 +3,14 @@ embedding call, verified, refusing a non-empty target unless ``replace``."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from plait.api.keys import KeyStore
-from plait.copying import copy_usage
+from plait.copying import copy_collection, copy_usage
 from plait.embeddings.base import TextKind
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConflictError
@@ -17,6 +18,7 @@ from plait.refinery.models import CardMode
 from plait.refinery.store import RefineryStore
 from plait.service import Plait
 from plait.stores.base import Store
+from plait.testing.contract import make_chunk
 from plait.testing.corpus import ARTICLE_DOCS, documents
 from plait.usage import UsageRow
 
@@ -132,3 +134,32 @@ def test_usage_is_brought_up_to_the_source_never_added_twice(make_store: StoreFa
     target.ensure_collection("renamed")
     assert copy_usage(source, target, "kb", target_name="renamed") == 2
     assert [(r.calls, r.input_tokens, r.output_tokens) for r in target.usage("renamed")] == [(3, 1200, 0), (1, 100, 20)]
+
+
+def test_a_copy_to_milvus_of_look_alike_chunks_verifies(make_store: StoreFactory) -> None:
+    """200 chunks drawn from 12 words: many chunks score close to the 10th lexical hit.
+    Milvus's lexical arm with a limit takes each field's top ``limit`` and sums them, so a
+    chunk 11th in both fields but 8th in the sum can be missing: the verification compares
+    each arm's exact ranking (limit=None), not the approximate top 10."""
+    pytest.importorskip("milvus_lite")
+    source, target = make_store("sqlite"), make_store("milvus")
+    words = ["checkout", "payment", "declined", "card", "token", "session", "refund", "ledger",
+             "invoice", "ERR-4012", "SKU-88213-B", "resolve_tenant_db"]
+    rng = random.Random(7)
+    source.ensure_collection("kb")
+    source.set_embedder("kb", provider="fake", model="random-4", dimension=4)
+    for s in range(4):
+        sid = f"doc{s}.md"
+        source.replace_source("kb", sid, "docs", [
+            make_chunk(f"c{s}-{i}", " ".join(rng.choice(words) for _ in range(40)), source_id=sid,
+                       vector=_unit([rng.uniform(-1, 1) for _ in range(4)]), ordinal=i)
+            for i in range(50)
+        ])
+    report = copy_collection(source, target, "kb", sample_queries=10)
+    assert report.verification is not None and report.verification.query_mismatches == [], report.verification
+    assert report.verification.ok
+
+
+def _unit(values: list[float]) -> list[float]:
+    norm = sum(v * v for v in values) ** 0.5
+    return [v / norm for v in values]
