@@ -8,10 +8,14 @@ Moving from embedded to served is one line::
 
 :class:`Client` (and :class:`AsyncClient`, the same methods as coroutines) has
 ``search``, ``search_request``, ``explain``, ``ask``, ``ask_request``, ``coverage``,
-``collections`` and ``reindex`` with :class:`~plait.Plait`'s keyword options, and
-returns the same models (:class:`~plait.SearchResult`, :class:`~plait.ExplainResult`,
-:class:`~plait.AskResult`, :class:`~plait.CoverageReport`, ``list[CollectionInfo]``,
-:class:`~plait.IndexReport`), parsed from the API's camelCase JSON.
+``collections``, ``reindex`` and ``usage`` with :class:`~plait.Plait`'s keyword options,
+and ``faq_cards``, ``approve_card`` and ``reject_card`` for the FAQ review
+(``Plait.refinery``'s ``cards``, ``approve``, ``reject``). They return the same models
+(:class:`~plait.SearchResult`, :class:`~plait.ExplainResult`, :class:`~plait.AskResult`,
+:class:`~plait.CoverageReport`, ``list[CollectionInfo]``, :class:`~plait.IndexReport`,
+``UsageReport``, ``FaqCard``), parsed from the API's camelCase JSON. Fields a newer server
+adds to an answer are ignored (the models refuse unknown fields in what they are *sent*,
+not in what a client reads), so an older client keeps working against a newer server.
 
 Errors are the :mod:`plait.errors` classes the server raised (``NotFoundError``,
 ``ValidationError``, ``ModelMismatchError``…), plus the served-only branch under
@@ -32,7 +36,7 @@ import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 from pydantic import BaseModel
@@ -43,9 +47,11 @@ from plait.client_errors import error_from_response, error_from_transport
 from plait.coverage import CoverageReport
 from plait.errors import ConfigError, ServiceError
 from plait.explain_models import ExplainResult
+from plait.refinery.models import FaqCard
 from plait.request_body import request_body
 from plait.retrieval.request import SearchRequest
 from plait.types import CollectionInfo, IndexReport, SearchResult
+from plait.usage import UsageReport
 
 __all__ = ["DEFAULT_TIMEOUT", "AsyncClient", "Client"]
 
@@ -72,14 +78,18 @@ class _Call(Generic[T]):
 
 
 def _model(kind: type[M]) -> Callable[[Any], M]:
-    return kind.model_validate
+    def parse(data: Any) -> M:
+        # a newer server's extra fields are not this client's business
+        return kind.model_validate(data, extra="ignore")
+
+    return parse
 
 
 def _models(kind: type[M]) -> Callable[[Any], list[M]]:
     def parse(data: Any) -> list[M]:
         if not isinstance(data, list):
             raise TypeError(f"expected a JSON list, got {type(data).__name__}")
-        return [kind.model_validate(item) for item in data]
+        return [kind.model_validate(item, extra="ignore") for item in data]
 
     return parse
 
@@ -178,6 +188,28 @@ def _collections() -> _Call[list[CollectionInfo]]:
 def _reindex(*, collection: str = "default", timeout: float | None = None) -> _Call[IndexReport]:
     """Reindex on the server (maintainer role); ``timeout`` overrides the client's."""
     return _Call("POST", _in(collection, "reindex"), _model(IndexReport), timeout=timeout)
+
+
+def _usage(collection: str = "default", *, since: str | None = None) -> _Call[UsageReport]:
+    """Provider usage per hour, purpose, provider and model (maintainer), as :meth:`plait.Plait.usage`."""
+    query = "" if since is None else "?" + urlencode({"since": since})
+    return _Call("GET", _in(collection, "usage") + query, _model(UsageReport))
+
+
+def _faq_cards(collection: str = "default", *, status: str | None = None) -> _Call[list[FaqCard]]:
+    """The collection's FAQ cards, oldest first (a reader key: approved ones only)."""
+    query = "" if status is None else "?" + urlencode({"status": status})
+    return _Call("GET", _in(collection, "faq") + query, _models(FaqCard))
+
+
+def _approve_card(collection: str, card_id: str) -> _Call[FaqCard]:
+    """Approve a card (maintainer): ``qaFirst`` serves it from now on."""
+    return _Call("POST", _in(collection, "faq", quote(card_id, safe=""), "approve"), _model(FaqCard))
+
+
+def _reject_card(collection: str, card_id: str) -> _Call[FaqCard]:
+    """Reject a card (maintainer): it leaves the index and later runs do not draft it again."""
+    return _Call("POST", _in(collection, "faq", quote(card_id, safe=""), "reject"), _model(FaqCard))
 
 
 def _health() -> _Call[dict[str, Any]]:
@@ -326,6 +358,10 @@ class Client(_Base):
     coverage = _sync(_coverage)
     collections = _sync(_collections)
     reindex = _sync(_reindex)
+    usage = _sync(_usage)
+    faq_cards = _sync(_faq_cards)
+    approve_card = _sync(_approve_card)
+    reject_card = _sync(_reject_card)
     health = _sync(_health)
 
     def close(self) -> None:
@@ -379,6 +415,10 @@ class AsyncClient(_Base):
     coverage = _asynchronous(_coverage)
     collections = _asynchronous(_collections)
     reindex = _asynchronous(_reindex)
+    usage = _asynchronous(_usage)
+    faq_cards = _asynchronous(_faq_cards)
+    approve_card = _asynchronous(_approve_card)
+    reject_card = _asynchronous(_reject_card)
     health = _asynchronous(_health)
 
     async def aclose(self) -> None:

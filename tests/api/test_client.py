@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import math
 import socket
 import threading
@@ -42,6 +43,7 @@ from plait import (
 )
 from plait.api.http import create_app
 from plait.api.keys import KeyStore
+from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConflictError
 from plait.service import Plait
 from plait.testing.asgi_server import UvicornThread
@@ -239,9 +241,51 @@ def test_async_client_gives_the_same_models(served: tuple[str, dict[str, str]], 
     assert isinstance(denied, PermissionDeniedError) and denied.status == 403
 
 
+FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
+
+
+def test_usage_and_faq_review_over_http(tmp_path: Path) -> None:
+    """usage (maintainer), faq_cards (a reader sees approved cards only), approve_card and
+    reject_card (maintainer) against a real server: the models Plait returns."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "faq.md").write_text(FAQ.read_text(encoding="utf-8"), encoding="utf-8")
+    with Plait(str(tmp_path / "plait.db"), embedder=FakeEmbedder(dimension=DIM)) as plait:
+        plait.index(kb, collection="kb")
+        plait.refinery.run("kb", mode="extractive")
+        drafts = plait.refinery.cards("kb", status="draft")
+        assert len(drafts) >= 2
+        keys = KeyStore(tmp_path / "keys.db")
+        reader_token = keys.create(role="reader", collection="kb")[1]
+        maintainer_token = keys.create(role="maintainer", collection="kb")[1]
+        try:
+            with UvicornThread(create_app(plait, auth=True, keys=keys)) as server, Client(
+                server.url, api_key=reader_token
+            ) as reader, Client(server.url, api_key=maintainer_token) as maintainer:
+                assert reader.faq_cards("kb") == []  # nothing approved yet
+                with pytest.raises(PermissionDeniedError):
+                    reader.faq_cards("kb", status="draft")
+                assert maintainer.faq_cards("kb", status="draft") == drafts
+                approved = maintainer.approve_card("kb", drafts[0].id)
+                rejected = maintainer.reject_card("kb", drafts[1].id)
+                with pytest.raises(PermissionDeniedError):
+                    reader.approve_card("kb", drafts[1].id)
+                with pytest.raises(NotFoundError):
+                    maintainer.approve_card("kb", "no-such-card")
+                seen = reader.faq_cards("kb")
+                usage = maintainer.usage("kb", since="2021-01-01")
+                with pytest.raises(PermissionDeniedError, match="maintainer"):
+                    reader.usage("kb")
+        finally:
+            keys.close()
+        assert (approved.status, rejected.status) == ("approved", "rejected")
+        assert seen == [approved] == plait.refinery.cards("kb", status="approved")
+        assert usage == plait.usage("kb", since="2021-01-01") and usage.collection == "kb"
+
+
 def test_same_signatures_as_plait() -> None:
     """Options added to Plait must be added to the clients (and the reverse)."""
-    for name in ("search", "explain", "ask", "coverage", "collections", "search_request", "ask_request"):
+    for name in ("search", "explain", "ask", "coverage", "collections", "search_request", "ask_request", "usage"):
         # drafts_visible is decided by the key's role on a server, never by the caller
         plait = {k: v for k, v in inspect.signature(getattr(Plait, name)).parameters.items() if k != "drafts_visible"}
         for kind in (Client, AsyncClient):
@@ -365,6 +409,22 @@ def test_an_answer_that_is_not_plait_is_a_service_error(canned: tuple[str, Threa
     server.canned = (200, JSON, b'{"hits": "no"}')  # type: ignore[attr-defined]
     with Client(url) as client, pytest.raises(ServiceError, match="not what this client expects"):
         client.search(QUERY)
+
+
+def test_fields_a_newer_server_adds_are_ignored(canned: tuple[str, ThreadingHTTPServer], tmp_path: Path) -> None:
+    """An older client against a newer server: unknown fields in an answer (top level and
+    nested) are dropped, not a 'not what this client expects' error."""
+    with make_engine(tmp_path) as plait:
+        result = plait.search(QUERY, collection="a", k=2)
+    data = result.model_dump(mode="json", by_alias=True)
+    data["servedBy"] = "plait 9.9"
+    for hit in data["hits"]:
+        hit["futureBadge"] = {"kind": "new"}
+        hit["ranks"]["sparse"] = 3
+    url, server = canned
+    server.canned = (200, JSON, json.dumps(data).encode())  # type: ignore[attr-defined]
+    with Client(url) as client:
+        assert client.search(QUERY, collection="a", k=2) == result
 
 
 def test_bad_settings_are_config_errors() -> None:
