@@ -650,11 +650,30 @@ def _pg_targets(pg: dict[str, Any] | None) -> list[dict[str, str]]:
     return out
 
 
-def markdown(r: dict[str, Any]) -> str:
+def header(r: dict[str, Any]) -> list[str]:
+    """The report's first lines: when each section was measured. After ``--only`` the
+    sections rerun carry this run's date and the others the date of the run they were
+    kept from (``measured_at``), not this run's. A report written before ``last_run``
+    was recorded: the sections measured at or after its machine date were rerun."""
     m = r["machine"]
-    lines = ["# plait performance", "",
-             f"{m['date']} · {m['cpu']} · {m['cores']} cores · Python {m['python']} · numpy {m['numpy']}",
-             f"BLAS: {json.dumps(m['blas'])}", "", "## Targets", "",
+    at = r.get("measured_at", {})
+    last = r.get("last_run") or {
+        "date": m["date"],
+        "sections": [s for s in SECTIONS if at.get(s, m["date"]) >= m["date"]],
+    }
+    rerun = [s for s in SECTIONS if s in last["sections"]]
+    kept = [s for s in SECTIONS if s not in rerun]
+    when = f"{last['date']}: " + ("every section" if not kept else f"{', '.join(rerun)} rerun")
+    lines = [f"{when} · {m['cpu']} · {m['cores']} cores · Python {m['python']} · numpy {m['numpy']}",
+             f"BLAS: {json.dumps(m['blas'])}"]
+    if kept:
+        lines += ["", "Kept from earlier runs (dates in `measured_at` of performance.json): "
+                  + ", ".join(f"{s} measured {at.get(s, 'at an unrecorded date')}" for s in kept) + "."]
+    return lines
+
+
+def markdown(r: dict[str, Any]) -> str:
+    lines = ["# plait performance", "", *header(r), "", "## Targets", "",
              "| target | measured | met |", "| --- | --- | --- |"]
     lines += [f"| {t['target']} | {t['measured']} | {t['met']} |" for t in r["targets"]]
     lex = r["lexical"]
@@ -848,6 +867,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"(b)+(e) dense and hybrid at {sizes}…", flush=True)
         report.update(dense(sizes, 2 if args.quick else 3))
         done("dense")
+    report["last_run"] = {"date": report["machine"]["date"], "sections": [s for s in SECTIONS if s in run]}
     report = _merge_previous(report) if args.only else report
     report["targets"] = targets(report)
     report["seconds"] = round(time.perf_counter() - started, 1)
