@@ -47,6 +47,7 @@ from typing import Any
 from psycopg import sql
 
 from plait.stores.base import BM25Params, Filters
+from plait.stores.postgres_blocks import BLOCK_SHIFT
 from plait.stores.postgres_queries import (
     TermStats,
     filter_sql,
@@ -54,17 +55,24 @@ from plait.stores.postgres_queries import (
     term_weights,
 )
 
-__all__ = ["PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "Candidate", "lexical_query", "prunable", "rescore"]
+__all__ = ["PROBE_COST", "PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "Candidate", "lexical_query", "prunable", "rescore"]
 
 #: Postings read to seed the threshold: the highest-bound terms' lists up to this many.
 SEED_POSTINGS = 4000
 #: Queries with fewer postings than this are scored exhaustively: below it, the
 #: pruning's own reads cost more than they save.
 PRUNE_MIN_POSTINGS = 20000
+#: A term whose live blocks times this is below its document frequency is read block by
+#: block (one primary-key range per live block), else in one range filtered by block.
+PROBE_COST = 16
 
 # One posting's contribution (the SQL's own estimate; the exact one is rescore's).
 _CONTRIB = "u.idf * p.tf * (%(k1)s + 1.0) / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.len / u.avgdl))"
-_BOUND = "q.idf * q.max_tf * (%(k1)s + 1.0) / (q.max_tf + %(k1)s * (1.0 - %(b)s + %(b)s * q.min_len / q.avgdl))"
+# Upper bounds of one posting's contribution over a set of postings with largest tf
+# ``max_tf`` and smallest len/tf ``min_ratio`` (plait.stores.postgres_blocks): per term
+# and per block.
+_BOUND = "q.idf * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s) / q.max_tf + %(k1)s * %(b)s * q.min_ratio / q.avgdl)"
+_BLOCK_BOUND = "u.idf * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s) / k.max_tf + %(k1)s * %(b)s * k.min_ratio / u.avgdl)"
 
 _HEAD = """
 WITH c AS (
@@ -72,7 +80,7 @@ WITH c AS (
     FROM plait_collections WHERE id = %(cid)s
 ),
 q AS MATERIALIZED (
-    SELECT x.i, t.id AS term, t.df, t.max_tf, t.min_len,
+    SELECT x.i, t.id AS term, t.df, t.max_tf, t.min_ratio,
            CASE WHEN x.i <= 63 THEN 1::bigint << (x.i::int - 1) ELSE 0::bigint END AS bit,
            x.w * ln(1.0 + (c.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
            coalesce(nullif(CASE x.f WHEN 0 THEN c.te ELSE c.ts END / c.n, 0), 1.0) AS avgdl
@@ -116,16 +124,10 @@ theta AS (
         ELSE '-Infinity'::float8 END AS t
     FROM m
 ),
-ess AS MATERIALIZED (
-    SELECT p.chunk_row, sum({contrib} ORDER BY u.i) AS s, bit_or(u.bit) AS mask{arrays}
-    FROM theta, u JOIN plait_postings p ON p.collection_id = %(cid)s AND p.term = u.term
-    WHERE u.low_ub >= theta.t
-    GROUP BY p.chunk_row
-),
 ne AS (
     SELECT coalesce(max(u.low_ub), 0.0) AS v FROM u, theta WHERE u.low_ub < theta.t
 ),
-theta2 AS (
+{ess}theta2 AS (
     SELECT greatest(theta.t, coalesce(
         (SELECT s FROM ess ORDER BY s DESC OFFSET %(limit)s - 1 LIMIT 1) - m.v, theta.t)) AS t
     FROM theta, m WHERE m.prune
@@ -142,6 +144,61 @@ scored AS MATERIALIZED (
         WHERE ne.v > 0 AND u.low_ub < theta.t
     ) AS x ON true
     WHERE e.s + ne.v >= theta2.t
+),
+"""
+
+# Block-max: the essential terms' block bounds summed per block (plus the non-essential
+# terms' bounds); only the blocks that can reach θ are read. A term with few live blocks
+# is read block by block (one key range each), the others in one range filtered by block.
+_ESS_BLOCKS = """
+bk AS MATERIALIZED (
+    SELECT k.block, u.i, {block_bound} AS ub
+    FROM m, theta, u JOIN plait_lex_blocks k ON k.collection_id = %(cid)s AND k.term = u.term
+    WHERE m.prune AND u.low_ub >= theta.t
+),
+live AS MATERIALIZED (
+    SELECT bk.block FROM bk GROUP BY bk.block
+    HAVING sum(bk.ub) + (SELECT v FROM ne) >= (SELECT t FROM theta)
+),
+pairs AS MATERIALIZED (
+    SELECT bk.i, bk.block FROM bk JOIN live ON live.block = bk.block
+),
+way AS MATERIALIZED (
+    SELECT u.i, u.term, u.idf, u.avgdl, u.bit, m.prune, m.prune AND coalesce(x.n * %(probe)s < u.df, false) AS probe
+    FROM m, theta, u LEFT JOIN (SELECT i, count(*) AS n FROM pairs GROUP BY i) AS x ON x.i = u.i
+    WHERE u.low_ub >= theta.t
+),
+ess AS MATERIALIZED (
+    SELECT p.chunk_row, sum({contrib_p} ORDER BY p.i) AS s, bit_or(p.bit) AS mask{arrays_p}
+    FROM (
+        SELECT w.i, w.idf, w.avgdl, w.bit, r.chunk_row, r.tf, r.len
+        FROM way w CROSS JOIN LATERAL (
+            SELECT p.chunk_row, p.tf, p.len FROM plait_postings p
+            WHERE p.collection_id = %(cid)s AND p.term = w.term
+            OFFSET 0
+        ) AS r
+        WHERE NOT w.probe AND (NOT w.prune OR (r.chunk_row >> {shift})::integer IN (SELECT block FROM live))
+        UNION ALL
+        SELECT w.i, w.idf, w.avgdl, w.bit, r.chunk_row, r.tf, r.len
+        FROM way w JOIN pairs x ON x.i = w.i CROSS JOIN LATERAL (
+            SELECT p.chunk_row, p.tf, p.len FROM plait_postings p
+            WHERE p.collection_id = %(cid)s AND p.term = w.term
+                AND p.chunk_row >= (x.block::bigint << {shift}) AND p.chunk_row < ((x.block::bigint + 1) << {shift})
+            OFFSET 0
+        ) AS r
+        WHERE w.probe
+    ) AS p
+    GROUP BY p.chunk_row
+),
+"""
+
+# Term-level MaxScore only: every essential term's postings (the reference for blocks).
+_ESS_TERMS = """
+ess AS MATERIALIZED (
+    SELECT p.chunk_row, sum({contrib} ORDER BY u.i) AS s, bit_or(u.bit) AS mask{arrays}
+    FROM theta, u JOIN plait_postings p ON p.collection_id = %(cid)s AND p.term = u.term
+    WHERE u.low_ub >= theta.t
+    GROUP BY p.chunk_row
 ),
 """
 
@@ -220,6 +277,8 @@ def lexical_query(
     large: bool = True,
     prune_min: int = PRUNE_MIN_POSTINGS,
     seed: int = SEED_POSTINGS,
+    blocks: bool = True,
+    probe: int = PROBE_COST,
 ) -> tuple[sql.Composed, dict[str, Any]] | None:
     """The lexical arm for collection ``cid`` as one statement (rows for :func:`rescore`),
     or None when the query has no term. ``prune`` False scores every chunk of the
@@ -245,12 +304,19 @@ def lexical_query(
         "prune": pruning,
         "seed": seed,
         "prune_min": prune_min,
+        "probe": probe,
         **where_params,
     }
     arrays = _ARRAYS if limit is None else _NO_ARRAYS
     top = _WALK if where_params else _TOP
     middle = _PRUNED if pruning else _EXHAUSTIVE
-    text = (_HEAD + middle + _TAIL).format(bound=_BOUND, contrib=_CONTRIB, arrays=arrays, top=top, where="{where}")
+    ess = (_ESS_BLOCKS if blocks else _ESS_TERMS).format(
+        block_bound=_BLOCK_BOUND, contrib=_CONTRIB, arrays=arrays, shift=BLOCK_SHIFT,
+        contrib_p=_CONTRIB.replace("u.", "p."), arrays_p=arrays.replace("u.", "p."),
+    )
+    text = (_HEAD + middle + _TAIL).format(
+        bound=_BOUND, contrib=_CONTRIB, arrays=arrays, top=top, where="{where}", ess=ess
+    )
     return sql.SQL(text).format(where=where), args
 
 

@@ -43,6 +43,9 @@ foreign key: :meth:`~plait.stores.postgres.PostgresStore.delete_collection` dele
 collection's postings itself), with autovacuum told to visit both tables after 2 % of
 new rows instead of 20 %, so index-only scans come back soon after a large load.
 
+Migration 8 (:mod:`plait.stores.postgres_blocks`) tightens the pruning bounds: the
+smallest ``len/tf`` per term, and per-block bounds in ``plait_lex_blocks``.
+
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
@@ -52,6 +55,8 @@ Migrations run under ``pg_advisory_lock`` so several processes may start at once
 from __future__ import annotations
 
 import psycopg
+
+from plait.stores.postgres_blocks import MIGRATION_8
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
 
@@ -462,6 +467,7 @@ CREATE TABLE plait_usage (
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
     _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
+    MIGRATION_8,
 )
 LATEST_VERSION = len(MIGRATIONS)
 
