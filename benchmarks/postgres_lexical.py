@@ -244,9 +244,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--scale", type=int, default=10,
                         help="also time the lexical arm on a collection of SCALE copies of the "
                              "corpus (distinct ids; 1 skips)")
+    parser.add_argument("--variants", metavar="SCHEMA:COLLECTION",
+                        help="only time the lexical statement's variants (pruning_variants) on an existing "
+                             "collection of the --dsn server (e.g. a SciFact copy left by an earlier run)")
+    parser.add_argument("--queries", type=int, default=100, help="with --variants: the first N test queries")
     args = parser.parse_args(argv)
 
     queries, qrels = load(args.data)
+    if args.variants:
+        schema_name, _, collection = args.variants.partition(":")
+        if not args.dsn or not collection:
+            raise SystemExit("--variants needs --dsn and SCHEMA:COLLECTION")
+        store = PostgresStore(args.dsn, schema=schema_name, statement_timeout=3600)
+        figures = pruning_variants(store, collection, list(queries.values())[: args.queries])
+        figures.update(date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), postgres=_server_version(store),
+                       machine=machine())
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+        store.close()
+        return
     corpus = args.data / "corpus.jsonl"
     workdir = Path(tempfile.mkdtemp(prefix="plait-bench-"))
     stack = ExitStack()
@@ -410,7 +426,72 @@ def scaled_latency(
         figures[key] = {"query_ms_median": round(statistics.median(values), 2),
                         "query_ms_p95": round(sorted(values)[int(0.95 * (len(values) - 1))], 2)}
     print(f"{'scaled x' + str(copies):30s} {figures}", flush=True)
+    figures["variants"] = pruning_variants(pg, name, sample)
     return figures
+
+
+def pruning_variants(
+    pg: PostgresStore, name: str, queries: Sequence[str], *, limit: int = 50, passes: int = 2
+) -> dict[str, Any]:
+    """The lexical statement's variants on collection ``name``, side by side: each query
+    runs every variant in turn (the order rotating query by query), ``passes`` times, all
+    prepared on one pooled connection (generic plans, as the store runs them); the
+    rescored top ``limit`` of every variant must be identical. Variants: ``before`` (the
+    statement of 8cd1bac, frozen in ``postgres_lexical_v5.py``: schema-5 bounds, term-level
+    MaxScore, every survivor probed for every non-essential term), ``exhaustive`` (every
+    posting of every query term) and ``pruned`` (the store's statement: schema 8's
+    max_tf + min len/tf bounds, the non-essential terms probed strongest first, candidates
+    dropped between probes)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import postgres_lexical_v5
+    from plait.stores.base import BM25Params
+    from plait.stores.postgres_lexical import lexical_query, rescore
+
+    params = BM25Params()
+    builders: dict[str, Callable[[int, list[str], list[str]], Any]] = {
+        "before": lambda cid, e, s: postgres_lexical_v5.lexical_query(cid, e, s, limit=limit, filters=None, params=params),
+        "exhaustive": lambda cid, e, s: lexical_query(cid, e, s, limit=limit, filters=None, params=params, prune=False),
+        "pruned": lambda cid, e, s: lexical_query(cid, e, s, limit=limit, filters=None, params=params),
+    }
+    names = list(builders)
+    lat: dict[str, list[float]] = {k: [] for k in names}
+    identical = 0
+    load = [round(x, 1) for x in os.getloadavg()]
+    with pg._read() as conn:
+        cid = pg._collection(conn, name)[0]
+        analysed = [terms(text) for text in queries]
+        for e, st in analysed[:5]:  # prepare every variant's statement
+            for build in builders.values():
+                built = build(cid, e, st)
+                if built is not None:
+                    conn.execute(*built, prepare=True).fetchall()
+        for rep in range(passes):
+            for j, (e, st) in enumerate(analysed):
+                results = {}
+                for k in range(len(names)):
+                    variant = names[(j + k + rep) % len(names)]
+                    built = builders[variant](cid, e, st)
+                    if built is None:
+                        continue
+                    started = time.perf_counter()
+                    rows = conn.execute(*built, prepare=True).fetchall()
+                    ranked = rescore(rows, e, st, limit=limit, params=params)
+                    lat[variant].append((time.perf_counter() - started) * 1000)
+                    results[variant] = ranked
+                identical += len({json.dumps(r) for r in results.values()}) <= 1
+    out: dict[str, Any] = {
+        "collection": name, "chunks": pg.get_collection(name).chunks,  # type: ignore[union-attr]
+        "queries": len(queries), "passes": passes, "limit": limit,
+        "identical_top_k_all_variants": f"{identical}/{passes * len(queries)}",
+        "load_average_start": load, "load_average_end": [round(x, 1) for x in os.getloadavg()],
+    }
+    for variant, values in lat.items():
+        out[variant] = {"p50_ms": round(statistics.median(values), 2),
+                        "p95_ms": round(sorted(values)[int(0.95 * (len(values) - 1))], 2)}
+    out["speedup_p50_before_over_pruned"] = round(out["before"]["p50_ms"] / out["pruned"]["p50_ms"], 2)
+    out["speedup_p50_exhaustive_over_pruned"] = round(out["exhaustive"]["p50_ms"] / out["pruned"]["p50_ms"], 2)
+    print(f"{'pruning variants':30s} {out}", flush=True)
+    return out
 
 
 def _chunk_docs(store: PostgresStore) -> dict[str, str]:

@@ -633,20 +633,33 @@ def _pg_targets(pg: dict[str, Any] | None) -> list[dict[str, str]]:
     if not pg or "hybrid_pg" not in pg:
         return [{"target": "PostgreSQL: hybrid p50 <= 5 ms and <= 3x SQLite at SciFact size", "measured": "not run",
                  "met": "not measured"}]
+    busy = max(pg.get("load_average_start", [0])[0], pg.get("load_average_end", [0])[0]) > (pg.get("cpus") or 1)
     h, s, ratio = pg["hybrid_pg"]["p50_ms"], pg["hybrid_sqlite"]["p50_ms"], pg["hybrid_ratio_p50"]
-    out = [{"target": "PostgreSQL: hybrid p50 <= 5 ms and <= 3x SQLite at SciFact size (same run)",
-            "measured": f"p50 {h} ms vs SQLite {s} ms (x{ratio})",
-            "met": "yes" if h <= 5 and ratio <= 3 else f"no ({'p50 over 5 ms' if h > 5 else ''}"
-                   f"{', ' if h > 5 and ratio > 3 else ''}{'ratio over 3' if ratio > 3 else ''})"}]
+    out = [{"target": "PostgreSQL: hybrid p50 <= 5 ms at SciFact size",
+            "measured": f"p50 {h} ms (SQLite {s} ms in the same run)",
+            "met": "yes" if h <= 5 else f"no (x{h / 5:.1f} over)"},
+           {"target": "PostgreSQL: hybrid p50 <= 3x the SQLite store's at SciFact size (same run, interleaved)",
+            "measured": f"x{ratio} ({h} vs {s} ms)",
+            "met": "yes" if ratio <= 3 else "no"}]
     big = pg.get("scaled")
+    lex_met = "not measured"
+    if big:
+        p50 = big["lexical_pruned"]["p50_ms"]
+        lex_met = ("yes" if p50 <= 10 else f"no (x{p50 / 10:.1f} over)") + (
+            "" if big["chunks"] >= 100_000 else f" (measured at {big['chunks']:,} chunks, not 100k)")
     out.append({"target": "PostgreSQL: lexical p50 <= 10 ms at 100k chunks",
                 "measured": (f"p50 {big['lexical_pruned']['p50_ms']} ms pruned, {big['lexical_exhaustive']['p50_ms']} ms "
-                             f"exhaustive, at {big['chunks']:,} chunks") if big else "not run",
-                "met": ("yes" if big["lexical_pruned"]["p50_ms"] <= 10 else "no") if big else "not measured"})
+                             f"exhaustive" + (f", {big['lexical_pruned_before']['p50_ms']} ms as before (8cd1bac)"
+                                              if "lexical_pruned_before" in big else "")
+                             + f", at {big['chunks']:,} chunks") if big else "not run",
+                "met": lex_met})
     out.append({"target": "PostgreSQL: postings bytes per posting reported",
                 "measured": f"{pg['postings_after_vacuum']['bytes_per_posting']} B (indexer's incremental load)"
                             + (f", {big['postings']['bytes_per_posting']} B (bulk, {big['chunks']:,} chunks)" if big else ""),
                 "met": "figure only"})
+    if busy:
+        for row in out[:3]:
+            row["measured"] += "; busy machine (load average above the core count): absolute times inflated"
     return out
 
 
@@ -815,8 +828,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="(b) at 10k, 100k and 1M: the 1M size alone takes ~25-30 min on 2 cores")
     ap.add_argument("--only", help=f"comma-separated sections to run ({', '.join(SECTIONS)}); the "
                     "others are kept from the previous performance.json")
-    ap.add_argument("--pg-scale", type=int, default=10,
-                    help="postgres: copies of SciFact for the large lexical figure (1 skips it)")
+    ap.add_argument("--pg-scale", type=int, default=11,
+                    help="postgres: copies of SciFact for the large lexical figure (11: 100,331 chunks; 1 skips it)")
     ap.add_argument("--ingest", default="e5=64,minilm=256",
                     help="models and sample sizes (chunks) for (f), e.g. e5=64,minilm=256")
     args = ap.parse_args(argv)

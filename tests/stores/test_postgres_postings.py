@@ -244,13 +244,18 @@ def test_migration_from_version_2_backfills_postings(pg_dsn: str, schema: str) -
         assert _rows(store, "SELECT array_agg(version ORDER BY version) FROM plait_schema_version")[0][0] == list(
             range(1, LATEST_VERSION + 1)
         )
-        assert LATEST_VERSION == 7  # 4: backfill claims, 5: term ids and bounds, 6: records, 7: usage
+        assert LATEST_VERSION == 8  # 4: backfill claims, 5: term ids and bounds, 6: records, 7: usage, 8: min_ratio
         assert _exact_postings(store) == {
             ("e:err-4012", "d1", 1, 2), ("e:checkout", "d1", 1, 2), ("e:checkout", "d2", 1, 3),
             ("e:cart", "d2", 2, 3), ("e:inventory", "d3", 1, 1),
         }
         assert _exact_postings(store, "other") == {("e:checkout", "o1", 1, 1)}
         assert _postings_drift(store) == 0
+        # migration 8 backfilled the smallest len/tf per term: checkout (tf 1, len 2) and
+        # (1, 3) -> 2.0; cart (tf 2, len 3) -> 1.5
+        assert _rows(store, "SELECT t.key, t.max_tf, t.min_ratio FROM plait_lex_terms t JOIN plait_collections c "
+                     "ON c.id = t.collection_id WHERE c.name = 'c' AND t.key IN ('e:checkout', 'e:cart') ORDER BY 1") == [
+            ("e:cart", 2, 1.5), ("e:checkout", 1, 2.0)]
         # N = 3, avgdl = 2, "checkout" df 2: d1 scores ln(1.6), d2 ln(1.6)·1.9/2.08
         ranked = store.lexical_search("c", ["checkout"], [], limit=10, params=EXACT)
         assert [i for i, _ in ranked] == ["d1", "d2"]

@@ -159,7 +159,6 @@ class PostgresStore(PostgresSearch):
             conn.execute("DELETE FROM plait_chunks WHERE collection_id = %s", (cid,))
             conn.execute("SELECT set_config('plait.skip_stats', 'off', true)")
             conn.execute("DELETE FROM plait_postings WHERE collection_id = %s", (cid,))
-            conn.execute("DELETE FROM plait_lex_blocks WHERE collection_id = %s", (cid,))
             conn.execute("DELETE FROM plait_collections WHERE id = %s", (cid,))
         self._forget(name)
         return True
@@ -378,7 +377,7 @@ class PostgresStore(PostgresSearch):
         vacuum (the visibility map skips the rest)."""
         self._written = 0
         with self._read() as conn:
-            for table in ("plait_postings", "plait_lex_blocks", "plait_lex_terms", "plait_chunks"):
+            for table in ("plait_postings", "plait_lex_terms", "plait_chunks"):
                 conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
 
     # backfill claims -----------------------------------------------------------------

@@ -11,23 +11,29 @@ the embedded store's to the last bit, whatever the SQL's own floating-point roun
 Inside the statement (scores there use PostgreSQL's ``ln``; they differ from the exact
 ones by far less than the margin ``m``, a relative 1e-9 of the largest possible score):
 
-1. **Bounds.** Each term's upper bound is its weighted idf times the BM25 term factor at
-   the term's largest stored ``tf`` and smallest stored field length (``max_tf`` /
-   ``min_len`` in ``plait_lex_terms``, widened on every insert and left as they are on
-   deletes, where they stay valid, only looser). The factor grows with ``tf`` and
-   shrinks with the length (for ``k1`` ≥ 0, 0 ≤ ``b``), so no posting scores above it.
+1. **Bounds.** Each term's upper bound is its weighted idf times the BM25 term factor
+   ``(k1 + 1) / (1 + k1·(1 − b)/tf + k1·b·(len/tf)/avgdl)`` at the term's largest stored
+   ``tf`` and smallest stored ratio ``len/tf`` (``max_tf`` / ``min_ratio`` in
+   ``plait_lex_terms``, see :mod:`plait.stores.postgres_bounds`; widened on every insert
+   and left as they are on deletes, where they stay valid, only looser). The factor
+   grows as ``1/tf`` and ``len/tf`` shrink (for ``k1`` ≥ 0, 0 ≤ ``b`` ≤ 1), so no posting
+   scores above it.
 2. **Seed.** The postings of the highest-bound terms (the first, then more while their
    postings stay under a budget) give partial scores: lower bounds of real chunks'
    scores, so their ``n``-th best, less ``m``, is a threshold θ no top-``n`` chunk falls
    below.
 3. **MaxScore.** Terms sorted by bound, weakest first: the longest prefix whose bounds
    sum below θ is *non-essential* — a chunk holding only those terms cannot reach θ.
-   Candidates are the chunks in the postings of the other (essential) terms; their
-   essential partial scores raise θ further (their ``n``-th best is a lower bound too),
-   and a candidate whose partial score plus the non-essential bounds stays below θ is
-   dropped without looking further. The survivors' non-essential postings are probed by
-   primary key ``(collection, term, chunk)``; the long postings lists of frequent terms
-   are never scanned.
+   Candidates are the chunks in the postings of the other (essential) terms (the seed's
+   partial scores are reused when every seed term is essential: their postings are read
+   once); their essential partial scores raise θ further (their ``n``-th best is a lower
+   bound too), and a candidate whose partial score plus the non-essential bounds stays
+   below θ is dropped without looking further. The survivors' non-essential postings are
+   probed by primary key ``(collection, term, chunk)``, **one term at a time, strongest
+   first** (a recursive CTE): after each term a candidate whose score so far plus the
+   bounds of the terms still to probe stays below θ is dropped, so the weaker terms are
+   probed for fewer and fewer candidates. The long postings lists of frequent terms are
+   never scanned.
 4. **Cut with a window.** The survivors are walked best first (each checked against the
    filters by its chunk's primary key) until ``n`` pass; every passing candidate within
    ``2m`` of the ``n``-th is returned too, so the exact top ``n`` is always among the rows.
@@ -47,7 +53,6 @@ from typing import Any
 from psycopg import sql
 
 from plait.stores.base import BM25Params, Filters
-from plait.stores.postgres_blocks import BLOCK_SHIFT
 from plait.stores.postgres_queries import (
     TermStats,
     filter_sql,
@@ -55,27 +60,22 @@ from plait.stores.postgres_queries import (
     term_weights,
 )
 
-__all__ = ["PROBE_COST", "PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "Candidate", "lexical_query", "prunable", "rescore"]
+__all__ = ["PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "Candidate", "lexical_query", "prunable", "rescore"]
 
 #: Postings read to seed the threshold: the highest-bound terms' lists up to this many.
 SEED_POSTINGS = 4000
 #: Queries with fewer postings than this are scored exhaustively: below it, the
 #: pruning's own reads cost more than they save.
 PRUNE_MIN_POSTINGS = 20000
-#: A term whose live blocks times this is below its document frequency is read block by
-#: block (one primary-key range per live block), else in one range filtered by block.
-PROBE_COST = 16
 
 # One posting's contribution (the SQL's own estimate; the exact one is rescore's).
 _CONTRIB = "u.idf * p.tf * (%(k1)s + 1.0) / (p.tf + %(k1)s * (1.0 - %(b)s + %(b)s * p.len / u.avgdl))"
-# Upper bounds of one posting's contribution over a set of postings with largest tf
-# ``max_tf`` and smallest len/tf ``min_ratio`` (plait.stores.postgres_blocks): per term
-# and per block.
+# Upper bound of one posting's contribution among a term's postings, from their largest
+# tf ``max_tf`` and smallest len/tf ``min_ratio`` (plait.stores.postgres_bounds).
 _BOUND = "q.idf * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s) / q.max_tf + %(k1)s * %(b)s * q.min_ratio / q.avgdl)"
-_BLOCK_BOUND = "u.idf * (%(k1)s + 1.0) / (1.0 + %(k1)s * (1.0 - %(b)s) / k.max_tf + %(k1)s * %(b)s * k.min_ratio / u.avgdl)"
 
 _HEAD = """
-WITH c AS (
+WITH RECURSIVE c AS (
     SELECT n_chunks::float8 AS n, len_exact_total::float8 AS te, len_stems_total::float8 AS ts
     FROM plait_collections WHERE id = %(cid)s
 ),
@@ -95,11 +95,11 @@ m AS (
 ),
 """
 
-# Every chunk of the query's postings scored (sorted by chunk, then summed: cheaper
-# than hashing here).
+# Every chunk of the query's postings scored (summed in any order: the scores that rank
+# are rescore's, the SQL's only have to be within the margin).
 _EXHAUSTIVE = """
 scored AS MATERIALIZED (
-    SELECT p.chunk_row, sum({contrib} ORDER BY u.i) AS score, bit_or(u.bit) AS mask{arrays}
+    SELECT p.chunk_row, sum({contrib}) AS score, bit_or(u.bit) AS mask{arrays}
     FROM q AS u JOIN plait_postings p ON p.collection_id = %(cid)s AND p.term = u.term
     GROUP BY p.chunk_row
 ),
@@ -112,8 +112,8 @@ u AS MATERIALIZED (
            sum(b.ub) OVER (ORDER BY b.ub, b.i ROWS UNBOUNDED PRECEDING) AS low_ub
     FROM (SELECT q.*, {bound} AS ub FROM q) AS b
 ),
-seed AS (
-    SELECT p.chunk_row, sum({contrib} ORDER BY u.i) AS s
+seed AS MATERIALIZED (
+    SELECT p.chunk_row, sum({contrib}) AS s, bit_or(u.bit) AS mask
     FROM m, u JOIN plait_postings p ON p.collection_id = %(cid)s AND p.term = u.term
     WHERE m.prune AND u.df_before < %(seed)s
     GROUP BY p.chunk_row
@@ -127,80 +127,53 @@ theta AS (
 ne AS (
     SELECT coalesce(max(u.low_ub), 0.0) AS v FROM u, theta WHERE u.low_ub < theta.t
 ),
-{ess}theta2 AS (
+reuse AS (
+    SELECT m.prune AND NOT EXISTS (
+        SELECT 1 FROM u WHERE u.df_before < %(seed)s AND u.low_ub < theta.t) AS ok
+    FROM m, theta
+),
+ess AS MATERIALIZED (
+    SELECT x.chunk_row, sum(x.s) AS s, bit_or(x.mask) AS mask, NULL::bigint[] AS ii, NULL::integer[] AS tt
+    FROM (
+        SELECT seed.chunk_row, seed.s, seed.mask FROM seed, reuse WHERE reuse.ok
+        UNION ALL
+        SELECT p.chunk_row, {contrib}, u.bit
+        FROM theta, reuse, u JOIN plait_postings p ON p.collection_id = %(cid)s AND p.term = u.term
+        WHERE u.low_ub >= theta.t AND NOT (reuse.ok AND u.df_before < %(seed)s)
+    ) AS x
+    GROUP BY x.chunk_row
+),
+theta2 AS (
     SELECT greatest(theta.t, coalesce(
         (SELECT s FROM ess ORDER BY s DESC OFFSET %(limit)s - 1 LIMIT 1) - m.v, theta.t)) AS t
     FROM theta, m WHERE m.prune
 ),
+nes AS MATERIALIZED (
+    SELECT row_number() OVER (ORDER BY u.low_ub DESC) AS r, u.term, u.bit, u.idf, u.avgdl,
+           u.low_ub - u.ub AS rem
+    FROM u, theta WHERE u.low_ub < theta.t
+),
+probed AS (
+    SELECT 0::bigint AS r, e.chunk_row, e.s, e.mask, e.ii, e.tt
+    FROM ess e CROSS JOIN theta2 CROSS JOIN ne WHERE e.s + ne.v >= theta2.t
+    UNION ALL
+    SELECT w.r + 1, w.chunk_row, w.s + coalesce(x.c, 0.0),
+           w.mask | CASE WHEN x.c IS NULL THEN 0::bigint ELSE n.bit END, w.ii, w.tt
+    FROM probed w JOIN nes n ON n.r = w.r + 1 CROSS JOIN theta2
+    LEFT JOIN LATERAL (
+        SELECT {contrib_n} AS c FROM plait_postings p
+        WHERE p.collection_id = %(cid)s AND p.term = n.term AND p.chunk_row = w.chunk_row
+    ) AS x ON true
+    WHERE w.s + coalesce(x.c, 0.0) + n.rem >= theta2.t
+),
 scored AS MATERIALIZED (
     SELECT e.chunk_row, e.s AS score, e.mask, e.ii, e.tt FROM ess e, m WHERE NOT m.prune
     UNION ALL
-    SELECT e.chunk_row, e.s + coalesce(x.s, 0.0), e.mask | coalesce(x.mask, 0), e.ii, e.tt
-    FROM ess e CROSS JOIN theta CROSS JOIN theta2 CROSS JOIN ne
-    LEFT JOIN LATERAL (
-        SELECT sum({contrib}) AS s, bit_or(u.bit) AS mask
-        FROM u JOIN plait_postings p
-            ON p.collection_id = %(cid)s AND p.term = u.term AND p.chunk_row = e.chunk_row
-        WHERE ne.v > 0 AND u.low_ub < theta.t
-    ) AS x ON true
-    WHERE e.s + ne.v >= theta2.t
+    SELECT w.chunk_row, w.s, w.mask, w.ii, w.tt FROM probed w
+    WHERE w.r = (SELECT count(*) FROM nes)
 ),
 """
 
-# Block-max: the essential terms' block bounds summed per block (plus the non-essential
-# terms' bounds); only the blocks that can reach θ are read. A term with few live blocks
-# is read block by block (one key range each), the others in one range filtered by block.
-_ESS_BLOCKS = """
-bk AS MATERIALIZED (
-    SELECT k.block, u.i, {block_bound} AS ub
-    FROM m, theta, u JOIN plait_lex_blocks k ON k.collection_id = %(cid)s AND k.term = u.term
-    WHERE m.prune AND u.low_ub >= theta.t
-),
-live AS MATERIALIZED (
-    SELECT bk.block FROM bk GROUP BY bk.block
-    HAVING sum(bk.ub) + (SELECT v FROM ne) >= (SELECT t FROM theta)
-),
-pairs AS MATERIALIZED (
-    SELECT bk.i, bk.block FROM bk JOIN live ON live.block = bk.block
-),
-way AS MATERIALIZED (
-    SELECT u.i, u.term, u.idf, u.avgdl, u.bit, m.prune, m.prune AND coalesce(x.n * %(probe)s < u.df, false) AS probe
-    FROM m, theta, u LEFT JOIN (SELECT i, count(*) AS n FROM pairs GROUP BY i) AS x ON x.i = u.i
-    WHERE u.low_ub >= theta.t
-),
-ess AS MATERIALIZED (
-    SELECT p.chunk_row, sum({contrib_p} ORDER BY p.i) AS s, bit_or(p.bit) AS mask{arrays_p}
-    FROM (
-        SELECT w.i, w.idf, w.avgdl, w.bit, r.chunk_row, r.tf, r.len
-        FROM way w CROSS JOIN LATERAL (
-            SELECT p.chunk_row, p.tf, p.len FROM plait_postings p
-            WHERE p.collection_id = %(cid)s AND p.term = w.term
-            OFFSET 0
-        ) AS r
-        WHERE NOT w.probe AND (NOT w.prune OR (r.chunk_row >> {shift})::integer IN (SELECT block FROM live))
-        UNION ALL
-        SELECT w.i, w.idf, w.avgdl, w.bit, r.chunk_row, r.tf, r.len
-        FROM way w JOIN pairs x ON x.i = w.i CROSS JOIN LATERAL (
-            SELECT p.chunk_row, p.tf, p.len FROM plait_postings p
-            WHERE p.collection_id = %(cid)s AND p.term = w.term
-                AND p.chunk_row >= (x.block::bigint << {shift}) AND p.chunk_row < ((x.block::bigint + 1) << {shift})
-            OFFSET 0
-        ) AS r
-        WHERE w.probe
-    ) AS p
-    GROUP BY p.chunk_row
-),
-"""
-
-# Term-level MaxScore only: every essential term's postings (the reference for blocks).
-_ESS_TERMS = """
-ess AS MATERIALIZED (
-    SELECT p.chunk_row, sum({contrib} ORDER BY u.i) AS s, bit_or(u.bit) AS mask{arrays}
-    FROM theta, u JOIN plait_postings p ON p.collection_id = %(cid)s AND p.term = u.term
-    WHERE u.low_ub >= theta.t
-    GROUP BY p.chunk_row
-),
-"""
 
 _TAIL = """{top},
 cut AS (
@@ -277,8 +250,6 @@ def lexical_query(
     large: bool = True,
     prune_min: int = PRUNE_MIN_POSTINGS,
     seed: int = SEED_POSTINGS,
-    blocks: bool = True,
-    probe: int = PROBE_COST,
 ) -> tuple[sql.Composed, dict[str, Any]] | None:
     """The lexical arm for collection ``cid`` as one statement (rows for :func:`rescore`),
     or None when the query has no term. ``prune`` False scores every chunk of the
@@ -304,18 +275,14 @@ def lexical_query(
         "prune": pruning,
         "seed": seed,
         "prune_min": prune_min,
-        "probe": probe,
         **where_params,
     }
     arrays = _ARRAYS if limit is None else _NO_ARRAYS
     top = _WALK if where_params else _TOP
     middle = _PRUNED if pruning else _EXHAUSTIVE
-    ess = (_ESS_BLOCKS if blocks else _ESS_TERMS).format(
-        block_bound=_BLOCK_BOUND, contrib=_CONTRIB, arrays=arrays, shift=BLOCK_SHIFT,
-        contrib_p=_CONTRIB.replace("u.", "p."), arrays_p=arrays.replace("u.", "p."),
-    )
     text = (_HEAD + middle + _TAIL).format(
-        bound=_BOUND, contrib=_CONTRIB, arrays=arrays, top=top, where="{where}", ess=ess
+        bound=_BOUND, contrib=_CONTRIB, arrays=arrays, top=top, where="{where}",
+        contrib_n=_CONTRIB.replace("u.", "n."),
     )
     return sql.SQL(text).format(where=where), args
 

@@ -43,8 +43,8 @@ foreign key: :meth:`~plait.stores.postgres.PostgresStore.delete_collection` dele
 collection's postings itself), with autovacuum told to visit both tables after 2 % of
 new rows instead of 20 %, so index-only scans come back soon after a large load.
 
-Migration 8 (:mod:`plait.stores.postgres_blocks`) tightens the pruning bounds: the
-smallest ``len/tf`` per term, and per-block bounds in ``plait_lex_blocks``.
+Migration 8 (:mod:`plait.stores.postgres_bounds`) tightens the pruning bound: the
+smallest ``len/tf`` per term (``min_ratio``) next to ``max_tf``.
 
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import psycopg
 
-from plait.stores.postgres_blocks import MIGRATION_8
+from plait.stores.postgres_bounds import MIGRATION_8
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
 
