@@ -446,12 +446,17 @@ def pruning_variants(
     import postgres_lexical_v5
     from plait.stores.base import BM25Params
     from plait.stores.postgres_lexical import lexical_query, rescore
+    from plait.stores.postgres_search import PRUNE_FROM_CHUNKS
 
     params = BM25Params()
+    info = pg.get_collection(name)
+    # below PRUNE_FROM_CHUNKS the store sends the plain exhaustive statement (large=False)
+    large = info is not None and info.chunks >= PRUNE_FROM_CHUNKS
     builders: dict[str, Callable[[int, list[str], list[str]], Any]] = {
-        "before": lambda cid, e, s: postgres_lexical_v5.lexical_query(cid, e, s, limit=limit, filters=None, params=params),
+        "before": lambda cid, e, s: postgres_lexical_v5.lexical_query(
+            cid, e, s, limit=limit, filters=None, params=params, large=large),
         "exhaustive": lambda cid, e, s: lexical_query(cid, e, s, limit=limit, filters=None, params=params, prune=False),
-        "pruned": lambda cid, e, s: lexical_query(cid, e, s, limit=limit, filters=None, params=params),
+        "pruned": lambda cid, e, s: lexical_query(cid, e, s, limit=limit, filters=None, params=params, large=large),
     }
     names = list(builders)
     lat: dict[str, list[float]] = {k: [] for k in names}
@@ -481,7 +486,7 @@ def pruning_variants(
                 identical += len({json.dumps(r) for r in results.values()}) <= 1
     out: dict[str, Any] = {
         "collection": name, "chunks": pg.get_collection(name).chunks,  # type: ignore[union-attr]
-        "queries": len(queries), "passes": passes, "limit": limit,
+        "queries": len(queries), "passes": passes, "limit": limit, "pruning_statement": large,
         "identical_top_k_all_variants": f"{identical}/{passes * len(queries)}",
         "load_average_start": load, "load_average_end": [round(x, 1) for x in os.getloadavg()],
     }
