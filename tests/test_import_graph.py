@@ -28,12 +28,17 @@ def _modules(root: Path) -> dict[str, Path]:
 
 
 def _targets(node: ast.AST, package: str, modules: dict[str, Path]) -> list[str]:
-    """The modules one import statement makes run: ``import a.b`` names ``a.b``;
+    """The modules one import statement depends on: ``import a.b`` names ``a.b``;
     ``from a.b import c`` names ``a.b.c`` when that is a module, and ``a.b`` itself
-    whenever ``a.b`` is a package — even for a submodule, the names are looked up in the
-    package's ``__init__``, whose own imports then run (``from plait import errors`` in
-    a module that ``plait/__init__`` imports is a cycle, though ``plait.errors`` is
-    one)."""
+    whenever ``a.b`` is a package.
+
+    The package edge is stricter than Python: ``from a.b import c`` reads ``a.b``'s
+    namespace first, so for a *name* ``a/b/__init__`` re-exports it is a real cycle (the
+    name is missing while the package is half initialised); for a *submodule* Python
+    falls back to importing it and nothing breaks, yet the edge is kept as a rule —
+    modules inside ``plait`` name the module they import (``from plait.errors import
+    X``), never the package that re-exports it. ``import a.b.c as m`` names the module
+    and adds no package edge: it never reads a package's namespace."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if not isinstance(node, ast.ImportFrom):

@@ -4,7 +4,10 @@ stdio or streamable HTTP (see ``plait mcp``).
 
 An agent is a reader: it sees approved FAQ cards only, and provider usage — a maintainer's
 figure over HTTP — is offered to it only when whoever starts the server says so
-(``allow_usage=True``, ``plait mcp --usage``).
+(``allow_usage=True``, ``plait mcp --usage``). ``reindex`` (a maintainer's call over HTTP)
+is the one exception, offered unless ``--no-reindex``: it re-reads only the sources the
+collection recorded — it reads nothing new, and deletes only the chunks of sources that
+vanished — which an agent that has just edited a file needs.
 
 A thin adapter over :class:`plait.service.Plait` built on the official MCP Python SDK
 (2.x, ``MCPServer``). Each tool returns the same camelCase model the HTTP API and the
