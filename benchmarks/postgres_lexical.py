@@ -441,7 +441,8 @@ def pruning_variants(
     MaxScore, every survivor probed for every non-essential term), ``exhaustive`` (every
     posting of every query term) and ``pruned`` (the store's statement: schema 8's
     max_tf + min len/tf bounds, the non-essential terms probed strongest first, candidates
-    dropped between probes)."""
+    dropped between probes, after the best 4·``limit`` candidates were scored in full to
+    raise the threshold) and ``pruned_no_topup`` (the same without that top-up)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import postgres_lexical_v5
     from plait.stores.base import BM25Params
@@ -457,6 +458,8 @@ def pruning_variants(
             cid, e, s, limit=limit, filters=None, params=params, large=large),
         "exhaustive": lambda cid, e, s: lexical_query(cid, e, s, limit=limit, filters=None, params=params, prune=False),
         "pruned": lambda cid, e, s: lexical_query(cid, e, s, limit=limit, filters=None, params=params, large=large),
+        "pruned_no_topup": lambda cid, e, s: lexical_query(
+            cid, e, s, limit=limit, filters=None, params=params, large=large, topup=0),
     }
     names = list(builders)
     lat: dict[str, list[float]] = {k: [] for k in names}

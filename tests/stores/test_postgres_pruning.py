@@ -60,10 +60,12 @@ def _text(rng: random.Random) -> str:
 
 
 def _rank(
-    store: PostgresStore, cid: int, q: Any, limit: int | None, *, prune: bool, params: BM25Params, seed: int = 8
+    store: PostgresStore, cid: int, q: Any, limit: int | None, *, prune: bool, params: BM25Params, seed: int = 8,
+    topup: int = 4,
 ) -> list[tuple[str, float]]:
     built = lexical_query(
-        cid, q.exact, q.stems, limit=limit, filters=None, params=params, prune=prune, prune_min=0, seed=seed
+        cid, q.exact, q.stems, limit=limit, filters=None, params=params, prune=prune, prune_min=0, seed=seed,
+        topup=topup,
     )
     assert built is not None
     with store._read() as conn:
@@ -170,6 +172,8 @@ def test_pruned_top_k_equals_exhaustive_on_larger_clustered_corpora(
         q = analyse_query(" ".join(words + rng.sample(_VOCAB[:12], rng.randint(0, 6))))
         exhaustive = _rank(pg, cid, q, limit, prune=False, params=params)
         assert _rank(pg, cid, q, limit, prune=True, params=params) == exhaustive
+        assert _rank(pg, cid, q, limit, prune=True, params=params, topup=0) == exhaustive
+        assert _rank(pg, cid, q, limit, prune=True, params=params, topup=1, seed=1) == exhaustive
         assert exhaustive == lite.lexical_search(name, q.exact, q.stems, limit=limit, params=params)
     lite.close()
 

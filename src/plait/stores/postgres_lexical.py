@@ -32,8 +32,11 @@ ones by far less than the margin ``m``, a relative 1e-9 of the largest possible 
    probed by primary key ``(collection, term, chunk)``, **one term at a time, strongest
    first** (a recursive CTE): after each term a candidate whose score so far plus the
    bounds of the terms still to probe stays below θ is dropped, so the weaker terms are
-   probed for fewer and fewer candidates. The long postings lists of frequent terms are
-   never scanned.
+   probed for fewer and fewer candidates. Before that, the best ``TOPUP × n``
+   candidates are scored in full (probed for every non-essential term): their ``n``-th
+   best full score, less ``m``, raises θ again — on SciFact to the exact threshold on
+   median — so fewer candidates survive to be probed. The long postings lists of
+   frequent terms are never scanned.
 4. **Cut with a window.** The survivors are walked best first (each checked against the
    filters by its chunk's primary key) until ``n`` pass; every passing candidate within
    ``2m`` of the ``n``-th is returned too, so the exact top ``n`` is always among the rows.
@@ -60,10 +63,13 @@ from plait.stores.postgres_queries import (
     term_weights,
 )
 
-__all__ = ["PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "Candidate", "lexical_query", "prunable", "rescore"]
+__all__ = ["PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "TOPUP", "Candidate", "lexical_query", "prunable", "rescore"]
 
 #: Postings read to seed the threshold: the highest-bound terms' lists up to this many.
 SEED_POSTINGS = 4000
+#: Before the survivors are probed, the best ``TOPUP × n`` candidates are scored in full:
+#: their ``n``-th best raises the threshold (to the exact one, on median, for SciFact).
+TOPUP = 4
 #: Queries with fewer postings than this are scored exhaustively: below it, the
 #: pruning's own reads cost more than they save.
 PRUNE_MIN_POSTINGS = 20000
@@ -153,18 +159,30 @@ nes AS MATERIALIZED (
            u.low_ub - u.ub AS rem
     FROM u, theta WHERE u.low_ub < theta.t
 ),
+top AS MATERIALIZED (
+    SELECT e.s + coalesce((
+        SELECT sum({contrib_n}) FROM nes n JOIN plait_postings p
+            ON p.collection_id = %(cid)s AND p.term = n.term AND p.chunk_row = e.chunk_row
+    ), 0.0) AS s
+    FROM (SELECT ess.chunk_row, ess.s FROM ess, m WHERE m.prune ORDER BY ess.s DESC LIMIT %(topup)s) AS e
+),
+theta3 AS (
+    SELECT greatest(theta2.t, coalesce(
+        (SELECT s FROM top ORDER BY s DESC OFFSET %(limit)s - 1 LIMIT 1) - m.v, theta2.t)) AS t
+    FROM theta2, m
+),
 probed AS (
     SELECT 0::bigint AS r, e.chunk_row, e.s, e.mask, e.ii, e.tt
-    FROM ess e CROSS JOIN theta2 CROSS JOIN ne WHERE e.s + ne.v >= theta2.t
+    FROM ess e CROSS JOIN theta3 CROSS JOIN ne WHERE e.s + ne.v >= theta3.t
     UNION ALL
     SELECT w.r + 1, w.chunk_row, w.s + coalesce(x.c, 0.0),
            w.mask | CASE WHEN x.c IS NULL THEN 0::bigint ELSE n.bit END, w.ii, w.tt
-    FROM probed w JOIN nes n ON n.r = w.r + 1 CROSS JOIN theta2
+    FROM probed w JOIN nes n ON n.r = w.r + 1 CROSS JOIN theta3
     LEFT JOIN LATERAL (
         SELECT {contrib_n} AS c FROM plait_postings p
         WHERE p.collection_id = %(cid)s AND p.term = n.term AND p.chunk_row = w.chunk_row
     ) AS x ON true
-    WHERE w.s + coalesce(x.c, 0.0) + n.rem >= theta2.t
+    WHERE w.s + coalesce(x.c, 0.0) + n.rem >= theta3.t
 ),
 scored AS MATERIALIZED (
     SELECT e.chunk_row, e.s AS score, e.mask, e.ii, e.tt FROM ess e, m WHERE NOT m.prune
@@ -250,6 +268,7 @@ def lexical_query(
     large: bool = True,
     prune_min: int = PRUNE_MIN_POSTINGS,
     seed: int = SEED_POSTINGS,
+    topup: int = TOPUP,
 ) -> tuple[sql.Composed, dict[str, Any]] | None:
     """The lexical arm for collection ``cid`` as one statement (rows for :func:`rescore`),
     or None when the query has no term. ``prune`` False scores every chunk of the
@@ -257,7 +276,7 @@ def lexical_query(
     ``large`` False (a collection known to be small, where pruning cannot pay: the
     statement is then a plain exhaustive one). ``prune_min`` and ``seed`` are the
     postings thresholds :data:`PRUNE_MIN_POSTINGS` and :data:`SEED_POSTINGS` (tests
-    lower them to prune tiny corpora)."""
+    lower them to prune tiny corpora); ``topup`` is :data:`TOPUP` (0 turns the top-up off)."""
     keys, fields = lexical_keys(exact, stems, params)
     if not keys:
         return None
@@ -274,6 +293,7 @@ def lexical_query(
         "limit": limit,
         "prune": pruning,
         "seed": seed,
+        "topup": topup * (limit or 0),
         "prune_min": prune_min,
         **where_params,
     }
