@@ -16,7 +16,15 @@ are left out): hit@1, hit@5 and MRR@10, for
 
 * ``bm25``: the lexical arm alone,
 * ``vector``: the dense arm alone (only with an embedder),
-* ``default``: what ``plait search`` returns with the collection's default settings.
+* ``default``: what ``plait search`` returns with the collection's default settings,
+
+and every variant of :mod:`realrepo_variants` (issue 21 item 2: fusion methods and
+weights, document-level aggregation, pseudo-relevance feedback on either arm, a hubness
+correction of the dense arm), each with a paired sign-flip test of its per-query
+reciprocal rank against ``default``. ``--beir-stores DIR`` also runs the variants that a
+non-file corpus sees on CoSQA dev, SciFact test and FaQuAD test (e5; kept stores
+``DIR/<dataset>-e5.db`` as ``benchmarks/fusion_modes.py --store-dir`` writes them) and
+reports nDCG@10 against the default there.
 
 Passage vectors go through the embedding cache (``~/.cache/plait``, or ``--cache``), so a
 second run with the same embedder does not embed again. Figures are written to
@@ -41,11 +49,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.append(str(ROOT / "src"))  # after PYTHONPATH, so another checkout can be measured
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # realrepo_variants, beside this file
+
 from plait.collection_settings import read_settings
 from plait.embeddings import make_embedder
 from plait.embeddings.cache import CachedEmbedder
+from plait.evaluation.metrics import mean_scores, per_query, run_from_rankings
+from plait.evaluation.prepare import prepared
 from plait.evaluation.runner import collect_arms
+from plait.retrieval.plan import saved_fusion
 from plait.service import Plait
+from realrepo_variants import BEIR_VARIANTS, VARIANTS, Context, rankings, sign_flip
 
 RESULTS = ROOT / "benchmarks" / "results"
 DEPTH = 10  # files per ranking (MRR@10)
@@ -67,27 +81,48 @@ def _load(folder: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]
     return corpus, queries, qrels
 
 
-def _files(chunk_ids: Sequence[str], doc_of: Mapping[str, str]) -> list[str]:
+def _files(chunk_ids: Sequence[str], doc_of: Mapping[str, str], depth: int | None = DEPTH) -> list[str]:
     files: dict[str, None] = {}
     for cid in chunk_ids:
         doc = doc_of.get(cid)
         if doc is not None and doc not in files:
             files[doc] = None
-            if len(files) >= DEPTH:
+            if depth is not None and len(files) >= depth:
                 break
     return list(files)
+
+
+def _deep_rank(chunk_ids: Sequence[str], doc_of: Mapping[str, str], relevant: set[str]) -> int | None:
+    """The file rank of the best relevant file among all the files of ``chunk_ids`` (not cut at 10)."""
+    files = _files(chunk_ids, doc_of, None)
+    return next((i for i, doc in enumerate(files, start=1) if doc in relevant), None)
+
+
+def _rank(ranking: Sequence[str], relevant: set[str]) -> int | None:
+    return next((i for i, doc in enumerate(ranking[:DEPTH], start=1) if doc in relevant), None)
 
 
 def _metrics(rankings: Mapping[str, list[str]], qrels: Mapping[str, set[str]]) -> dict[str, float]:
     hit1 = hit5 = mrr = 0.0
     for qid, ranking in rankings.items():
-        relevant = qrels[qid]
-        rank = next((i for i, doc in enumerate(ranking[:DEPTH], start=1) if doc in relevant), None)
+        rank = _rank(ranking, qrels[qid])
         hit1 += rank == 1
         hit5 += rank is not None and rank <= 5
         mrr += 1.0 / rank if rank else 0.0
     n = len(rankings) or 1
     return {"hit@1": round(hit1 / n, 4), "hit@5": round(hit5 / n, 4), "mrr@10": round(mrr / n, 4), "queries": len(rankings)}
+
+
+def _versus(rankings: Mapping[str, list[str]], base: Mapping[str, list[str]], qrels: Mapping[str, set[str]]) -> dict[str, Any]:
+    """Paired per-query reciprocal rank (MRR@10) of ``rankings`` minus ``base``."""
+    deltas = []
+    for qid in rankings:
+        a, b = _rank(rankings[qid], qrels[qid]), _rank(base[qid], qrels[qid])
+        deltas.append((1.0 / a if a else 0.0) - (1.0 / b if b else 0.0))
+    return {
+        "better": sum(d > 1e-9 for d in deltas), "worse": sum(d < -1e-9 for d in deltas),
+        "p": round(sign_flip(deltas), 4),
+    }
 
 
 def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[str, Any]:
@@ -112,19 +147,55 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
             arms = collect_arms(engine.store, "default", texts, embedder=embedder, limit=CHUNK_DEPTH)
             doc_of = dict(arms.doc_of)
             modes: dict[str, dict[str, list[str]]] = {"bm25": {}, "default": {}}
+            weights: dict[str, float | None] = {}
+            deep: dict[str, dict[str, int | None]] = {}
             if arms.dense is not None:
                 modes["vector"] = {}
             for qid in answerable:
                 modes["bm25"][qid] = _files([cid for cid, _ in arms.lexical[qid]], doc_of)
                 if arms.dense is not None:
                     modes["vector"][qid] = _files([cid for cid, _ in arms.dense[qid]], doc_of)
-                hits = engine.search(texts[qid], k=CHUNK_DEPTH).hits
+                result = engine.search(texts[qid], k=CHUNK_DEPTH)
+                hits = result.hits
+                weights[qid] = result.fusion.dense_weight_used
                 doc_of.update({hit.chunk_id: hit.origin.source_path for hit in hits if hasattr(hit.origin, "source_path")})
                 modes["default"][qid] = _files([hit.chunk_id for hit in hits], doc_of)
+                deep[qid] = {
+                    "bm25": _deep_rank([cid for cid, _ in arms.lexical[qid]], doc_of, qrels[qid]),
+                    "vector": _deep_rank([cid for cid, _ in (arms.dense or {}).get(qid, [])], doc_of, qrels[qid]),
+                    "default": _deep_rank([hit.chunk_id for hit in hits], doc_of, qrels[qid]),
+                }
+            ctx = Context(
+                store=engine.store, collection="default", saved=saved_fusion(read_settings(engine.store, "default")),
+                languages=arms.languages, texts=texts, lexical=arms.lexical, dense=arms.dense or {},
+                doc_of=doc_of, depth=CHUNK_DEPTH,
+            )
+            tried: dict[str, dict[str, list[str]]] = {}
+            if arms.dense is not None and embedder is not None:
+                ctx.load_vectors(embedder)
+                tried = {name: rankings(ctx, variant, list(answerable), DEPTH) for name, variant in VARIANTS.items()}
     by_kind: dict[str, dict[str, Any]] = {}
+    variants: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
         ids = [qid for qid, q in answerable.items() if (q.get("metadata") or {}).get("kind") == kind]
         by_kind[kind] = {mode: _metrics({qid: ranks[qid] for qid in ids}, qrels) for mode, ranks in modes.items()}
+        base = {qid: modes["default"][qid] for qid in ids}
+        variants[kind] = {
+            name: {**_metrics({q: ranks[q] for q in ids}, qrels), "vsDefault": _versus({q: ranks[q] for q in ids}, base, qrels)}
+            for name, ranks in {"bm25": modes["bm25"], **({"vector": modes["vector"]} if "vector" in modes else {}), **tried}.items()
+        }
+    simulated = tried.get("default (simulated)")
+    if simulated is not None and any(simulated[q] != modes["default"][q] for q in answerable):
+        raise SystemExit(f"{folder.name}: the simulated default differs from plait search's")
+    diagnosis = [
+        {
+            "query": qid, "text": answerable[qid]["text"], "gold": sorted(qrels[qid]), "denseWeight": weights[qid],
+            **deep[qid],
+            "defaultTop": modes["default"][qid][:1],
+        }
+        for qid in answerable
+        if (answerable[qid].get("metadata") or {}).get("kind") == "natural" and _rank(modes["default"][qid], qrels[qid]) != 1
+    ]
     misses = {
         mode: {qid: ranks[qid][:3] for qid in answerable if not (set(ranks[qid][:5]) & qrels[qid])}
         for mode, ranks in modes.items()
@@ -138,6 +209,8 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
         "dense": arms.dense_reason or "on",
         "armEstimate": estimate,
         "by_kind": by_kind,
+        "variants": variants,
+        "diagnosis": diagnosis,
         "misses_at_5": misses,
     }
 
@@ -146,7 +219,8 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
     lines = [
         f"# Real repositories: file-level retrieval ({meta['embedder']}{' · ' + meta['label'] if meta['label'] else ''})",
         "",
-        f"Machine: {meta['machine']}; run {meta['date']}. Written by benchmarks/realrepo.py.",
+        f"Machine: {meta['machine']}; run {meta['date']}{' (busy machine: other jobs ran, so index times are only indicative)' if meta.get('busy') else ''}."
+        " Written by benchmarks/realrepo.py.",
         "",
         "| dataset | kind | mode | hit@1 | hit@5 | MRR@10 | queries |",
         "|---|---|---|---|---|---|---|",
@@ -164,7 +238,110 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
             f"{result['index_seconds']} s; dense arm: {result['dense']}; ADR folders: {result['adrFolders'] or 'none'}"
             + (f"; arm estimate: ratio {e['ratio']:.3f} → adaptive base {e['base']:g}" if (e := result.get("armEstimate")) else "")
         )
+    lines += _diagnosis_markdown(results)
+    lines += _variants_markdown(results)
+    if meta.get("beir"):
+        lines += _beir_markdown(meta["beir"])
     return "\n".join(lines) + "\n"
+
+
+def _diagnosis_markdown(results: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        "## Natural questions the default does not answer first: where the gold file is",
+        "",
+        "File rank of the best gold file in each arm alone and in the default fusion (each list's"
+        f" first {CHUNK_DEPTH} chunks; — : not among them), the dense weight the query's fusion used,"
+        " and the default's first file.",
+        "",
+        "| dataset | query | bm25 | vector | default | dense weight | default's first file |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        for d in r.get("diagnosis", []):
+            ranks = [str(d.get(m)) if d.get(m) else "—" for m in ("bm25", "vector", "default")]
+            weight = f"{d['denseWeight']:.2f}" if d["denseWeight"] is not None else "—"
+            lines.append(f"| {r['dataset']} | {d['query']}: {d['text']} | " + " | ".join(ranks)
+                         + f" | {weight} | {', '.join(d['defaultTop'])} |")
+    return lines
+
+
+def _variants_markdown(results: list[dict[str, Any]]) -> list[str]:
+    tried = [r for r in results if r.get("variants")]
+    if not tried:
+        return []
+    lines = [
+        "",
+        "## Every mode tried (issue 21 item 2; benchmarks/realrepo_variants.py)",
+        "",
+        "Natural questions: hit@1 / hit@5 / MRR@10, then the paired per-query reciprocal-rank test against"
+        " `default` (queries better / worse, two-sided sign-flip p, 10,000 permutations). Identifier"
+        " questions: hit@1. Constants chosen on manage-get-gov; teaching-vacancies is held out.",
+        "",
+        "| mode | " + " | ".join(f"{r['dataset']} natural | {r['dataset']} identifier hit@1" for r in tried) + " |",
+        "|---|" + "---|---|" * len(tried),
+    ]
+    for name in tried[0]["variants"]["natural"]:
+        cells = []
+        for r in tried:
+            m, i = r["variants"]["natural"][name], r["variants"]["identifier"][name]
+            v = m["vsDefault"]
+            cells.append(f"{m['hit@1']:.2f} / {m['hit@5']:.2f} / {m['mrr@10']:.3f} (+{v['better']} −{v['worse']}, p={v['p']:.3f})")
+            cells.append(f"{i['hit@1']:.2f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _beir_markdown(beir: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        "## The same variants on the BEIR runs (nDCG@10, e5, depth 100; paired sign-flip p against the default)",
+        "",
+        "| run | default | " + " | ".join(BEIR_VARIANTS) + " |",
+        "|---|---|" + "---|" * len(BEIR_VARIANTS),
+    ]
+    for run in beir:
+        cells = [f"{run['variants'][v]['ndcg@10']:.4f} ({run['variants'][v]['delta']:+.4f}, p={run['variants'][v]['p']:.3f})" for v in BEIR_VARIANTS]
+        lines.append(f"| {run['run']} | {run['default']:.4f} | " + " | ".join(cells) + " |")
+    return lines
+
+
+BEIR_RUNS = (("cosqa-dev", "dev"), ("scifact", "test"), ("faquad-pt", "test"))
+
+
+def run_beir(stores: Path, data: Path, cache: Path | None) -> list[dict[str, Any]]:
+    """The :data:`BEIR_VARIANTS` against the default on each of :data:`BEIR_RUNS` (e5)."""
+    out = []
+    for name, split in BEIR_RUNS:
+        with prepared(data / name, split=split, embedder="e5", cache=cache, store=str(stores / f"{name}-e5.db")) as ready:
+            info = ready.store.get_collection(ready.collection)
+            if info is None or ready.embedder is None:
+                raise SystemExit(f"{name}: no collection or no embedder")
+            texts = {qid: ready.dataset.queries[qid] for qid in ready.dataset.query_ids}
+            limit = max(100, -(-100 * info.chunks // max(1, info.sources)))
+            arms = collect_arms(ready.store, ready.collection, texts, embedder=ready.embedder, limit=limit)
+            saved = saved_fusion(read_settings(ready.store, ready.collection)).model_copy(update={"overfetch": 100})
+            ctx = Context(
+                store=ready.store, collection=ready.collection, saved=saved, languages=arms.languages,
+                texts=texts, lexical=arms.lexical, dense=arms.dense or {}, doc_of=dict(arms.doc_of), depth=100,
+            )
+            ctx.load_vectors(ready.embedder)
+            scores = {
+                v: per_query(ready.dataset.qrels, run_from_rankings(rankings(ctx, VARIANTS[v], list(texts), 100)))["ndcg@10"]
+                for v in ("default (simulated)", *BEIR_VARIANTS)
+            }
+        base = scores["default (simulated)"]
+        row: dict[str, Any] = {"run": f"{name}/{split}:e5", "default": round(mean_scores({"n": base})["n"], 4), "variants": {}}
+        for v in BEIR_VARIANTS:
+            deltas = [scores[v][q] - base[q] for q in base]
+            row["variants"][v] = {
+                "ndcg@10": round(mean_scores({"n": scores[v]})["n"], 4),
+                "delta": round(sum(deltas) / len(deltas), 4),
+                "p": round(sign_flip(deltas), 4),
+            }
+        out.append(row)
+        print(row, flush=True)
+    return out
 
 
 def main() -> None:
@@ -173,6 +350,9 @@ def main() -> None:
     parser.add_argument("--embedder", default="none")
     parser.add_argument("--cache", type=Path, default=None, help="embedding cache file (default ~/.cache/plait)")
     parser.add_argument("--label", default="", help="names the run in the output file (e.g. before)")
+    parser.add_argument("--busy", action="store_true", help="say in the results that other jobs shared the machine")
+    parser.add_argument("--beir-stores", type=Path, default=None,
+                        help="folder of kept BEIR stores (<dataset>-e5.db): also run the variants there")
     args = parser.parse_args()
     folders = sorted(p for p in args.data.iterdir() if (p / "corpus.jsonl").is_file())
     results = [run_dataset(folder, args.embedder, args.cache) for folder in folders]
@@ -181,7 +361,10 @@ def main() -> None:
         "label": args.label,
         "machine": f"{platform.machine()} · {platform.processor() or platform.platform()} · Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "busy": args.busy,
     }
+    if args.beir_stores is not None:
+        meta["beir"] = run_beir(args.beir_stores, args.data.parent, args.cache)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = f"realrepo-{args.embedder}" + (f"-{args.label}" if args.label else "")
     (RESULTS / f"{stem}.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n", encoding="utf-8")
