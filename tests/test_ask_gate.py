@@ -39,19 +39,55 @@ def _calibration(engine: Plait) -> GateCalibration:
     return GateCalibration.model_validate(engine.store.get_settings("r")[GATE_KEY])
 
 
-def test_the_first_ask_calibrates_the_gate_and_stores_it_with_the_collection(repo: Plait) -> None:
-    assert GATE_KEY not in repo.store.get_settings("r")  # indexing embeds no calibration query
-    repo.ask("What does node_pool_size default to?", collection="r")
-    cal = _calibration(repo)
-    assert cal.fingerprint is not None and cal.fingerprint.startswith("30-0-")
+def test_the_index_run_calibrates_the_gate_and_stores_it_with_the_collection(repo: Plait) -> None:
+    """Issue 22 item 1: calibrated when the collection is indexed, not by the first ask."""
+    cal = _calibration(repo)  # before any ask
+    assert cal.calibrated_by == "index" and cal.fingerprint is not None and cal.fingerprint.startswith("30-0-")
     # 8 files → 30 chunks, all sampled (fewer than the 32 asked); 29 hold a pseudo-question
     assert cal.samples == 29 and len(cal.outside_cosine) == 29 and cal.embedder == "fake/hash-64-cone"
-    # the gate is the 95th percentile of the shuffled texts' best scores (index 27 of 29)
+    # the cosine gate is the 95th percentile of the shuffled texts' best cosines (index 27 of 29)
     assert cal.min_cosine == sorted(cal.outside_cosine)[27] == threshold(cal.inside_cosine, cal.outside_cosine)
-    assert cal.min_term_coverage == max(0.5, sorted(cal.outside_coverage)[27])
+    # the coverage gate is their median (index 14 of 29), never under half the words
+    assert cal.min_term_coverage == max(0.5, sorted(cal.outside_coverage)[14]) == 0.5
     # the cone embedder scores even unrelated text high: the shuffled texts' cosines
     # start above the old fixed 0.84, so 0.84 could not separate anything here
     assert min(cal.outside_cosine) > 0.84
+    result = repo.ask("What does node_pool_size default to?", collection="r")
+    assert repo.store.get_settings("r")[GATE_KEY] == cal.model_dump(mode="json", by_alias=True)  # not measured again
+    assert result.gate is not None
+    assert (result.gate.calibrated_at, result.gate.calibrated_by) == (cal.calibrated_at, "index")
+    assert to_json(result)["gate"]["calibratedBy"] == "index"
+
+
+def test_a_natural_question_holding_most_of_its_words_passes(repo: Plait) -> None:
+    """Issue 22 rework: the coverage gate was the shuffled texts' 95th percentile (0.8
+    here), so a question in plain words was refused unless it copied the chunk."""
+    cal = _calibration(repo)
+    assert sorted(cal.outside_coverage)[27] == 0.8 and cal.min_term_coverage == 0.5
+    question = "How long are backups of the database kept?"
+    result = repo.ask(question, collection="r")
+    assert result.mode == "extractive"
+    assert [c.origin.source_path for c in result.citations] == ["docs/adr/0002-database-backups.md"]
+    # {backup, databas, kept, long}: the ADR holds three; "long" is in no chunk and counts
+    # twice: 3 / (4 + 1) = 0.6
+    assert result.gate is not None and result.gate.unknown_terms == ["long"]
+    first = result.gate_checks[0]
+    assert first.term_coverage == 0.6 and first.reason == (
+        "passed: term coverage 0.60 (3 of 4 words, 1 never in the collection counted twice) ≥ 0.50 (calibrated)"
+    )
+    assert repo.ask(question, collection="r", min_term_coverage=0.8).mode == "not-found"  # the old gate
+
+
+def test_a_calibration_by_the_previous_method_is_measured_again(repo: Plait) -> None:
+    """A collection calibrated before the coverage quantile changed kept its 0.95-quantile
+    gate until its content changed; the method's version now counts too."""
+    old = dict(repo.store.get_settings("r")[GATE_KEY])
+    assert old["version"] == 2
+    del old["version"]  # what the previous method stored
+    repo.store.update_settings("r", {GATE_KEY: {**old, "minTermCoverage": 0.8, "calibratedBy": None}})
+    repo.reindex(collection="r")  # nothing changed in the collection
+    cal = _calibration(repo)
+    assert (cal.version, cal.min_term_coverage, cal.calibrated_by) == (2, 0.5, "index")
 
 
 def test_etcd_question_is_refused_where_the_fixed_gate_answered(repo: Plait) -> None:
@@ -63,10 +99,15 @@ def test_etcd_question_is_refused_where_the_fixed_gate_answered(repo: Plait) -> 
     assert result.gate.min_cosine == cal.min_cosine
     assert all(not c.passed for c in result.gate_checks) and len(result.gate_checks) == 5
     assert all(c.cosine is not None and 0.84 <= c.cosine < cal.min_cosine for c in result.gate_checks)
+    # {cluster, encrypt, etcd, key, kubernet, rotat}: the kms-key README holds key,
+    # Kubernetes and cluster — half, which the coverage gate (0.5) would pass — but no chunk
+    # holds encrypt, etcd or rotat, and each counts twice: 3 / (6 + 3) = 0.33
+    assert result.gate.unknown_terms == ["encrypt", "etcd", "rotat"]
     first = result.gate_checks[0]
+    assert first.term_coverage == 0.3333
     assert first.reason == (
         f"failed: cosine {first.cosine:.4f} < {cal.min_cosine:.4f}; "
-        f"term coverage {first.term_coverage:.2f} < {cal.min_term_coverage:.2f}"
+        "term coverage 0.33 (3 of 6 words, 3 never in the collection counted twice) < 0.50"
     )
     # the old fixed gate, given per call, lets the same question through
     old = repo.ask(ETCD, collection="r", min_cosine=0.84, min_term_coverage=0.5)
@@ -96,11 +137,13 @@ def test_reindex_recalibrates_only_when_the_collection_changed(repo: Plait, tmp_
         encoding="utf-8",
     )
     repo.reindex(collection="r")
-    answered = repo.ask(ETCD, collection="r")
-    after = _calibration(repo)
+    after = _calibration(repo)  # measured by the reindex run, before any ask
     info = repo.store.get_collection("r")
     assert info is not None and after.chunks == info.chunks > before["chunks"]
     assert after.fingerprint != before["fingerprint"] and after.samples == 30
+    assert after.calibrated_by == "index"
+    answered = repo.ask(ETCD, collection="r")
+    assert _calibration(repo) == after
     assert answered.mode == "extractive"
     assert answered.citations[0].origin == FileOrigin(
         source_path="docs/adr/0003-etcd.md", heading_path=["3. Etcd encryption key rotation"],
@@ -231,9 +274,10 @@ def test_explain_shows_the_ask_gate_and_each_chunks_verdict(repo: Plait) -> None
     assert set(by_id) == {j.chunk_id for j in result.chunks}
     inputs = next(j for j in result.chunks if j.heading_path[-1:] == ["Inputs"])
     check = by_id[inputs.chunk_id]
-    # {node_pool_s, default} both in the Inputs table: coverage 1.0 passes
+    # {default, node, node_pool_size, pool, size} all in the Inputs table: coverage 1.0 passes
     assert check.passed and check.term_coverage == 1.0
-    assert check.reason == f"passed: term coverage 1.00 ≥ {cal.min_term_coverage:.2f} (calibrated)"
+    assert check.reason == f"passed: term coverage 1.00 (5 of 5 words) ≥ {cal.min_term_coverage:.2f} (calibrated)"
+    assert (result.ask_gate.gate.calibrated_at, result.ask_gate.gate.calibrated_by) == (cal.calibrated_at, "index")
 
 
 def test_an_answer_citing_later_sources_is_renumbered_from_one(tmp_path: Path) -> None:
@@ -268,12 +312,13 @@ def test_pending_vectors_calibrate_the_lexical_half_and_the_backfill_the_rest(tm
         engine.index(tmp_path / "repo", collection="r", backfill=False)
         result = engine.ask(ETCD, collection="r")
         lexical_only = GateCalibration.model_validate(engine.store.get_settings("r")[GATE_KEY])
+        assert lexical_only.calibrated_by == "ask"  # the index run left vectors pending: not calibrated
         assert lexical_only.min_cosine is None and lexical_only.outside_cosine == []
         assert lexical_only.embedder is None and lexical_only.min_term_coverage >= 0.5
         assert result.gate is not None
         assert (result.gate.cosine_source, result.gate.coverage_source) == ("default", "calibrated")
         engine.backfill(collection="r")
-        engine.ask(ETCD, collection="r")
         full = GateCalibration.model_validate(engine.store.get_settings("r")[GATE_KEY])
+        assert full.calibrated_by == "index"  # the backfill's end measured the dense half
         assert full.min_cosine is not None and full.embedder == "fake/hash-64-cone"
         assert full.min_cosine == threshold(full.inside_cosine, full.outside_cosine)

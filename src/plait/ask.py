@@ -6,12 +6,15 @@
    **relevance gate** keeps those that are plausibly about the question. A hit passes
    when its dense cosine with the question reaches ``min_cosine``, or the lexical arm
    found it and it holds ``min_term_coverage`` of the question's content words (stems,
-   stopwords excluded). Both values are **calibrated on the collection** by the first
-   ask after it was indexed or changed, without labels (:mod:`plait.ask_gate`: pseudo-questions cut from
-   its own chunks against shuffled text in its own vocabulary), and stored with it
-   (setting ``askGate``). The collection setting ``ask`` (``minCosine``,
+   stopwords excluded; a word no chunk holds counts twice in the total) or every
+   identifier the question names (``ERR-4012``). Both values are
+   **calibrated on the collection** at the end of the index run that changed it, without
+   labels (:mod:`plait.ask_gate`: pseudo-questions cut from its own chunks against
+   shuffled text in its own vocabulary), and stored with it (setting ``askGate``; ``gate``
+   says when and by what: ``calibratedAt``, ``calibratedBy``). The collection setting ``ask`` (``minCosine``,
    ``minTermCoverage``) or the call overrides them; a collection never calibrated uses
-   0.84 / 0.5. Only a ``hybrid`` ask calibrates (the calibration runs both arms); under
+   0.84 / 0.5; one indexed before the gate existed, or with vectors pending, is
+   calibrated by its first ``hybrid`` ask (the calibration runs both arms); under
    search ``mode`` ``lexical`` / ``vector`` the stored gate is used, and under ``vector``
    no lexical arm runs, so the term coverage counts for every hit. The result says which gate was used (``gate``) and, for every retrieved
    hit, whether and why it passed (``gateChecks``).
@@ -43,7 +46,15 @@ from pydantic import Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.ask_extract import choose
-from plait.ask_gate import Gate, GateVerdict, ensure_gate, resolve_gate, verdict
+from plait.ask_gate import (
+    Gate,
+    GateVerdict,
+    ensure_gate,
+    question_identifiers,
+    resolve_gate,
+    unknown_terms,
+    verdict,
+)
 from plait.ask_grounding import (
     NOT_FOUND_TOKEN,
     DroppedClaim,
@@ -327,7 +338,10 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
     result = engine.search_request(collection, search, drafts_visible=drafts)
     wanted = content_stems(req.question)
     lexical_ran = req.mode != SearchMode.VECTOR
-    checks = [verdict(hit, wanted, gate, lexical_ran=lexical_ran) for hit in result.hits]
+    if lexical_ran:  # mode vector never asks the lexical index: no word is known unknown
+        gate = gate.model_copy(update={"unknown_terms": unknown_terms(engine.store, collection, wanted)})
+    named = question_identifiers(req.question)
+    checks = [verdict(hit, wanted, gate, lexical_ran=lexical_ran, identifiers=named) for hit in result.hits]
     sources = [hit for hit, check in zip(result.hits, checks, strict=True) if check.passed]
     base: dict[str, Any] = {
         "question": req.question,

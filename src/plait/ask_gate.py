@@ -2,8 +2,11 @@
 
 A fixed cosine says nothing across corpora: e5 scores a Terraform README 0.85 against a
 question about etcd keys, and another corpus' answering passage 0.80. So the gate is
-measured on each collection, by the first ``ask`` after it was indexed or changed
-(:func:`ensure_gate`, :func:`calibrate_gate`):
+measured on each collection, at the end of every index, reindex or backfill run that
+changed it and left every chunk with a vector (:func:`ensure_gate`, called by the
+service's post-index hook; an ask or explain finding no calibration for the collection
+as it is — one indexed before this existed, or with vectors still pending — measures it
+then):
 
 1. **inside**: ``samples`` pseudo-questions, each a masked sentence of a sampled chunk
    (:func:`plait.calibration.pseudo_query`) — questions the collection answers;
@@ -14,19 +17,32 @@ measured on each collection, by the first ``ask`` after it was indexed or change
    (:func:`plait.retrieval.pipeline.run_arms`), and each text keeps its **best cosine**
    (top of the dense arm) and its **best term coverage** (the largest share of its
    content words one lexical candidate holds);
-4. the cosine gate is the ``OUTSIDE_QUANTILE`` quantile of the outside cosines plus
-   ``MARGIN`` of the way up to the inside median (:func:`threshold`): a cosine that
-   shuffled words of the collection reach is no evidence; the term-coverage gate the
-   same over the outside coverages, never under ``MIN_COVERAGE``.
+4. the cosine gate is the ``OUTSIDE_QUANTILE`` (0.95) quantile of the outside cosines
+   (:func:`threshold`): a cosine that shuffled words of the collection reach is no
+   evidence; the term-coverage gate is the ``COVERAGE_QUANTILE`` (0.5) quantile of the
+   outside coverages, never under ``MIN_COVERAGE`` (half the question's content words).
 
-The constants were chosen on one repository (``manage-get-gov``: the 0.95 quantile
-refuses 38 of its 40 out-of-corpus questions and keeps all 20 identifier questions;
-1.0 refuses all 5 unanswerable ones but loses 3 more answerable) and reported on the
-others (``benchmarks/ask_answers.py``, ``benchmarks/results/ask_answers.md``). The result is stored with the collection (setting
-``askGate``); a setting ``ask.minCosine`` / ``ask.minTermCoverage`` or a per-call value
-overrides it. A hit passes the gate when its cosine reaches the cosine gate, or the
-lexical arm found it and it holds the term-coverage share of the question's content words
-(:func:`verdict` says which, with the figures).
+Why these two quantiles (``benchmarks/ask_answers.py``, diagnosis in
+``benchmarks/results/ask_answers.md``): on the realrepo sets, questions in natural
+words (paraphrases, no identifier) and the unanswerable or out-of-corpus questions
+(another government service's docs) are not separated by any retrieval signal measured —
+best cosine (AUC 0.52 / 0.60), its gap to the second hit or to the question's own tail
+of cosines, the two arms' agreement, best-sentence cosine (≤ 0.69); the best is the term
+coverage (0.70, IDF-weighted 0.74). Question-shaped text scores *lower* cosines than the
+shuffled texts (a natural question's best 0.81–0.875, shuffled text 0.84–0.89), so the
+cosine gate passes what copies the collection's wording and nothing else; it stays as the
+high-precision path (cross-language questions, short passages). The coverage gate decides
+natural questions: at the outside 0.95 quantile (0.6–0.625) it refused 19 of 20 natural
+questions; at half the question's words it answers twice as many, refusing 0.89 of the
+negatives on both repositories. The constants were chosen on ``manage-get-gov`` and
+FaQuAD's dev queries; ``teaching-vacancies`` and FaQuAD's test sample are held out.
+
+The result is stored with the collection (setting ``askGate``, with when and by what it
+was measured: ``calibratedAt``, ``calibratedBy`` ``index`` or ``ask``); a setting
+``ask.minCosine`` / ``ask.minTermCoverage`` or a per-call value overrides it. A hit
+passes the gate when its cosine reaches the cosine gate, or the lexical arm found it and
+it holds the term-coverage share of the question's content words (:func:`verdict` says
+which, with the figures).
 """
 
 from __future__ import annotations
@@ -35,9 +51,11 @@ import hashlib
 import logging
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from pydantic import Field
 
 from plait.calibration import pseudo_query
 from plait.chunk_build import index_text
@@ -46,7 +64,7 @@ from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, NotFoundError, PlaitError
 from plait.refinery.extract import content_stems, text_stems
 from plait.retrieval.pipeline import run_arms
-from plait.retrieval.plan import plan_for_text
+from plait.retrieval.plan import lexical_terms, plan_for_text
 from plait.stores.base import Store
 from plait.types import Chunk, FileOrigin, FusionSettings, Hit, Model
 
@@ -55,25 +73,34 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "GATE_KEY",
     "GATE_SEED",
+    "GATE_VERSION",
     "Gate",
     "GateCalibration",
     "GateVerdict",
     "calibrate_gate",
+    "calibration_note",
     "ensure_gate",
     "fingerprint",
     "judge",
+    "question_identifiers",
     "resolve_gate",
     "shuffled_text",
     "term_coverage",
     "threshold",
+    "unknown_terms",
     "verdict",
 ]
 
 #: The collection setting the calibration is stored under.
 GATE_KEY = "askGate"
 GATE_SEED = 29
-#: Which quantile of the outside (shuffled) scores the gate starts from.
+#: The calibration method's version: a stored calibration of another version (the one
+#: before coverage quantiles and index-time calibration is 1) is measured again.
+GATE_VERSION = 2
+#: Which quantile of the outside (shuffled) cosines the cosine gate is.
 OUTSIDE_QUANTILE = 0.95
+#: Which quantile of the outside term coverages the coverage gate is.
+COVERAGE_QUANTILE = 0.5
 #: How far from that quantile towards the inside median the gate sits (0..1).
 MARGIN = 0.0
 #: The term-coverage gate is never below this share of the question's content words.
@@ -82,6 +109,11 @@ MIN_COVERAGE = 0.5
 DEFAULT_MIN_COSINE = 0.84
 DEFAULT_MIN_COVERAGE = 0.5
 _LEXICAL_DEPTH = 10
+
+
+Source = Literal["calibrated", "setting", "request", "default"]
+#: What measured a calibration: the end of an index run, or an ask/explain that found none.
+Trigger = Literal["index", "ask"]
 
 
 class GateCalibration(Model):
@@ -104,9 +136,9 @@ class GateCalibration(Model):
     outside_coverage: list[float]
     calibrated_at: str
     fingerprint: str | None = None
+    calibrated_by: Trigger | None = None
+    version: int = 1
 
-
-Source = Literal["calibrated", "setting", "request", "default"]
 
 
 class Gate(Model):
@@ -114,13 +146,21 @@ class Gate(Model):
 
     ``source``: ``calibrated`` (the collection's :class:`GateCalibration`), ``setting``
     (the collection's ``ask`` setting), ``request`` (the call) or ``default`` (nothing
-    calibrated yet).
+    calibrated yet); ``calibrated_at`` / ``calibrated_by``: when and by what the stored
+    calibration was measured, even when an override replaced its values.
     """
 
     min_cosine: float
     min_term_coverage: float
     cosine_source: Source
     coverage_source: Source
+    calibrated_at: str | None = None
+    """When the collection's calibration was measured (None: never calibrated)."""
+    calibrated_by: Trigger | None = None
+    """``index`` (the end of an index run that changed the collection) or ``ask``."""
+    unknown_terms: list[str] = Field(default_factory=list)
+    """The question's content words (stems) no chunk of the collection holds: each counts
+    twice in the question's total for the term coverage (:func:`term_coverage`)."""
 
 
 class GateVerdict(Model):
@@ -133,18 +173,24 @@ class GateVerdict(Model):
     reason: str
 
 
-def threshold(inside: Sequence[float], outside: Sequence[float], *, floor: float = 0.0) -> float | None:
-    """The gate between two score samples: the ``OUTSIDE_QUANTILE`` quantile of
-    ``outside`` moved ``MARGIN`` of the way to the median of ``inside`` (when above it),
-    never under ``floor``; None without outside scores.
+def threshold(
+    inside: Sequence[float], outside: Sequence[float], *, floor: float = 0.0, quantile: float | None = None
+) -> float | None:
+    """The gate between two score samples: the ``quantile`` (default
+    ``OUTSIDE_QUANTILE``) quantile of ``outside`` (the value at index
+    ``round(quantile · (n - 1))`` of the sorted sample) moved ``MARGIN`` of the way to the
+    median of ``inside`` (when above it), never under ``floor``; None without outside scores.
 
     >>> threshold([0.9, 0.92, 0.94], [0.7, 0.72, 0.74, 0.76, 0.8])
     0.8
+    >>> threshold([1.0], [0.25, 0.4, 0.5, 0.6, 0.7], quantile=0.5), threshold([1.0], [0.2, 0.3, 0.4], floor=0.5, quantile=0.5)
+    (0.5, 0.5)
     """
     if not outside:
         return None
+    share = OUTSIDE_QUANTILE if quantile is None else quantile
     ordered = sorted(outside)
-    position = min(len(ordered) - 1, max(0, round(OUTSIDE_QUANTILE * (len(ordered) - 1))))
+    position = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
     gate = ordered[position]
     if inside:
         middle = statistics.median(inside)
@@ -238,7 +284,7 @@ def calibrate_gate(
     out_cos = sorted(c for c, _ in outside if c is not None)
     in_cov = sorted(v for _, v in inside)
     out_cov = sorted(v for _, v in outside)
-    coverage = threshold(in_cov, out_cov, floor=MIN_COVERAGE)
+    coverage = threshold(in_cov, out_cov, floor=MIN_COVERAGE, quantile=COVERAGE_QUANTILE)
     return GateCalibration(
         min_cosine=threshold(in_cos, out_cos) if dense is not None else None,
         min_term_coverage=min(1.0, coverage if coverage is not None else DEFAULT_MIN_COVERAGE),
@@ -283,15 +329,48 @@ def resolve_gate(
         DEFAULT_MIN_COVERAGE,
     )
     return Gate(
-        min_cosine=cosine, min_term_coverage=coverage, cosine_source=cosine_source, coverage_source=coverage_source
+        min_cosine=cosine,
+        min_term_coverage=coverage,
+        cosine_source=cosine_source,
+        coverage_source=coverage_source,
+        calibrated_at=calibration.calibrated_at if calibration else None,
+        calibrated_by=calibration.calibrated_by if calibration else None,
     )
 
 
-def term_coverage(text: str, question_stems: frozenset[str]) -> float:
-    """The share of the question's content words ``text`` holds."""
+def calibration_note(gate: Gate) -> str:
+    """", calibrated … by …" for a one-line display of ``gate`` ("" when never calibrated).
+
+    >>> calibration_note(Gate(min_cosine=0.9, min_term_coverage=0.5, cosine_source="calibrated",
+    ...     coverage_source="calibrated", calibrated_at="2026-12-01T16:00:00Z", calibrated_by="index"))
+    '; calibrated 2026-12-01T16:00:00Z at the end of an index run'
+    """
+    if gate.calibrated_at is None:
+        return ""
+    by = "at the end of an index run" if gate.calibrated_by == "index" else "by the first ask after a change"
+    return f"; calibrated {gate.calibrated_at} {by}"
+
+
+def term_coverage(text: str, question_stems: frozenset[str], unknown: Collection[str] = ()) -> float:
+    """The share of the question's content words ``text`` holds, the ``unknown`` ones
+    (words the collection never uses) counting twice in the total: a question naming
+    what the collection never mentions is about something else, whatever it shares.
+
+    >>> term_coverage("Name of the KMS key ring of the Kubernetes cluster", content_stems("rotate the etcd key of the Kubernetes cluster"), {"etcd", "rotat"})
+    0.4286
+    """
     if not question_stems:
         return 0.0
-    return round(len(question_stems & text_stems(text)) / len(question_stems), 4)
+    extra = len(question_stems & frozenset(unknown))
+    return round(len(question_stems & text_stems(text)) / (len(question_stems) + extra), 4)
+
+
+def unknown_terms(store: Store, collection: str, question_stems: frozenset[str]) -> list[str]:
+    """The stems of ``question_stems`` that no chunk of ``collection`` holds (one lexical
+    lookup of each, one candidate deep), sorted."""
+    return sorted(
+        stem for stem in question_stems if not store.lexical_search(collection, [], [stem], limit=1)
+    )
 
 
 def judge(
@@ -302,31 +381,50 @@ def judge(
     text: str,
     question_stems: frozenset[str],
     gate: Gate,
+    identifiers: frozenset[str] = frozenset(),
 ) -> GateVerdict:
     """Whether a chunk passes ``gate``, and why (its figures against the gate values).
 
     ``text`` is the chunk as indexed (heading path included); the term coverage counts
-    only when the lexical arm found the chunk."""
+    only when the lexical arm found the chunk, the gate's ``unknown_terms`` twice. A
+    lexical hit holding every identifier the question names (:func:`question_identifiers`)
+    passes too: a name like ``ERR-4012`` found verbatim is the answer's address, whatever
+    the words around it ("what does … mean?")."""
     cosine = None if cosine is None else round(cosine, 4)
-    coverage = term_coverage(text, question_stems) if lexical_hit and question_stems else None
+    unknown = question_stems & frozenset(gate.unknown_terms)
+    coverage = term_coverage(text, question_stems, unknown) if lexical_hit and question_stems else None
     cos_text = "no vector" if cosine is None else f"cosine {cosine:.4f}"
     cos_ok = cosine is not None and cosine >= gate.min_cosine
     cov_ok = coverage is not None and coverage >= gate.min_term_coverage
-    cov_text = "not a lexical hit" if coverage is None else f"term coverage {coverage:.2f}"
+    held = f"{len(question_stems & text_stems(text))} of {len(question_stems)} words"
+    if unknown:
+        held += f", {len(unknown)} never in the collection counted twice"
+    cov_text = "not a lexical hit" if coverage is None else f"term coverage {coverage:.2f} ({held})"
+    lowered = text.lower()
+    named = bool(identifiers) and lexical_hit and all(term in lowered for term in identifiers)
     if cos_ok:
         reason = f"passed: {cos_text} ≥ {gate.min_cosine:.4f} ({gate.cosine_source})"
     elif cov_ok:
         reason = f"passed: {cov_text} ≥ {gate.min_term_coverage:.2f} ({gate.coverage_source})"
+    elif named:
+        reason = f"passed: holds every identifier the question names ({', '.join(sorted(identifiers))})"
     else:
         cos_part = cos_text if cosine is None else f"{cos_text} < {gate.min_cosine:.4f}"
         cov_part = cov_text if coverage is None else f"{cov_text} < {gate.min_term_coverage:.2f}"
         reason = f"failed: {cos_part}; {cov_part}"
     return GateVerdict(
-        chunk_id=chunk_id, passed=cos_ok or cov_ok, cosine=cosine, term_coverage=coverage, reason=reason
+        chunk_id=chunk_id, passed=cos_ok or named or cov_ok, cosine=cosine, term_coverage=coverage, reason=reason
     )
 
 
-def verdict(hit: Hit, question_stems: frozenset[str], gate: Gate, *, lexical_ran: bool = True) -> GateVerdict:
+def verdict(
+    hit: Hit,
+    question_stems: frozenset[str],
+    gate: Gate,
+    *,
+    lexical_ran: bool = True,
+    identifiers: frozenset[str] = frozenset(),
+) -> GateVerdict:
     """:func:`judge` for a search hit (``lexical_ran`` False: every hit's terms count)."""
     heading = hit.origin.heading_path if isinstance(hit.origin, FileOrigin) else []
     return judge(
@@ -336,7 +434,19 @@ def verdict(hit: Hit, question_stems: frozenset[str], gate: Gate, *, lexical_ran
         text=index_text(hit.content, heading),
         question_stems=question_stems,
         gate=gate,
+        identifiers=identifiers,
     )
+
+
+def question_identifiers(question: str) -> frozenset[str]:
+    """The identifiers ``question`` names: its exact terms holding a character that is
+    not a letter (``ERR-4012``, ``node_pool_size``, ``v3.11``), lowercased.
+
+    >>> sorted(question_identifiers("What does ERR-4012 mean for node_pool_size?"))
+    ['err-4012', 'node_pool_size']
+    """
+    exact, _ = lexical_terms(question)
+    return frozenset(term for term in exact if any(not ch.isalpha() for ch in term))
 
 
 def fingerprint(store: Store, collection: str) -> str | None:
@@ -352,14 +462,18 @@ def fingerprint(store: Store, collection: str) -> str | None:
 
 
 def ensure_gate(
-    store: Store, collection: str, embedder: Embedder | None, *, samples: int = 32
+    store: Store, collection: str, embedder: Embedder | None, *, samples: int = 32, trigger: Trigger = "ask"
 ) -> GateCalibration | None:
-    """The collection's calibration, measured again (and stored, setting ``askGate``) when
-    the collection changed since the stored one (:func:`fingerprint`) or none is stored.
+    """The collection's calibration, measured again (and stored, setting ``askGate``,
+    ``calibratedBy`` ``trigger``) when the collection changed since the stored one
+    (:func:`fingerprint`), none is stored, or it was measured by another
+    ``GATE_VERSION`` of the method.
 
-    Ask calls this, so the first question after an index, reindex or backfill that changed
-    the collection recalibrates it; an unchanged collection reuses the stored result. The
-    dense half is measured only on a fully embedded collection (vectors pending: the
+    The service calls this at the end of every index, reindex or backfill run that left
+    the collection complete (``trigger`` ``index``); ask and explain call it too, so a
+    collection calibrated by neither (indexed by an older version, or its vectors pending)
+    is measured by its first question; an unchanged collection reuses the stored result.
+    The dense half is measured only on a fully embedded collection (vectors pending: the
     lexical half alone, the cosine gate left to the default until the backfill ends). A
     calibration that cannot run (too small a collection, the embedder failing) is logged
     and leaves the stored one in place.
@@ -368,7 +482,7 @@ def ensure_gate(
     if current is None:
         return None
     saved = read_settings(store, collection).ask_gate
-    if saved and saved.get("fingerprint") == current:
+    if saved and saved.get("fingerprint") == current and saved.get("version") == GATE_VERSION:
         return GateCalibration.model_validate(saved)
     info = store.get_collection(collection)
     complete = embedder is not None and info is not None and info.chunks_without_vector == 0
@@ -377,10 +491,10 @@ def ensure_gate(
     except PlaitError as exc:
         logger.warning("ask gate of %r not calibrated: %s", collection, exc)
         return None
-    result = result.model_copy(update={"fingerprint": current})
+    result = result.model_copy(update={"fingerprint": current, "calibrated_by": trigger, "version": GATE_VERSION})
     write_settings(store, collection, ask_gate=result.model_dump(mode="json", by_alias=True))
     logger.info(
-        "ask gate of %r: cosine %s, term coverage %.2f (%d samples)",
-        collection, result.min_cosine, result.min_term_coverage, result.samples,
+        "ask gate of %r (%s): cosine %s, term coverage %.2f (%d samples)",
+        collection, trigger, result.min_cosine, result.min_term_coverage, result.samples,
     )
     return result

@@ -481,6 +481,7 @@ def explain(
         ask_gate=_ask_gate(
             store, collection, req.query, chunks, journeys,
             embedder=embedder if req.mode == SearchMode.HYBRID else None,
+            lexical=req.mode != SearchMode.VECTOR,
         ),
     )
 
@@ -493,10 +494,11 @@ def _ask_gate(
     journeys: Sequence[ChunkJourney],
     *,
     embedder: Embedder | None,
+    lexical: bool = True,
 ) -> AskGateStage:
     """The ask gate of the collection (calibrated first if it changed, as ask does) and
     each chunk's verdict (cosine from the dense arm)."""
-    from plait.ask_gate import ensure_gate, judge, resolve_gate
+    from plait.ask_gate import ensure_gate, judge, question_identifiers, resolve_gate, unknown_terms
     from plait.collection_settings import read_settings
     from plait.ingest import index_text
     from plait.refinery.extract import content_stems
@@ -505,6 +507,9 @@ def _ask_gate(
         ensure_gate(store, collection, embedder)
     gate = resolve_gate(read_settings(store, collection))
     wanted = content_stems(query)
+    if lexical:
+        gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, wanted)})
+    named = question_identifiers(query)
     checks = [
         judge(
             c.id,
@@ -513,6 +518,7 @@ def _ask_gate(
             text=index_text(c.content, _heading(c)),
             question_stems=wanted,
             gate=gate,
+            identifiers=named,
         )
         for c, j in zip(chunks, journeys, strict=True)
     ]

@@ -93,14 +93,17 @@ class IndexingMixin(EngineBase):
         return self._estimate_arms(collection, report)
 
     def _estimate_arms(self, collection: str, report: IndexReport) -> IndexReport:
-        """Re-measure the collection's arm estimate (:mod:`plait.arm_estimate`) after a
-        run that left every chunk with a vector and changed something (or found no
-        estimate yet). A failure is logged, never fails the run."""
+        """After a run: re-measure the collection's arm estimate (:mod:`plait.arm_estimate`)
+        when the run left every chunk with a vector and changed something (or found no
+        estimate yet), and its ask gate (:func:`plait.ask_gate.ensure_gate`, a no-op when
+        the collection is as its stored calibration measured it). A failure is logged,
+        never fails the run."""
         from plait.calibration import estimate_arms
 
         changed = bool(
             report.chunks_added or report.chunks_updated or report.chunks_deleted or report.embedding.embedded
         )
+        self._calibrate_gate(collection, report)
         if not report.complete or (not changed and read_settings(self.store, collection).arm_estimate):
             return report
         try:
@@ -110,6 +113,21 @@ class IndexingMixin(EngineBase):
         except PlaitError as exc:
             logger.warning("arm estimate of %r failed: %s", collection, exc)
         return report
+
+    def _calibrate_gate(self, collection: str, report: IndexReport) -> None:
+        """Calibrate ask's gate at the end of a run (``calibratedBy: index``): with the
+        dense arm when every chunk has a vector; a run leaving vectors pending leaves it to
+        the backfill's run (or the first ask); a collection without an embedder gets the
+        lexical half."""
+        from plait.ask_gate import ensure_gate
+
+        try:
+            embedder, _ = self.embedder_for(collection)
+            if embedder is not None and not report.complete:
+                return
+            ensure_gate(self.store, collection, embedder, trigger="index")
+        except PlaitError as exc:
+            logger.warning("ask gate of %r not calibrated: %s", collection, exc)
 
     @valid_text
     def index(

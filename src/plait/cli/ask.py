@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from plait.ask_gate import calibration_note
 from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, LlmOpt, ModeOpt, StoreOpt, console
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
@@ -84,7 +85,7 @@ def ask(
         gate = result.gate
         console.print(
             f"[dim]gate: cosine ≥ {gate.min_cosine:.4f} ({gate.cosine_source}) or term coverage ≥ "
-            f"{gate.min_term_coverage:.2f} ({gate.coverage_source})[/dim]",
+            f"{gate.min_term_coverage:.2f} ({gate.coverage_source}){calibration_note(gate)}[/dim]",
             highlight=False,
         )
         for check in result.gate_checks:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from plait.ask_gate import calibration_note
 from plait.cli.options import (
     CollectionOpt,
     DebugOpt,
@@ -164,7 +165,7 @@ def _print_explain(result: Any) -> None:
         shown = passed[0] if passed else (result.ask_gate.checks[0] if result.ask_gate.checks else None)
         console.print(
             f"[bold]ask gate[/bold]   cosine ≥ {gate.min_cosine:.4f} ({gate.cosine_source}) or term coverage ≥ "
-            f"{gate.min_term_coverage:.2f} ({gate.coverage_source})"
+            f"{gate.min_term_coverage:.2f} ({gate.coverage_source}){calibration_note(gate)}"
             + (f": {escape(shown.reason)}" if shown is not None else ""),
             highlight=False,
         )
