@@ -12,10 +12,11 @@ import pytest
 
 from ask_corpus import ETCD, write_repo
 from plait.ask import NOT_FOUND_ANSWER
-from plait.ask_gate import GATE_KEY, GateCalibration, threshold
+from plait.ask_gate import GATE_KEY, Gate, GateCalibration, GateVerdict, judge, question_identifiers, threshold
 from plait.ask_grounding import ask_messages, claims, ground, renumber
 from plait.embeddings.fake import ConeFakeEmbedder
 from plait.llm import OllamaLLM
+from plait.refinery.extract import content_stems
 from plait.service import Plait
 from plait.testing.wire import WireServer
 from plait.types import FileOrigin, Hit, Ranks, to_json
@@ -322,3 +323,21 @@ def test_pending_vectors_calibrate_the_lexical_half_and_the_backfill_the_rest(tm
         assert full.calibrated_by == "index"  # the backfill's end measured the dense half
         assert full.min_cosine is not None and full.embedder == "fake/hash-64-cone"
         assert full.min_cosine == threshold(full.inside_cosine, full.outside_cosine)
+
+
+def test_only_names_count_as_identifiers_and_only_whole_tokens_match() -> None:
+    """The identifier rule let hyphenated words ("real-time", "third-party") and numbers
+    pass any chunk holding them as a substring: out-of-corpus questions got through."""
+    question = "Don't we log ERR-40 in real-time for node_pool_size, 2 times?"
+    assert question_identifiers(question) == {"err-40", "node_pool_size"}
+    assert question_identifiers("Which third-party tool shows it in real-time?") == frozenset()
+    gate = Gate(min_cosine=0.99, min_term_coverage=0.99, cosine_source="request", coverage_source="request")
+
+    def check(text: str) -> GateVerdict:
+        return judge("c", cosine=0.5, lexical_hit=True, text=text, question_stems=content_stems(question),
+                     gate=gate, identifiers=question_identifiers(question))
+
+    named = check("ERR-40 is raised when node_pool_size is 0.")
+    assert named.passed and named.reason == "passed: holds every identifier the question names (err-40, node_pool_size)"
+    assert not check("ERR-4012 is raised when node_pool_size is 0.").passed  # err-40 only as a substring
+    assert not check("ERR-40 is raised in real-time.").passed  # one of the two names

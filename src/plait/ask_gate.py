@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from plait.analysis import analyse_query
 from plait.calibration import pseudo_query
 from plait.chunk_build import index_text
 from plait.collection_settings import CollectionSettings, read_settings, write_settings
@@ -387,8 +388,8 @@ def judge(
 
     ``text`` is the chunk as indexed (heading path included); the term coverage counts
     only when the lexical arm found the chunk, the gate's ``unknown_terms`` twice. A
-    lexical hit holding every identifier the question names (:func:`question_identifiers`)
-    passes too: a name like ``ERR-4012`` found verbatim is the answer's address, whatever
+    lexical hit holding every identifier the question names (:func:`question_identifiers`;
+    as a whole token) passes too: a name like ``ERR-4012`` found verbatim is the answer's address, whatever
     the words around it ("what does … mean?")."""
     cosine = None if cosine is None else round(cosine, 4)
     unknown = question_stems & frozenset(gate.unknown_terms)
@@ -400,8 +401,7 @@ def judge(
     if unknown:
         held += f", {len(unknown)} never in the collection counted twice"
     cov_text = "not a lexical hit" if coverage is None else f"term coverage {coverage:.2f} ({held})"
-    lowered = text.lower()
-    named = bool(identifiers) and lexical_hit and all(term in lowered for term in identifiers)
+    named = bool(identifiers) and lexical_hit and identifiers <= frozenset(analyse_query(text).exact)
     if cos_ok:
         reason = f"passed: {cos_text} ≥ {gate.min_cosine:.4f} ({gate.cosine_source})"
     elif cov_ok:
@@ -439,14 +439,20 @@ def verdict(
 
 
 def question_identifiers(question: str) -> frozenset[str]:
-    """The identifiers ``question`` names: its exact terms holding a character that is
-    not a letter (``ERR-4012``, ``node_pool_size``, ``v3.11``), lowercased.
+    """The identifiers ``question`` names: its exact terms (lowercased) holding letters and
+    digits (``ERR-4012``, ``v3.11``) or an underscore (``node_pool_size``). Plain numbers
+    and hyphenated or quoted words ("real-time", "don't") are not names: they occur in any
+    text.
 
-    >>> sorted(question_identifiers("What does ERR-4012 mean for node_pool_size?"))
+    >>> sorted(question_identifiers("Don't we log ERR-4012 in real-time for node_pool_size, 2 times?"))
     ['err-4012', 'node_pool_size']
     """
     exact, _ = lexical_terms(question)
-    return frozenset(term for term in exact if any(not ch.isalpha() for ch in term))
+    return frozenset(
+        term
+        for term in exact
+        if "_" in term or (any(ch.isdigit() for ch in term) and any(ch.isalpha() for ch in term))
+    )
 
 
 def fingerprint(store: Store, collection: str) -> str | None:
