@@ -146,7 +146,7 @@ def test_detached_index_is_searchable_and_says_how_to_resume(tmp_path: Path) -> 
         resumed = engine.reindex(embed_progress=lambda done, total: seen.append((done, total)))
         assert (resumed.complete, resumed.embedding.embedded, resumed.embedding.reason) == (True, 12, None)
         assert seen == [(0, 12), (4, 12), (8, 12), (12, 12)]
-        assert fake.calls == 3
+        assert fake.passage_calls == 3  # the gate's calibration at the run's end embeds queries too
 
 
 def test_backfill_reuses_vectors_by_content_hash(tmp_path: Path) -> None:
@@ -159,10 +159,10 @@ def test_backfill_reuses_vectors_by_content_hash(tmp_path: Path) -> None:
     fake = FakeEmbedder()
     with Plait(str(tmp_path / "plait.db"), embedder=fake) as engine:
         report = engine.index(folder)
-        assert (report.embedding.embedded, report.embedding.reused, fake.texts_embedded) == (1, 0, 1)
+        assert (report.embedding.embedded, report.embedding.reused, fake.passages_embedded) == (1, 0, 1)
         (folder / "c.md").write_text("# Same\n\nidentical words here\n")
         again = engine.index(folder)
-        assert (again.embedding.embedded, again.embedding.reused, fake.texts_embedded) == (0, 1, 1)
+        assert (again.embedding.embedded, again.embedding.reused, fake.passages_embedded) == (0, 1, 1)
         assert again.complete
 
 
@@ -208,7 +208,7 @@ def test_sigkill_during_backfill_loses_at_most_one_batch(tmp_path: Path) -> None
         ids = engine.store.chunk_ids("default")
         assert len(ids) == 12 == len(set(ids))
         assert engine.vector_coverage() == 1.0
-    assert rerun.texts_embedded == 4 and rerun.batches == 1
+    assert rerun.passages_embedded == 4 and rerun.batches == 1
     first_run = committed[1] + committed[2]
     assert len(set(first_run)) == 8 and not set(first_run) & set(lost)
 

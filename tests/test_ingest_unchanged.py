@@ -78,7 +78,7 @@ def test_unchanged_reindex_analyses_embeds_and_writes_nothing(
     engine: Plait, fake: FakeEmbedder, folder: Path, spy: Counting, tmp_path: Path
 ) -> None:
     first = engine.index(folder)
-    assert first.chunks_added == TOTAL and len(spy.texts) == TOTAL and fake.texts_embedded == TOTAL
+    assert first.chunks_added == TOTAL and len(spy.texts) == TOTAL and fake.passages_embedded == TOTAL
     before = _tables(tmp_path / "plait.db")
     assert len(before["chunks"]) == TOTAL
     assert all(row[10] is not None for row in before["chunks"])  # every chunk has its vector

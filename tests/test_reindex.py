@@ -178,13 +178,13 @@ def test_full_re_embeds_every_chunk_keeps_ids_and_drops_vanished_sources(tmp_pat
         commit_all(repo, "drop events")
         write(repo, {"docs/refunds.md": FILES["docs/refunds.md"].replace("7 days", "30 days")})
         revised.revised = True
-        calls, texts = revised.calls, revised.texts_embedded
+        calls, texts = revised.passage_calls, revised.passages_embedded
         report = engine.reindex(full=True)
         # README, keys and refunds' second section unchanged (3), refunds' first edited (1),
         # events gone (1 chunk, 1 source); all 4 remaining texts embedded in one call
         assert _counts(report) == (0, 1, 3, 1) and report.sources_deleted == 1
         assert (report.embedding.embedded, report.embedding.reused, report.embedding.calls) == (4, 0, 1)
-        assert (revised.calls, revised.texts_embedded) == (calls + 1, texts + 4)
+        assert (revised.passage_calls, revised.passages_embedded) == (calls + 1, texts + 4)
         assert report.complete is True
         assert engine.store.chunk_ids("default", "docs/adr/0002-events.md") == []
         for source in ("README.md", "docs/adr/0001-keys.md", "docs/refunds.md"):
@@ -197,7 +197,7 @@ def test_full_re_embeds_every_chunk_keeps_ids_and_drops_vanished_sources(tmp_pat
         # an incremental reindex afterwards embeds nothing and keeps the new vectors
         again = engine.reindex()
         assert _counts(again) == (0, 0, 4, 0) and again.embedding.calls == 0
-        assert revised.calls == calls + 1
+        assert revised.passage_calls == calls + 1
         for cid in unchanged:
             np.testing.assert_allclose(_vectors(engine)[cid], -old[cid], atol=1e-6)
 

@@ -125,7 +125,8 @@ class IndexingMixin(EngineBase):
             embedder, _ = self.embedder_for(collection)
             if embedder is not None and not report.complete:
                 return
-            ensure_gate(self.store, collection, embedder, trigger="index")
+            with self.metered(collection, "index"):  # its query embeddings are the run's cost
+                ensure_gate(self.store, collection, embedder, trigger="index")
         except PlaitError as exc:
             logger.warning("ask gate of %r not calibrated: %s", collection, exc)
 

@@ -27,7 +27,9 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 class FakeEmbedder(BaseEmbedder):
-    """Feature hashing into ``dimension`` buckets; counts every call and text."""
+    """Feature hashing into ``dimension`` buckets; counts every call and text
+    (``calls``, ``texts_embedded``: queries included) and the passages alone
+    (``passage_calls``, ``passages_embedded``: what indexing and backfills embed)."""
 
     provider = "fake"
 
@@ -45,6 +47,8 @@ class FakeEmbedder(BaseEmbedder):
         self.overrides = {k: np.asarray(v, dtype=np.float32) for k, v in (overrides or {}).items()}
         self.calls = 0
         self.texts_embedded = 0
+        self.passage_calls = 0
+        self.passages_embedded = 0
 
     def _vector(self, text: str) -> np.ndarray:
         if text in self.overrides:
@@ -65,6 +69,9 @@ class FakeEmbedder(BaseEmbedder):
     def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
         self.calls += 1
         self.texts_embedded += len(texts)
+        if kind == "passage":
+            self.passage_calls += 1
+            self.passages_embedded += len(texts)
         return np.vstack([self._vector(t) for t in texts])
 
 
