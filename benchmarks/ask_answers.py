@@ -5,25 +5,31 @@
 Datasets (``--data``, default ``../shared/data``):
 
 * ``realrepo/manage-get-gov`` and ``realrepo/teaching-vacancies``: each repository's docs
-  indexed as a folder, as a user would; its 40 answerable questions (qrels), its 5
-  unanswerable ones, and the *other* repository's 40 answerable questions as
-  out-of-corpus questions;
-* ``faquad-pt``: the corpus indexed as a ``.jsonl``; ``--faquad`` answerable questions
-  (seeded sample of the qrels), and as many SciFact test queries (English biomedical
-  claims; only the queries are read, SciFact's corpus is never embedded) as out-of-corpus.
+  indexed as a folder, as a user would; its 40 answerable questions (qrels; 20 naming an
+  identifier, 20 in natural words), its 5 unanswerable ones, and the *other* repository's
+  40 answerable questions as out-of-corpus questions;
+* ``faquad-pt-dev`` / ``faquad-pt-test``: the FaQuAD corpus indexed once as a ``.jsonl``;
+  its dev queries (all of them) / a seeded sample of ``--faquad`` test queries as
+  answerable, and as many SciFact test queries (English biomedical claims; only the
+  queries are read, SciFact's corpus is never embedded; dev and test samples disjoint) as
+  out-of-corpus.
 
-Every question is asked with the collection's calibrated gate (calibrated at index time,
-:mod:`plait.ask_gate`), extractive (``llm none``), and again through a fake LLM (the
+Every question is asked with the collection's gate as the index run calibrated it
+(:mod:`plait.ask_gate`; a stored calibration of an older method version is measured
+again by the first run), extractive (``llm none``), and again through a fake LLM (the
 project's WireServer speaking the Ollama protocol) that answers with the first source's
 first sentence cited, one sentence citing an invented source and one uncited sentence —
 so the claim check must drop two sentences from every answer. Per dataset and mode a
 confusion table: for each kind of question, how many were answered citing a relevant
 document (``correct``), answered citing only irrelevant ones (``wrong``), or refused.
 
-The gate's constants (``OUTSIDE_QUANTILE``, ``MARGIN``) were chosen on manage-get-gov
-only; ``sweep`` shows, per dataset, what other quantiles would give (from the same search
-results, judged offline by :func:`plait.ask_gate.judge`: refused, and whether a relevant
-document passes the gate).
+The gate's constants (``COVERAGE_QUANTILE``, unknown words counted twice) were chosen on
+manage-get-gov and FaQuAD dev only; teaching-vacancies and FaQuAD test are held out.
+``sweep`` shows, per dataset, what other choices would give (from the same search results,
+judged offline by :func:`plait.ask_gate.verdict`: refused, and whether a relevant document
+passes the gate). ``diagnosis`` is the AUC, for each retrieval signal of the top 5 hits,
+of the answerable questions (natural-language ones on realrepo) against the unanswerable
+and out-of-corpus ones: how well the signal alone would separate them (0.5: not at all).
 
 Passage vectors go through the embedding cache (``--cache``), so each corpus is embedded
 once. Figures go to ``benchmarks/results/ask_answers.json`` and ``.md``.
@@ -34,8 +40,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import platform
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -46,8 +54,18 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.append(str(ROOT / "src"))
 
-from plait import ask_gate
-from plait.ask_gate import Gate, GateCalibration, threshold, verdict
+from plait.ask_gate import (
+    COVERAGE_QUANTILE,
+    MIN_COVERAGE,
+    Gate,
+    GateCalibration,
+    question_identifiers,
+    term_coverage,
+    threshold,
+    unknown_terms,
+    verdict,
+)
+from plait.chunk_build import index_text
 from plait.collection_settings import read_settings
 from plait.embeddings import make_embedder
 from plait.embeddings.cache import CachedEmbedder
@@ -55,10 +73,14 @@ from plait.llm import OllamaLLM
 from plait.refinery.extract import content_stems
 from plait.service import Plait
 from plait.testing.wire import WireServer
+from plait.types import FileOrigin, Hit
 
 RESULTS = ROOT / "benchmarks" / "results"
 REPOS = ("manage-get-gov", "teaching-vacancies")
-QUANTILES = (0.8, 0.9, 0.95, 1.0)
+DATASETS = (*REPOS, "faquad-pt-dev", "faquad-pt-test")
+DEV = ("manage-get-gov", "faquad-pt-dev")
+#: (coverage quantile, unknown words counted twice) choices the sweep compares.
+CHOICES = ((0.95, False), (0.8, False), (0.5, False), (0.95, True), (0.8, True), (0.5, True))
 KIND_OF: dict[str, str] = {}  # realrepo question → identifier | natural | unanswerable
 
 
@@ -99,15 +121,20 @@ def _questions(data: Path, name: str, faquad: int) -> list[tuple[str, str, set[s
         out += [(q["text"], "out-of-corpus", set()) for q in _jsonl(other / "queries.jsonl") if q["_id"] in other_qrels]
         return out
     folder = data / "faquad-pt"
-    qrels = _qrels(folder / "qrels" / "test.tsv")
     texts = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
-    rng = random.Random(22)
-    chosen = rng.sample(sorted(qrels), faquad)
-    out = [(texts[qid], "answerable", qrels[qid]) for qid in chosen]
     sci_qrels = _qrels(data / "scifact" / "qrels" / "test.tsv")
     sci = {q["_id"]: q["text"] for q in _jsonl(data / "scifact" / "queries.jsonl")}
-    out += [(sci[qid], "out-of-corpus", set()) for qid in rng.sample(sorted(sci_qrels), faquad)]
-    return out
+    rng = random.Random(22)  # the test sample, as before the dev split was added
+    test_qrels = _qrels(folder / "qrels" / "test.tsv")
+    chosen = rng.sample(sorted(test_qrels), faquad)
+    sci_test = rng.sample(sorted(sci_qrels), faquad)
+    if name == "faquad-pt-test":
+        out = [(texts[qid], "answerable", test_qrels[qid]) for qid in chosen]
+        return out + [(sci[qid], "out-of-corpus", set()) for qid in sci_test]
+    dev_qrels = _qrels(folder / "qrels" / "dev.tsv")
+    out = [(texts[qid], "answerable", dev_qrels[qid]) for qid in sorted(dev_qrels)]
+    rest = sorted(set(sci_qrels) - set(sci_test))
+    return out + [(sci[qid], "out-of-corpus", set()) for qid in random.Random(23).sample(rest, len(dev_qrels))]
 
 
 def _index(engine: Plait, data: Path, name: str, work: Path) -> None:
@@ -141,11 +168,76 @@ def _shares(table: Mapping[str, Mapping[str, int]]) -> dict[str, float | None]:
     }
 
 
+def _auc(positive: list[float], negative: list[float]) -> float | None:
+    """P(a positive scores above a negative), ties half."""
+    if not positive or not negative:
+        return None
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positive for n in negative)
+    return round(wins / (len(positive) * len(negative)), 3)
+
+
+def _signals(text: str, hits: list[Hit], unknown: list[str]) -> dict[str, float]:
+    """The retrieval signals of one question's top hits (the diagnosis)."""
+    stems = content_stems(text)
+    cosines = sorted((h.vector_score for h in hits if h.vector_score is not None), reverse=True)
+
+    def coverage(twice: bool) -> float:
+        return max(
+            (term_coverage(index_text(h.content, h.origin.heading_path if isinstance(h.origin, FileOrigin) else []),
+                           stems, unknown if twice else ()) for h in hits if h.ranks.lexical is not None),
+            default=0.0,
+        )
+
+    return {
+        "bestCosine": cosines[0] if cosines else 0.0,
+        "cosineGapTop1Top2": cosines[0] - cosines[1] if len(cosines) > 1 else 0.0,
+        "bestTermCoverage": coverage(False),
+        "bestTermCoverageUnknownTwice": coverage(True),
+        "shareOfWordsKnown": 1.0 - len(unknown) / max(1, len(stems)),
+        "hitsFoundByBothArms": float(sum(1 for h in hits if h.ranks.lexical is not None and h.ranks.dense is not None)),
+        "fusedTopScore": hits[0].score if hits else 0.0,
+    }
+
+
+def _diagnosis(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    negative = [r for r in rows if r["kind"] != "answerable"]
+    groups = {
+        "natural": [r for r in rows if r["kind"] == "answerable" and r["queryKind"] in ("natural", None)],
+        "identifier": [r for r in rows if r["queryKind"] == "identifier"],
+    }
+    return {
+        signal: {group: _auc([r["signals"][signal] for r in members], [r["signals"][signal] for r in negative])
+                 for group, members in groups.items() if members}
+        for signal in rows[0]["signals"]
+    }
+
+
+def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Mapping[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for quantile, twice in CHOICES:
+        coverage = threshold(calibration.inside_coverage, calibration.outside_coverage, floor=MIN_COVERAGE,
+                             quantile=quantile) or 1.0
+        table = _table()
+        for r in rows:
+            gate = Gate(min_cosine=calibration.min_cosine or 1.0, min_term_coverage=coverage,
+                        cosine_source="calibrated", coverage_source="calibrated",
+                        unknown_terms=r["unknown"] if twice else [])
+            named = question_identifiers(r["text"]) if twice else frozenset()
+            passing = [h for h in r["hits"] if verdict(h, content_stems(r["text"]), gate, identifiers=named).passed]
+            if not passing:
+                table[r["kind"]]["refused"] += 1
+            else:
+                table[r["kind"]]["correct" if {doc_of.get(h.chunk_id) for h in passing} & r["relevant"] else "wrong"] += 1
+        out.append({"coverageQuantile": quantile, "unknownWordsTwice": twice, "minTermCoverage": coverage,
+                    "table": table, **_shares(table)})
+    return out
+
+
 def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, faquad: int) -> dict[str, Any]:
     questions = _questions(data, name, faquad)
-    store = cache / f"ask-{name}.db"
+    store = cache / f"ask-{'faquad-pt' if name.startswith('faquad') else name}.db"
     tables: dict[str, dict[str, dict[str, int]]] = {"extractive": _table(), "fake-llm": _table()}
-    sweep_rows: list[tuple[str, list[Any], set[str]]] = []
+    rows: list[dict[str, Any]] = []
     dropped = 0
     by_query_kind: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
@@ -177,50 +269,37 @@ def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, fa
                     if mode == "fake-llm":
                         dropped += len(result.dropped)
                 hits = engine.search(text, k=5).hits
-                sweep_rows.append((kind, hits, relevant))
-    sweep = []
-    for quantile in QUANTILES:
-        ask_gate.OUTSIDE_QUANTILE = quantile
-        gate = Gate(
-            min_cosine=threshold(calibration.inside_cosine, calibration.outside_cosine) or 1.0,
-            min_term_coverage=threshold(
-                calibration.inside_coverage, calibration.outside_coverage, floor=ask_gate.MIN_COVERAGE
-            ) or 1.0,
-            cosine_source="calibrated",
-            coverage_source="calibrated",
-        )
-        table = _table()
-        for (kind, hits, relevant), (text, _, _) in zip(sweep_rows, questions, strict=True):
-            passing = [h for h in hits if verdict(h, content_stems(text), gate).passed]
-            if not passing:
-                table[kind]["refused"] += 1
-            else:
-                table[kind]["correct" if {doc_of.get(h.chunk_id) for h in passing} & relevant else "wrong"] += 1
-        sweep.append({"outsideQuantile": quantile, "gate": gate.model_dump(by_alias=True), "table": table,
-                      **_shares(table)})
-    ask_gate.OUTSIDE_QUANTILE = 0.95
+                unknown = unknown_terms(engine.store, "default", content_stems(text))
+                rows.append({"text": text, "kind": kind, "relevant": relevant, "hits": hits, "unknown": unknown,
+                             "queryKind": KIND_OF.get(text) if kind == "answerable" else None,
+                             "signals": _signals(text, hits, unknown)})
     return {
         "dataset": name,
-        "role": "dev (constants chosen here)" if name == "manage-get-gov" else "held out",
+        "role": "dev (constants chosen here)" if name in DEV else "held out",
         "questions": {kind: sum(1 for _, k, _ in questions if k == kind) for kind in _table()},
         "gate": {"minCosine": calibration.min_cosine, "minTermCoverage": calibration.min_term_coverage,
-                 "samples": calibration.samples, "chunks": calibration.chunks},
+                 "samples": calibration.samples, "chunks": calibration.chunks,
+                 "calibratedAt": calibration.calibrated_at, "calibratedBy": calibration.calibrated_by,
+                 "version": calibration.version, "coverageQuantile": COVERAGE_QUANTILE},
         "tables": tables,
         "shares": {mode: _shares(table) for mode, table in tables.items()},
         "extractiveAnswerableByQueryKind": by_query_kind,
         "fakeLlmSentencesDropped": dropped,
-        "sweepSourcesPassingGate": sweep,
+        "diagnosisAuc": _diagnosis(rows),
+        "sweepSourcesPassingGate": _sweep(calibration, rows, doc_of),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
 
 def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
     lines = ["# ask: refusals and citations", "", f"{meta['machine']} · {meta['date']} · embedder {meta['embedder']}"
-             " · busy machine (other helpers running)", ""]
+             f" · plait {meta['commit']} · busy machine (other helpers running)", ""]
     for r in results:
+        g = r["gate"]
         lines += [f"## {r['dataset']} ({r['role']})", "",
-                  f"gate: cosine ≥ {r['gate']['minCosine']}, term coverage ≥ {r['gate']['minTermCoverage']} "
-                  f"({r['gate']['samples']} pseudo-questions over {r['gate']['chunks']} chunks)", ""]
+                  f"gate: cosine ≥ {g['minCosine']}, term coverage ≥ {g['minTermCoverage']} "
+                  f"({g['samples']} pseudo-questions over {g['chunks']} chunks; calibrated {g['calibratedAt']} "
+                  f"by {g['calibratedBy']}, method version {g['version']})", ""]
         for mode, table in r["tables"].items():
             lines += [f"**{mode}**", "", "| kind | correct citation | wrong citation | refused |", "|---|---|---|---|"]
             lines += [f"| {kind} | {row['correct']} | {row['wrong']} | {row['refused']} |" for kind, row in table.items()]
@@ -230,11 +309,16 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
                 f"{kind} {row['correct']} correct / {row['wrong']} wrong / {row['refused']} refused"
                 for kind, row in r["extractiveAnswerableByQueryKind"].items()), ""]
         lines += [f"fake LLM: {r['fakeLlmSentencesDropped']} sentences dropped by the claim check", ""]
-        lines += ["sweep (offline, relevant document among the sources passing the gate):", "",
-                  "| outside quantile | min cosine | min coverage | answerable correct | unanswerable refused | out-of-corpus refused |",
+        groups = sorted({group for aucs in r["diagnosisAuc"].values() for group in aucs})
+        lines += ["diagnosis (AUC of each top-5 signal, answerable against unanswerable + out-of-corpus):", "",
+                  "| signal | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
+        lines += [f"| {signal} | " + " | ".join(str(aucs.get(group)) for group in groups) + " |"
+                  for signal, aucs in r["diagnosisAuc"].items()]
+        lines += ["", "sweep (offline, relevant document among the sources passing the gate):", "",
+                  "| coverage quantile | unknown words twice | min coverage | answerable correct | unanswerable refused | out-of-corpus refused |",
                   "|---|---|---|---|---|---|"]
         for s in r["sweepSourcesPassingGate"]:
-            lines.append(f"| {s['outsideQuantile']} | {s['gate']['minCosine']} | {s['gate']['minTermCoverage']} | "
+            lines.append(f"| {s['coverageQuantile']} | {s['unknownWordsTwice']} | {s['minTermCoverage']} | "
                          f"{s['answeredWithCorrectCitation']} | {s['unanswerableRefused']} | {s['outOfCorpusRefused']} |")
         lines.append("")
     return "\n".join(lines) + "\n"
@@ -245,7 +329,7 @@ def main() -> None:
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--cache", default="/tmp/ask-cache")
     parser.add_argument("--embedder", default="e5")
-    parser.add_argument("--faquad", type=int, default=60, help="answerable FaQuAD questions (and SciFact ones)")
+    parser.add_argument("--faquad", type=int, default=60, help="answerable FaQuAD test questions (and SciFact ones)")
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
     cache = Path(args.cache)
@@ -255,9 +339,13 @@ def main() -> None:
         raise SystemExit("an embedder is needed")
     embedder = CachedEmbedder(inner, path=cache / "embeddings.sqlite")
     embedder.embed_query("warm up")  # the model loads before the first timed query
-    names = args.only or [*REPOS, "faquad-pt"]
+    names = args.only or list(DATASETS)
     results = [run_dataset(Path(args.data), name, cache, embedder, args.faquad) for name in names]
-    meta = {"embedder": args.embedder, "machine": f"{platform.machine()} · {platform.platform()} · Python {platform.python_version()}",
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout.strip()
+    meta = {"embedder": args.embedder, "commit": commit or "unknown",
+            "machine": f"{platform.machine()} · {platform.platform()} · Python {platform.python_version()} · "
+                       f"{os.cpu_count()} cores",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ask_answers.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n", encoding="utf-8")
