@@ -26,8 +26,8 @@ Why these two quantiles (``benchmarks/ask_answers.py``, diagnosis in
 ``benchmarks/results/ask_answers.md``): on the realrepo sets, questions in natural
 words (paraphrases, no identifier) and the unanswerable or out-of-corpus questions
 (another government service's docs) are not separated by any retrieval signal measured:
-AUC of the best cosine 0.49 / 0.59, of its gap to the second hit ≤ 0.50, of the two arms'
-agreement ≤ 0.55, of the best sentence's cosine ≤ 0.63; the best is the term coverage
+AUC of the best cosine 0.49 / 0.59, of its gap to the second hit 0.50 / 0.46, of the two
+arms' agreement 0.55 / 0.53, of the best sentence's cosine 0.63 / 0.58; the best is the term coverage
 (0.70 / 0.67; IDF-weighted 0.74 / 0.71). Question-shaped text scores *lower* cosines than
 the shuffled texts (a natural question's best 0.81–0.875, shuffled text 0.84–0.89), so
 the cosine gate passes what copies the collection's wording and nothing else; it stays
