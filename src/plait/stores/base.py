@@ -10,10 +10,10 @@ The contract tests every backend must pass ship in :mod:`plait.testing.contract`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from plait.usage import UsageRow
 __all__ = [
     "BM25Params",
     "BulkStore",
+    "Change",
     "ChunkState",
     "Filters",
     "ReplaceCounts",
@@ -33,7 +34,10 @@ __all__ = [
     "Store",
     "StoredChunk",
     "TwoArmStore",
+    "replace_changes",
 ]
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,42 @@ class ReplaceCounts:
     deleted: int = 0
     conflict: str | None = None
     """With ``claim``: the other root that owns the source (nothing was written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[R]):
+    """One chunk of a source being replaced, against the row the store holds under its id."""
+
+    item: StoredChunk
+    kept: R | None = None
+    """The stored row, when its content hash is the chunk's: kept (its other fields refreshed)."""
+    replaced: R | None = None
+    """The stored row, when the chunk's content changed: deleted, the chunk written anew."""
+
+
+def replace_changes(
+    existing: Mapping[str, R], chunks: Sequence[StoredChunk], content_hash: Callable[[R], str]
+) -> tuple[list[Change[R]], list[R], ReplaceCounts]:
+    """What making a source hold exactly ``chunks`` changes, decided the same way by every
+    store: ``existing`` maps the chunk ids the store holds for the source to their rows.
+    Returns each chunk (in order) with its kept or replaced row (neither: added), the rows
+    of chunk ids the source no longer has, and the counts."""
+    changes: list[Change[R]] = []
+    added = updated = unchanged = 0
+    for item in chunks:
+        old = existing.get(item.chunk.id)
+        if old is None:
+            added += 1
+            changes.append(Change(item))
+        elif content_hash(old) == item.chunk.content_hash:
+            unchanged += 1
+            changes.append(Change(item, kept=old))
+        else:
+            updated += 1
+            changes.append(Change(item, replaced=old))
+    ids = {item.chunk.id for item in chunks}
+    gone = [row for chunk_id, row in existing.items() if chunk_id not in ids]
+    return changes, gone, ReplaceCounts(added, updated, unchanged, len(gone))
 
 
 @dataclass(frozen=True, slots=True)

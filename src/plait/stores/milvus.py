@@ -38,6 +38,7 @@ from plait.stores.base import (
     ScopeInfo,
     SourceInfo,
     StoredChunk,
+    replace_changes,
 )
 from plait.stores.milvus_base import (
     _BATCH,
@@ -206,17 +207,13 @@ class MilvusStore(MilvusBase):
             self._settle(rec)
             existing = self._existing(rec, source_id)
             version = int(rec["next_txn"])
-            added = updated = unchanged = 0
+            changes, gone, counts = replace_changes(existing, chunks, lambda row: str(row["content_hash"]))
             new_rows: list[dict[str, Any]] = []
             final: list[dict[str, Any]] = []  # the source's live rows once this write is done
             dead: list[dict[str, Any]] = []
-            keep: set[str] = set()
-            for item in chunks:
-                old = existing.get(item.chunk.id)
-                vector = item.vector
-                if old is not None and old["content_hash"] == item.chunk.content_hash:
-                    unchanged += 1
-                    keep.add(item.chunk.id)
+            for change in changes:
+                item, old, vector = change.item, change.kept, change.item.vector
+                if old is not None:
                     if vector is None and old["has_vector"]:
                         vector = old["vector"]  # no new vector given: keep the stored one
                     row = self._row(rec, item, scope, version, vector)
@@ -225,17 +222,12 @@ class MilvusStore(MilvusBase):
                         final.append(old)
                         continue
                     dead.append(old)
-                elif old is not None:
-                    updated += 1
-                    keep.add(item.chunk.id)
-                    dead.append(old)
-                else:
-                    added += 1
+                elif change.replaced is not None:
+                    dead.append(change.replaced)
                 row = self._row(rec, item, scope, version, vector)
                 new_rows.append(row)
                 final.append(row)
-            deleted = [r for cid, r in existing.items() if cid not in keep]
-            dead.extend(deleted)
+            dead.extend(gone)
             previous = self._get_source(rec, source_id)
             written = (previous or {}).get("version", 0)
             delta = {
@@ -256,7 +248,7 @@ class MilvusStore(MilvusBase):
                 )
             else:
                 self._call("delete", self._client.delete, self._meta, ids=[key])
-            return ReplaceCounts(added, updated, unchanged, len(deleted))
+            return counts
 
     def delete_source(self, collection: str, source_id: str) -> int:
         return self.replace_source(collection, source_id, "", []).deleted

@@ -28,7 +28,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from plait.errors import StoreError
-from plait.stores.base import ReplaceCounts, SourceWrite
+from plait.stores.base import ReplaceCounts, SourceWrite, replace_changes
 from plait.stores.postgres_base import now, vec
 from plait.stores.postgres_queries import hnsw_index
 
@@ -95,28 +95,19 @@ def write_sources(
     updates: list[tuple[Any, ...]] = []
     inserts: list[tuple[Any, ...]] = []
     for write in writes:
-        old_rows = existing[write.source_id]
-        added = updated = unchanged = 0
-        keep: set[str] = set()
-        for item in write.chunks:
-            chunk = item.chunk
+        changes, gone, write_counts = replace_changes(existing[write.source_id], write.chunks, lambda row: row[1])
+        for change in changes:
+            item, chunk, old = change.item, change.item.chunk, change.kept
             vector = None if item.vector is None else vec(item.vector)
             if vector is not None:
                 check_dimension(collection, dimension, vector)
             origin = Jsonb(chunk.origin.model_dump(mode="json", by_alias=True))
             metadata = Jsonb(chunk.metadata)
-            old = old_rows.get(chunk.id)
-            if old is not None and old[1] == chunk.content_hash:
-                keep.add(chunk.id)
-                unchanged += 1
+            if old is not None:
                 updates.append((write.scope, chunk.ordinal, origin, metadata, vector, cid, old[0]))
                 continue
-            if old is not None:
-                updated += 1
-                keep.add(chunk.id)
-                to_delete.append(old[0])
-            else:
-                added += 1
+            if change.replaced is not None:
+                to_delete.append(change.replaced[0])
             inserts.append(
                 (
                     cid, chunk.id, chunk.source_id, write.scope, chunk.ordinal, chunk.content,
@@ -124,9 +115,8 @@ def write_sources(
                     lexical(item.exact), lexical(item.stems),
                 )
             )
-        deleted = [row[0] for chunk_id, row in old_rows.items() if chunk_id not in keep]
-        to_delete.extend(deleted)
-        counts.append(ReplaceCounts(added, updated, unchanged, len(deleted)))
+        to_delete.extend(row[0] for row in gone)
+        counts.append(write_counts)
     if to_delete:
         conn.execute("DELETE FROM plait_chunks WHERE collection_id = %s AND id = ANY(%s)", (cid, to_delete))
     with conn.cursor() as cur:

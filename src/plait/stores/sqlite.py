@@ -38,6 +38,7 @@ from plait.stores.base import (
     ScopeInfo,
     SourceInfo,
     StoredChunk,
+    replace_changes,
 )
 from plait.stores.records import SQLITE_STORE_TABLES, Records, SqliteRecords
 from plait.stores.records_import import import_side_files
@@ -299,7 +300,6 @@ class SQLiteStore(SQLiteSearch):
         claim: bool = False,
     ) -> ReplaceCounts:
         cid = self._cid(collection)
-        added = updated = unchanged = 0
         with self._tx() as db:
             if claim:
                 owner = db.execute(
@@ -316,15 +316,12 @@ class SQLiteStore(SQLiteSearch):
                     (cid, source_id),
                 )
             }
-            keep: set[str] = set()
+            changes, gone, counts = replace_changes(existing, chunks, lambda row: row[1])
             to_delete: list[int] = []
             to_insert: list[StoredChunk] = []
-            for item in chunks:
-                chunk = item.chunk
-                old = existing.get(chunk.id)
-                if old is not None and old[1] == chunk.content_hash:
-                    keep.add(chunk.id)
-                    unchanged += 1
+            for change in changes:
+                item, chunk, old = change.item, change.item.chunk, change.kept
+                if old is not None:
                     params: list[Any] = [
                         scope,
                         chunk.ordinal,
@@ -337,15 +334,10 @@ class SQLiteStore(SQLiteSearch):
                         params.append(np.asarray(item.vector, np.float32).tobytes())
                     db.execute(sql + " WHERE rowid = ?", (*params, old[0]))
                     continue
-                if old is not None:
-                    updated += 1
-                    keep.add(chunk.id)
-                    to_delete.append(old[0])
-                else:
-                    added += 1
+                if change.replaced is not None:
+                    to_delete.append(change.replaced[0])
                 to_insert.append(item)
-            deleted_ids = [v[0] for k, v in existing.items() if k not in keep]
-            to_delete.extend(deleted_ids)
+            to_delete.extend(row[0] for row in gone)
             self._delete_rows(db, to_delete)
             for item in to_insert:
                 self._insert(db, cid, scope, item)
@@ -363,7 +355,7 @@ class SQLiteStore(SQLiteSearch):
                     (cid, source_id),
                 )
             self._bump(db, cid)
-        return ReplaceCounts(added, updated, unchanged, len(deleted_ids))
+        return counts
 
     def delete_source(self, collection: str, source_id: str) -> int:
         return self.replace_source(collection, source_id, "", []).deleted
