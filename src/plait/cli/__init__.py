@@ -22,7 +22,7 @@ from plait.cli import collections as collections_group
 from plait.cli import eval as eval_group
 from plait.cli import usage as usage_group
 from plait.cli.logs import configure_logging, level_for
-from plait.cli.options import err
+from plait.cli.options import fail
 from plait.errors import ConfigError
 
 __all__ = ["app", "main"]
@@ -47,8 +47,7 @@ def _logging(
     try:
         configure_logging(level_for(verbose, quiet))
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(str(exc))
 
 
 for _group in (index, collections_group, search, explain, serve, eval_group, ask, refinery, transfer, usage_group):

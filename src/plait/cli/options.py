@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -36,6 +36,7 @@ __all__ = [
     "collection_name",
     "console",
     "err",
+    "fail",
     "open_engine",
     "print_json",
     "run_or_exit",
@@ -74,8 +75,7 @@ def open_engine(
             walk_max_age=walk_max_age,
         )
     except PlaitError as exc:  # e.g. the store server is unreachable: one line, exit 1
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(str(exc))
     try:
         yield engine
     finally:
@@ -119,6 +119,19 @@ LlmOpt = Annotated[
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (and per-stage timings).")]
 
 
+def fail(message: str) -> NoReturn:
+    """A user error: ``message`` as one red line on stderr, exit code 1."""
+    _err.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(1) from None
+
+
+def port_or_exit(port: int) -> int:
+    """``port`` when it is a TCP port (1..65535), else :func:`fail`."""
+    if not 0 < port < 65536:
+        fail(f"--port {port} is not in 1..65535")
+    return port
+
+
 def run_or_exit(debug: bool, action: Callable[[], T]) -> T:
     """Run ``action``; a :class:`PlaitError` becomes one red line and exit code 1
     (re-raised with ``--debug``)."""
@@ -127,8 +140,7 @@ def run_or_exit(debug: bool, action: Callable[[], T]) -> T:
     except PlaitError as exc:
         if debug:
             raise
-        _err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(str(exc))
 
 
 def print_json(model: BaseModel | list[Any] | dict[str, Any]) -> None:

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import subprocess
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +20,9 @@ from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.refinery.models import FaqCard, RefineryRun, RunProgress
 from plait.types import to_json
+
+if TYPE_CHECKING:
+    from plait.refinery import Refinery
 
 __all__ = ["register"]
 
@@ -127,36 +131,34 @@ def _with_bar(debug: bool, action: Any) -> RefineryRun:
         return result
 
 
-@refinery_app.command("status")
-def refinery_status(
-    run_id: Annotated[str, typer.Argument(help="The run id (see 'plait refinery list').")],
-    store: StoreOpt = None,
-    collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """A run's status, progress, timestamps and error."""
+def _run_command(action: Callable[[Refinery, str], RefineryRun], doc: str) -> Callable[..., None]:
+    """A command that does ``action`` to one run and prints it (status, cancel)."""
 
-    with _engine(store, embedder) as engine:
-        run = _run(debug, lambda: engine.refinery.get_run(run_id))
-    _print_json(run) if as_json else _print_run(run)
+    def command(
+        run_id: Annotated[str, typer.Argument(help="The run id (see 'plait refinery list').")],
+        store: StoreOpt = None,
+        collection: CollectionOpt = None,
+        embedder: EmbedderOpt = None,
+        as_json: JsonOpt = False,
+        debug: DebugOpt = False,
+    ) -> None:
+        with _engine(store, embedder) as engine:
+            run = _run(debug, lambda: action(engine.refinery, run_id))
+        _print_json(run) if as_json else _print_run(run)
+
+    command.__doc__ = doc
+    return command
 
 
-@refinery_app.command("cancel")
-def refinery_cancel(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
-    store: StoreOpt = None,
-    collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Ask a run to stop (a queued run stops at once; a running one after its current group)."""
-
-    with _engine(store, embedder) as engine:
-        run = _run(debug, lambda: engine.refinery.cancel(run_id))
-    _print_json(run) if as_json else _print_run(run)
+refinery_app.command("status")(
+    _run_command(lambda refinery, run_id: refinery.get_run(run_id), "A run's status, progress, timestamps and error.")
+)
+refinery_app.command("cancel")(
+    _run_command(
+        lambda refinery, run_id: refinery.cancel(run_id),
+        "Ask a run to stop (a queued run stops at once; a running one after its current group).",
+    )
+)
 
 
 @refinery_app.command("list")
@@ -281,30 +283,27 @@ def _review(action: str, card_id: str, store: str | None, collection: str | None
     _print_json(card) if as_json else _print_card(card)
 
 
-@faq_app.command("approve")
-def faq_approve(
-    card_id: Annotated[str, typer.Argument(help="The card id.")],
-    store: StoreOpt = None,
-    collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Approve a card: qa_first serves it from now on."""
-    _review("approve", card_id, store, collection, embedder, as_json, debug)
+def _review_command(action: str, doc: str) -> Callable[..., None]:
+    """``plait faq approve`` / ``reject``: ``action`` on one card, printed."""
+
+    def command(
+        card_id: Annotated[str, typer.Argument(help="The card id.")],
+        store: StoreOpt = None,
+        collection: CollectionOpt = None,
+        embedder: EmbedderOpt = None,
+        as_json: JsonOpt = False,
+        debug: DebugOpt = False,
+    ) -> None:
+        _review(action, card_id, store, collection, embedder, as_json, debug)
+
+    command.__doc__ = doc
+    return command
 
 
-@faq_app.command("reject")
-def faq_reject(
-    card_id: Annotated[str, typer.Argument(help="The card id.")],
-    store: StoreOpt = None,
-    collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
-    as_json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Reject a card: it leaves the index and later runs do not draft it again."""
-    _review("reject", card_id, store, collection, embedder, as_json, debug)
+faq_app.command("approve")(_review_command("approve", "Approve a card: qa_first serves it from now on."))
+faq_app.command("reject")(
+    _review_command("reject", "Reject a card: it leaves the index and later runs do not draft it again.")
+)
 
 
 @faq_app.command("edit")

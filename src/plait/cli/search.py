@@ -17,7 +17,7 @@ from plait.cli.options import (
     ModeOpt,
     StoreOpt,
     console,
-    err,
+    fail,
 )
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
@@ -170,8 +170,7 @@ def search(
     for item in meta or []:
         key, sep, value = item.partition("=")
         if not sep:
-            err.print(f"[red]error:[/red] --meta {item!r} is not KEY=VALUE", highlight=False)
-            raise typer.Exit(1)
+            fail(f"--meta {item!r} is not KEY=VALUE")
         metadata[key] = value
     with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder, create=False) as engine:
         result = _run(
@@ -219,8 +218,7 @@ def lexical_weight_option(value: str | None) -> float | str | None:
     try:
         return float(value)
     except ValueError:
-        err.print(f"[red]error:[/red] --lexical-weight {value!r} is not a number in 0..1 or 'auto'", highlight=False)
-        raise typer.Exit(1) from None
+        fail(f"--lexical-weight {value!r} is not a number in 0..1 or 'auto'")
 
 
 

@@ -15,7 +15,7 @@ import typer
 
 from plait.api.keys import KeyStore
 from plait.cli.logs import configure_logging
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err, fail, port_or_exit
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
@@ -103,15 +103,11 @@ def serve(
     over the chunks that have one (``vectorCoverage``).
     """
     if no_auth and not is_loopback(host):
-        err.print(
-            f"[red]error:[/red] --no-auth only binds to loopback (127.0.0.1, ::1, localhost), "
-            f"not {host!r}: create a key with 'plait keys create' instead",
-            highlight=False,
+        fail(
+            f"--no-auth only binds to loopback (127.0.0.1, ::1, localhost), "
+            f"not {host!r}: create a key with 'plait keys create' instead"
         )
-        raise typer.Exit(1)
-    if not 0 < port < 65536:
-        err.print(f"[red]error:[/red] --port {port} is not in 1..65535", highlight=False)
-        raise typer.Exit(1)
+    port_or_exit(port)
     from plait.api.http import create_app
 
     name = _collection(collection)
@@ -265,20 +261,14 @@ def mcp(
     from plait.api.mcp import create_mcp_server
 
     if transport not in _MCP_TRANSPORTS:
-        allowed = ", ".join(_MCP_TRANSPORTS)
-        err.print(f"[red]error:[/red] --transport {transport!r} is not one of: {allowed}", highlight=False)
-        raise typer.Exit(1)
+        fail(f"--transport {transport!r} is not one of: {', '.join(_MCP_TRANSPORTS)}")
     if transport == "streamable-http":
         if not is_loopback(host):
-            err.print(
-                f"[red]error:[/red] the MCP HTTP transport has no API keys, so it only binds to "
-                f"loopback (127.0.0.1, ::1, localhost), not {host!r}",
-                highlight=False,
+            fail(
+                "the MCP HTTP transport has no API keys, so it only binds to "
+                f"loopback (127.0.0.1, ::1, localhost), not {host!r}"
             )
-            raise typer.Exit(1)
-        if not 0 < port < 65536:
-            err.print(f"[red]error:[/red] --port {port} is not in 1..65535", highlight=False)
-            raise typer.Exit(1)
+        port_or_exit(port)
     name = _collection(collection)
     with _engine(store, embedder, walk_max_age=DEFAULT_MAX_AGE) as engine:  # readers reuse root walks
         server = _run(

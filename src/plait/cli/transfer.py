@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err, fail
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.config import Settings
@@ -48,8 +48,7 @@ def copy(
     from plait.copying import copy_collection
 
     if not to_store:
-        err.print("[red]error:[/red] --to STORE is required", highlight=False)
-        raise typer.Exit(1)
+        fail("--to STORE is required")
     del embedder  # nothing is embedded
     source = _run(debug, lambda: _open(Settings.resolve(store=from_store or store).store))
     try:
