@@ -4,8 +4,9 @@ collections without re-embedding (:mod:`plait.copying`, :mod:`plait.archive`,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -20,6 +21,8 @@ from plait.types import to_json
 
 __all__ = ["register"]
 
+T = TypeVar("T")
+
 ReplaceOpt = Annotated[
     bool, typer.Option("--replace", help="Overwrite a target collection that already holds chunks.")
 ]
@@ -29,6 +32,15 @@ def _open(url: str) -> Store:
     from plait.stores import open_store
 
     return open_store(url)
+
+
+def _on_store(debug: bool, url: str, action: Callable[[Store], T]) -> T:
+    """``action`` on the store at ``url``, opened for it and closed after (errors: one line)."""
+    opened = _run(debug, lambda: _open(url))
+    try:
+        return _run(debug, lambda: action(opened))
+    finally:
+        opened.close()
 
 
 def copy(
@@ -108,11 +120,7 @@ def export(
 
     del embedder
     settings = Settings.resolve(store=store, collection=collection)
-    opened = _run(debug, lambda: _open(settings.store))
-    try:
-        report = _run(debug, lambda: export_collection(opened, settings.collection, output))
-    finally:
-        opened.close()
+    report = _on_store(debug, settings.store, lambda opened: export_collection(opened, settings.collection, output))
     if as_json:
         _print_json(report)
     else:
@@ -133,11 +141,11 @@ def import_(
     from plait.archive import import_collection
 
     del embedder
-    opened = _run(debug, lambda: _open(Settings.resolve(store=store).store))
-    try:
-        report = _run(debug, lambda: import_collection(opened, archive, collection=collection, replace=replace))
-    finally:
-        opened.close()
+    report = _on_store(
+        debug,
+        Settings.resolve(store=store).store,
+        lambda opened: import_collection(opened, archive, collection=collection, replace=replace),
+    )
     if as_json:
         _print_json(report)
     else:
