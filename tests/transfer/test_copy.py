@@ -138,9 +138,10 @@ def test_usage_is_brought_up_to_the_source_never_added_twice(make_store: StoreFa
 
 def test_a_copy_to_milvus_of_look_alike_chunks_verifies(make_store: StoreFactory) -> None:
     """200 chunks drawn from 12 words: many chunks score close to the 10th lexical hit.
-    Milvus's lexical arm with a limit takes each field's top ``limit`` and sums them, so a
-    chunk 11th in both fields but 8th in the sum can be missing: the verification compares
-    each arm's exact ranking (limit=None), not the approximate top 10."""
+    The verification compares the production path (limit=10); Milvus's limited lexical
+    arm used to score a field a chunk missed with a search filtered to that chunk (BM25
+    over the filtered subset, inflated), and now reads the fields' unfiltered lists deep
+    enough to be exact (plait.stores.field_topk)."""
     pytest.importorskip("milvus_lite")
     source, target = make_store("sqlite"), make_store("milvus")
     words = ["checkout", "payment", "declined", "card", "token", "session", "refund", "ledger",

@@ -21,6 +21,7 @@ invisible rows that the next write removes. One writer per collection at a time.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -40,6 +41,7 @@ from plait.stores.base import (
     StoredChunk,
     replace_changes,
 )
+from plait.stores.field_topk import FieldList, merge_fields
 from plait.stores.milvus_base import (
     _BATCH,
     _ORIGIN,
@@ -64,6 +66,8 @@ from plait.types import Chunk, CollectionInfo
 from plait.usage import USAGE_COUNTS, UsageRow, usage_counts, usage_key
 
 __all__ = ["MilvusStore"]
+
+logger = logging.getLogger(__name__)
 
 
 class MilvusStore(MilvusBase):
@@ -468,27 +472,30 @@ class MilvusStore(MilvusBase):
             return []
         name = rec["layout"]["name"]
         base = and_(visible(rec["committed"]), filter_expr(filters))
-        fetch = MAX_TOPK if limit is None else min(limit, MAX_TOPK)
         arms = []
         for field, terms, weight in (("exact", exact, params.exact_weight), ("stems", stems, params.stems_weight)):
             terms = list(dict.fromkeys(terms))
             if weight and terms:
                 arms.append((LEXICAL_FIELDS[field][1], encode_tokens(terms), weight))
-        found: list[dict[str, float]] = []
-        for sparse, text, _ in arms:
-            found.append({cid: abs(d) for cid, d in self._search(name, text, sparse, fetch, base, {"metric_type": "BM25"})})
-        # A chunk one field ranked but the other cut off still gets that field's score.
-        union = set().union(*found) if found else set()
-        for (sparse, text, _), scores in zip(arms, found, strict=True):
-            missing = sorted(union - scores.keys())
-            if len(scores) < fetch or not missing:
-                continue
-            for i in range(0, len(missing), _BATCH):
-                part = missing[i : i + _BATCH]
-                expr = and_(base, in_expr("chunk_id", part))
-                scores.update({c: abs(d) for c, d in self._search(name, text, sparse, len(part), expr, {"metric_type": "BM25"})})
-        totals = {cid: sum(w * s.get(cid, 0.0) for (_, _, w), s in zip(arms, found, strict=True)) for cid in union}
-        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
+        # Each field's unfiltered top list only (a search filtered to given chunk ids
+        # scores BM25 over that subset); deeper until the threshold stop proves the top
+        # ``limit`` exact (see plait.stores.field_topk).
+        fetch = MAX_TOPK if limit is None else min(2 * limit, MAX_TOPK)
+        while True:
+            lists = []
+            for sparse, text, weight in arms:
+                hits = self._search(name, text, sparse, fetch, base, {"metric_type": "BM25"})
+                lists.append(FieldList({c: abs(d) for c, d in hits}, weight, len(hits) < fetch))
+            merged = merge_fields(lists, limit)
+            if merged.exact or fetch >= MAX_TOPK:
+                break
+            fetch = min(4 * fetch, MAX_TOPK)
+        if not merged.exact:
+            logger.warning(
+                "Milvus lexical search in %r: a field has more than %d matches; totals of "
+                "chunks beyond a field's top %d leave that field out", collection, MAX_TOPK, MAX_TOPK,
+            )
+        ranked = merged.ranked
         return ranked if limit is None else ranked[:limit]
 
     def vector_search(
