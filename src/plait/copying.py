@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -46,9 +48,8 @@ from plait.errors import ConflictError, NotFoundError, ValidationError
 from plait.fields import lexical_text
 from plait.refinery.store import RefineryStore
 from plait.stores.base import BulkStore, SourceWrite, Store, StoredChunk
-from plait.stores.records_import import copy_records
+from plait.stores.records_import import collection_records, copy_records, write_records
 from plait.types import Model
-from plait.usage import USAGE_COUNTS, usage_counts, usage_key
 
 __all__ = [
     "CopyProgress",
@@ -57,6 +58,7 @@ __all__ = [
     "copy_collection",
     "copy_usage",
     "read_source",
+    "same_store",
     "source_checksum",
     "verify_copy",
 ]
@@ -144,6 +146,29 @@ def _same_state(source: Store, target: Store, collection: str, target_name: str,
     return bool(want) and want == have
 
 
+def same_store(a: Store, b: Store) -> bool:
+    """Whether two store objects name the same storage: the same object, the same SQLite
+    file, the same PostgreSQL DSN and schema, or the same Milvus URI and prefix."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    path_a, path_b = getattr(a, "path", None), getattr(b, "path", None)
+    if path_a is not None and path_b is not None:
+        if str(path_a) == ":memory:" or str(path_b) == ":memory:":
+            return False  # two in-memory databases are two stores
+        return bool(Path(path_a).expanduser().resolve() == Path(path_b).expanduser().resolve())
+    dsn_a, dsn_b = getattr(a, "dsn", None), getattr(b, "dsn", None)
+    if dsn_a is not None and dsn_b is not None:
+        return bool(dsn_a == dsn_b and getattr(a, "schema", None) == getattr(b, "schema", None))
+    uri_a, uri_b = getattr(a, "uri", None), getattr(b, "uri", None)
+    if uri_a is not None and uri_b is not None:
+        if not str(uri_a).startswith(("http:", "https:", "tcp:", "unix:")):
+            uri_a, uri_b = Path(uri_a).expanduser().resolve(), Path(uri_b).expanduser().resolve()
+        return bool(uri_a == uri_b and getattr(a, "_prefix", None) == getattr(b, "_prefix", None))
+    return False
+
+
 def _prepare_target(source: Store, target: Store, collection: str, target_name: str, *, replace: bool) -> None:
     info = source.get_collection(collection)
     if info is None:
@@ -154,13 +179,21 @@ def _prepare_target(source: Store, target: Store, collection: str, target_name: 
         if replace:
             target.delete_collection(target_name)
             RefineryStore(target.records()).delete_collection(target_name)
+            existing = None
         elif not resuming and (existing.chunks or existing.sources):
             raise ConflictError(
                 f"collection {target_name!r} in the target store already holds {existing.chunks} chunks "
                 f"of {existing.sources} sources: pass --replace (replace=True) to overwrite it"
             )
     target.ensure_collection(target_name)
-    if info.embedder_model is not None:
+    recorded = (
+        (existing.embedder_provider or "", existing.embedder_model, existing.dimension) if existing is not None else None
+    )
+    wanted = (info.embedder_provider or "", info.embedder_model, info.dimension)
+    # A resumed copy's target already records the model: setting it again would (on
+    # PostgreSQL) rebuild the HNSW index over every chunk copied so far, in one
+    # transaction under the statement timeout; the deferred-index block builds it once.
+    if info.embedder_model is not None and recorded != wanted:
         target.set_embedder(
             target_name, provider=info.embedder_provider or "", model=info.embedder_model, dimension=info.dimension
         )
@@ -189,6 +222,12 @@ def copy_collection(
     name = target_name or collection
     if batch_chunks < 1:
         raise ValidationError(f"batch_chunks must be at least 1, got {batch_chunks}")
+    shared = same_store(source, target)
+    if shared and name == collection:
+        raise ValidationError(
+            f"the source and the target are the same store: copying {collection!r} onto itself would "
+            "delete or move it; only a copy under another name (target_name) is allowed within one store"
+        )
     started = time.perf_counter()
     _prepare_target(source, target, collection, name, replace=replace)
     sources = source.list_sources(collection)
@@ -229,10 +268,12 @@ def copy_collection(
         if scope.last_indexed_at is not None:
             target.mark_scope_indexed(name, scope.scope, scope.last_indexed_at)
     restore_settings(target, name, portable_settings(source, collection))
-    runs, cards, keys = copy_records(source.records(), target.records(), collection)
-    usage = copy_usage(source, target, collection, target_name=name)
-    if name != collection:  # the rows keep the source's collection name: rename them
-        _rename_records(target, collection, name)
+    runs, cards, keys = _copy_records(source, target, collection, name, shared=shared)
+    usage = 0
+    marker = read_settings(target, name).copy_in_progress or {}
+    if not marker.get("usageCopied"):  # added once: a resume must not add them again
+        usage = copy_usage(source, target, collection, target_name=name)
+        write_settings(target, name, copy_in_progress={**marker, "usageCopied": True})
     seconds = time.perf_counter() - started
     checked = verify_copy(source, target, collection, target_name=name, sample_queries=sample_queries) if verify else None
     write_settings(target, name, copy_in_progress=None)  # finished: a later copy into it is refused again
@@ -255,30 +296,49 @@ def copy_collection(
 
 
 def copy_usage(source: Store, target: Store, collection: str, *, target_name: str | None = None) -> int:
-    """Bring the target collection's usage rows up to the source's (``plait usage`` is the
-    collection's history of provider calls; it goes where the collection goes). Each row
-    of the source is added less what the target already holds under its key, so a re-run
-    of an interrupted copy never counts a call twice. Returns the source's row count."""
+    """Add the source collection's usage rows (``plait usage``, its history of provider
+    calls) to the target collection's, and return how many rows that was. The rows are
+    added to what the target holds (its own calls in the same hour stay counted):
+    :func:`copy_collection` calls this once per copy, recording in the copy marker that
+    it did, so a resumed copy does not add them again. (A kill between the two writes
+    — the rows added, the marker not yet updated — adds them a second time on resume.)"""
     name = target_name or collection
-    have = {usage_key(r): usage_counts(r) for r in target.usage(name)}
     rows = source.usage(collection)
-    missing = []
-    for row in rows:
-        held = have.get(usage_key(row), (0, 0, 0, 0, 0))
-        delta = [max(0, want - got) for want, got in zip(usage_counts(row), held, strict=True)]
-        if any(delta):
-            missing.append(row.model_copy(update=dict(zip(USAGE_COUNTS, delta, strict=True))))
-    target.add_usage(name, missing)
+    target.add_usage(name, rows)
     return len(rows)
 
 
-def _rename_records(target: Store, old: str, new: str) -> None:
-    records = target.records()
-    t = records.tables
-    with records.transaction(f"refinery:{new}") as tx:
-        tx.write(t.sql("UPDATE {runs} SET collection = ? WHERE collection = ?"), (new, old))
-        tx.write(t.sql("UPDATE {cards} SET collection = ? WHERE collection = ?"), (new, old))
-        tx.write(t.sql("UPDATE {keys} SET collection = ? WHERE collection = ?"), (new, old))
+def _renamed_id(old: Any, name: str) -> Any:
+    """A run or card id for the copy named ``name`` within one store (deterministic, so a
+    resumed copy inserts nothing twice)."""
+    if old is None:
+        return None
+    return hashlib.sha256(f"{name}\0{old}".encode()).hexdigest()[:32]
+
+
+def _copy_records(source: Store, target: Store, collection: str, name: str, *, shared: bool) -> tuple[int, int, int]:
+    """Runs, cards and API keys of ``collection`` into ``target`` as ``name``: rows are
+    inserted (the source's are never updated or moved). Within one store (``shared``) the
+    runs and cards get new ids, and the collection's own API keys stay with it (a key's
+    token names one collection; ``*`` keys cover the copy already)."""
+    if name == collection:
+        return copy_records(source.records(), target.records(), collection)
+    rows = collection_records(source.records(), collection)
+    for run in rows["runs"]:
+        run[1] = name
+        if shared:
+            run[0] = _renamed_id(run[0], name)
+    for card in rows["cards"]:
+        card[1] = name
+        if shared:
+            card[0], card[7] = _renamed_id(card[0], name), _renamed_id(card[7], name)
+    if shared:
+        rows["keys"] = []
+    else:
+        for key in rows["keys"]:
+            if key[4] == collection:
+                key[4] = name
+    return write_records(target.records(), rows)
 
 
 def _ranked(hits: Sequence[tuple[str, float]]) -> list[str]:
@@ -291,6 +351,8 @@ def verify_copy(
 ) -> CopyVerification:
     """Compare a collection on two stores (see the module docstring)."""
     name = target_name or collection
+    if name == collection and same_store(source, target):
+        raise ValidationError(f"verify_copy would compare {collection!r} with itself: the two stores are the same store")
     a, b = source.get_collection(collection), target.get_collection(name)
     if a is None or b is None:
         raise NotFoundError(f"collection {collection!r} is missing on one side of the copy")

@@ -11,7 +11,7 @@ import pytest
 from plait.errors import StoreError
 from plait.stores.base import BulkStore, ReplaceCounts, SourceWrite, StoredChunk
 from plait.stores.postgres import PostgresStore
-from plait.stores.postgres_write import lexical
+from plait.stores.postgres_write import build_hnsw, lexical
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
 
@@ -158,13 +158,12 @@ def test_deferred_index_builds_the_hnsw_index_once_at_the_end(make_store: StoreF
     with pg._read() as conn:  # an invalid index (an interrupted concurrent build) is rebuilt
         conn.execute(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{pg.schema}.{name}'::regclass")
     assert _hnsw(pg, "c") == [(name, False)]
-    with pg._read() as conn:
+    with pg._read() as conn:  # one connection: the build's session settings are back on it
         before = conn.execute("SHOW maintenance_work_mem").fetchone()
-    pg.build_index("c")
-    assert _hnsw(pg, "c") == [(name, True)]
-    with pg._read() as conn:  # the session settings are back
+        build_hnsw(conn, cid, 2, timeout_ms=60_000)
         assert conn.execute("SHOW statement_timeout").fetchone() == ("1min",)
         assert conn.execute("SHOW maintenance_work_mem").fetchone() == before
+    assert _hnsw(pg, "c") == [(name, True)]
 
 
 def _vector(*values: float) -> np.ndarray:

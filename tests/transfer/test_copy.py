@@ -120,17 +120,18 @@ def test_copy_moves_everything_without_embedding(make_store: StoreFactory, from_
     assert target.usage("kb") == USAGE  # replaced, not added up
 
 
-def test_usage_is_brought_up_to_the_source_never_added_twice(make_store: StoreFactory) -> None:
+def test_copy_usage_adds_the_source_rows_to_what_the_target_holds(make_store: StoreFactory) -> None:
+    """The target's own calls in the same hour stay counted (review 1, finding 7: it wrote
+    source minus target); once-only is copy_collection's marker (test_copy_review)."""
     source, target = make_store("sqlite"), make_store("sqlite")
     for store in (source, target):
         store.ensure_collection("kb")
     source.add_usage("kb", USAGE)
-    # an interrupted copy had written part of the first row (2 of its 3 calls, hand-made)
     target.add_usage("kb", [USAGE[0].model_copy(update={"calls": 2, "texts": 12, "characters": 4000, "input_tokens": 700})])
     assert copy_usage(source, target, "kb") == 2
-    assert target.usage("kb") == USAGE
-    assert copy_usage(source, target, "kb") == 2  # a re-run adds nothing
-    assert target.usage("kb") == USAGE
+    assert [(r.calls, r.texts, r.characters, r.input_tokens) for r in target.usage("kb")] == [
+        (5, 24, 8800, 1900), (1, 1, 400, 100)
+    ]
     target.ensure_collection("renamed")
     assert copy_usage(source, target, "kb", target_name="renamed") == 2
     assert [(r.calls, r.input_tokens, r.output_tokens) for r in target.usage("renamed")] == [(3, 1200, 0), (1, 100, 20)]

@@ -367,7 +367,8 @@ class BulkStore(Protocol):
 
     def deferred_index(self, collection: str) -> AbstractContextManager[None]:
         """A block of bulk writes during which the collection's ANN index is not kept up
-        row by row: it is built once when the block ends (also when it raises). Searches
-        inside the block stay exact, only slower; a process killed inside it leaves the
-        collection without the index until the next such block or ``set_embedder``."""
+        row by row: it is built once when the block ends (also when it raises an error, but
+        not on ``KeyboardInterrupt`` / ``SystemExit``). Searches inside the block stay
+        exact, only slower; a process killed or interrupted inside it leaves the collection
+        without the index until the next such block (a resumed copy) or ``build_index``."""
         ...

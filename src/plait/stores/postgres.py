@@ -312,18 +312,36 @@ class PostgresStore(PostgresSearch):
         return counts
 
     @contextmanager
-    def deferred_index(self, collection: str) -> Iterator[None]:
+    def deferred_index(self, collection: str, *, lock_timeout: float = 5.0) -> Iterator[None]:
         """Bulk writes without row-by-row HNSW maintenance
         (:class:`~plait.stores.base.BulkStore`): the collection's HNSW index is dropped,
         then built once at the end (:func:`~plait.stores.postgres_write.build_hnsw`,
         concurrently, in memory) — inserting into the graph row by row was three
-        quarters of a copy's time. Searches inside the block scan exactly."""
-        with self._tx() as conn:
-            cid, _ = self._collection(conn, collection, lock=True)
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(hnsw_index(cid)))
+        quarters of a copy's time. Searches inside the block scan exactly.
+
+        The drop is ``DROP INDEX CONCURRENTLY`` on an autocommit connection: it never
+        takes ``plait_chunks``'s exclusive lock, so no search or write of any collection
+        queues behind it. It waits at most ``lock_timeout`` seconds for transactions
+        already using the table; past that the index is kept (maintained row by row, or
+        left invalid and rebuilt at the end) and a warning logged. After an error inside
+        the block the index is built again; after ``KeyboardInterrupt`` / ``SystemExit``
+        it is not (the process is stopping: the next copy, or :meth:`build_index`,
+        builds it)."""
+        with self._read() as conn:
+            cid, _ = self._collection(conn, collection)
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (str(int(lock_timeout * 1000)),))
+            try:
+                conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(hnsw_index(cid)))
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
+                log.warning(
+                    "kept the HNSW index of %r: other transactions held plait_chunks for %.1f s "
+                    "(the bulk write maintains it row by row)", collection, lock_timeout,
+                )
+            finally:
+                conn.execute("SELECT set_config('lock_timeout', '0', false)")
         try:
             yield
-        except BaseException:
+        except Exception:
             try:
                 self.build_index(collection)
             except Exception:  # the block's own error is the one to report
