@@ -44,3 +44,17 @@ def test_copy_export_import_backup_commands(tmp_path: Path) -> None:
     assert saved.exit_code == 0 and json.loads(saved.stdout)["bytes"] == snap.stat().st_size
     with Plait(str(snap), embedder=FakeEmbedder(dimension=16)) as restored:
         assert [c.name for c in restored.collections()] == ["kb", "other"]
+
+
+def test_copy_from_a_store_to_itself_is_refused_and_loses_nothing(tmp_path: Path) -> None:
+    """Review 1, finding 3: ``--replace`` deleted the collection, then copied nothing from it."""
+    source = tmp_path / "kb.db"
+    with Plait(str(source), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    same = str(tmp_path / "." / "kb.db")
+    refused = runner.invoke(app, ["copy", "--from", str(source), "--to", same, "-c", "kb", "--replace"])
+    assert refused.exit_code == 1
+    assert "the source and the target are the same store" in " ".join(refused.output.split())
+    with Plait(str(source), embedder=FakeEmbedder(dimension=16)) as engine:
+        [kb] = engine.collections()
+        assert (kb.name, kb.chunks, kb.sources) == ("kb", 5, 5)
