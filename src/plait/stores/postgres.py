@@ -338,7 +338,7 @@ class PostgresStore(PostgresSearch):
                     "(the bulk write maintains it row by row)", collection, lock_timeout,
                 )
             finally:
-                conn.execute("SELECT set_config('lock_timeout', '0', false)")
+                conn.execute("RESET lock_timeout")
         try:
             yield
         except Exception:
