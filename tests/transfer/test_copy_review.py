@@ -281,3 +281,23 @@ def test_usage_rows_are_added_exactly_once(make_store: StoreFactory) -> None:
     again = copy_collection(source, target, "kb")
     assert (again.sources_already_there, again.usage_rows) == (3, 0)
     assert [r.calls for r in target.usage("kb")] == [5, 1]
+
+
+def test_a_renamed_copy_leaves_the_target_stores_own_collection_alone(make_store: StoreFactory) -> None:
+    """Finding 3, across stores: copying kb as kb2 into a store that holds a kb of its own
+    renamed every kb row of the target (UPDATE ... WHERE collection = 'kb')."""
+    source, target = make_store("sqlite"), make_store("sqlite")
+    copied_token, _ = fill(source)
+    own_token, _ = fill(target)
+    own_cards = [c.id for c in RefineryStore(target.records()).list_cards("kb")]
+    report = copy_collection(source, target, "kb", target_name="kb2")
+    assert report.verification is not None and report.verification.ok
+    assert (report.runs, report.cards, report.keys) == (1, 1, 2)
+    keys = KeyStore(target.records())
+    own, copied = keys.authenticate(own_token), keys.authenticate(copied_token)
+    assert own is not None and own.collection == "kb"
+    assert copied is not None and copied.collection == "kb2"
+    refinery = RefineryStore(target.records())
+    assert [c.id for c in refinery.list_cards("kb")] == own_cards
+    assert [c.id for c in refinery.list_cards("kb2")] == [c.id for c in RefineryStore(source.records()).list_cards("kb")]
+    assert target.usage("kb") == target.usage("kb2") == USAGE
