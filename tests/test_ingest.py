@@ -57,7 +57,7 @@ def test_incremental_reindex_embeds_only_changed_chunks(tmp_path: Path) -> None:
         edited = dict(ARTICLE_DOCS, **{"kb-103": "ERR-4021: stock is stale for SKU-88213-B after a sync."})
         third = engine.index_documents(documents(edited))
         assert (third.chunks_updated, third.chunks_unchanged, third.embedding.embedded) == (1, 4, 1)
-        assert fake.texts_embedded == 6
+        assert fake.passages_embedded == 6  # the gate's calibration at each changing run embeds queries too
 
 
 def test_identical_content_reuses_vectors(tmp_path: Path) -> None:
