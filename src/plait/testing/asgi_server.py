@@ -19,6 +19,10 @@ from plait.errors import ConfigError
 __all__ = ["UvicornThread"]
 
 
+KEEP_ALIVE_S = 75
+"""Seconds an idle keep-alive connection stays open (uvicorn's default is 5)."""
+
+
 class UvicornThread:
     """A uvicorn server in a daemon thread on ``127.0.0.1:<free port>``."""
 
@@ -32,7 +36,12 @@ class UvicornThread:
         self._socket.bind(("127.0.0.1", 0))
         self.port: int = self._socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        # Idle keep-alive connections are closed after 75 s, not uvicorn's 5 s: on a loaded
+        # test machine a client's next request on a pooled connection could race the
+        # server's close ("Server disconnected without sending a response").
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="off", access_log=False, timeout_keep_alive=KEEP_ALIVE_S
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
