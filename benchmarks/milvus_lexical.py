@@ -16,6 +16,14 @@ top-3 documents on both stores, the wall time to index and to query, and (for
 milvus-lite) how many segments hold the chunks — its BM25 statistics are per segment.
 
 Results go to ``benchmarks/results/milvus_lexical.json``.
+
+``--variants`` instead times the Milvus lexical arm before 8f320bc (frozen in
+``milvus_lexical_v1.py``: each field's top ``limit`` plus filtered fill-in searches)
+and now (unfiltered lists grown to a threshold stop), interleaved query by query on one
+store in one run at ``limit=100``, and counts how many queries return exactly
+``limit=None``'s first 100 (ids and scores; parity with SQLite is the store contract's
+test); results in
+``benchmarks/results/milvus_lexical_variants.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -105,16 +114,96 @@ def _segments(store: MilvusStore) -> dict[str, Any]:
         return {}
 
 
+def _lookalike(store: MilvusStore, n: int, queries: int) -> dict[str, Any]:
+    """``n`` chunks of 40 words drawn from 12 (the store contract's look-alike corpus,
+    scaled): queries are every (n // queries)-th chunk's first 12 words."""
+    import random
+
+    from plait.analysis import analyse_query
+    from plait.testing.contract import make_chunk
+
+    words = ["checkout", "payment", "declined", "card", "token", "session", "refund",
+             "ledger", "invoice", "ERR-4012", "SKU-88213-B", "resolve_tenant_db"]
+    rng = random.Random(7)
+    store.ensure_collection(COLLECTION)
+    texts = [" ".join(rng.choice(words) for _ in range(40)) for _ in range(n)]
+    for s in range(0, n, 500):
+        sid = f"doc{s // 500}.md"
+        store.replace_source(COLLECTION, sid, "docs", [
+            make_chunk(f"c{i}", texts[i], source_id=sid, ordinal=i - s) for i in range(s, min(s + 500, n))
+        ])
+    step = max(n // queries, 1)
+    return {f"c{i}": analyse_query(" ".join(texts[i].split()[:12])) for i in range(0, n, step)[:queries]}
+
+
+def _variants(args: argparse.Namespace, dataset: Any, queries: dict[str, str]) -> None:
+    from statistics import median
+
+    from plait.analysis import analyse_query
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from milvus_lexical_v1 import lexical_before
+
+    analysed = {qid: analyse_query(text) for qid, text in queries.items()}
+    with tempfile.TemporaryDirectory(prefix="plait-milvus-variants-") as scratch:
+        milvus = MilvusStore(str(Path(scratch) / "plait.db"))
+        engine = Plait(milvus, embedder="none")  # closed at the end: closing closes the store
+        if args.lookalike:
+            analysed = _lookalike(milvus, args.lookalike, len(queries))
+        else:
+            engine.index(dataset.corpus_path, collection=COLLECTION, scope="docs")
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        same_full = {"before": 0, "after": 0}
+        for q in analysed.values():
+            full = milvus.lexical_search(COLLECTION, q.exact, q.stems, limit=None)[:DEPTH]
+            for variant in ("before", "after"):
+                started = time.perf_counter()
+                if variant == "before":
+                    got = lexical_before(milvus, COLLECTION, q.exact, q.stems, limit=DEPTH)
+                else:
+                    got = milvus.lexical_search(COLLECTION, q.exact, q.stems, limit=DEPTH)
+                times[variant].append(1000 * (time.perf_counter() - started))
+                same_full[variant] += got == full
+        info = milvus.get_collection(COLLECTION)
+        chunks = info.chunks if info is not None else None
+        engine.close()
+    p50 = {v: round(median(t), 1) for v, t in times.items()}
+    out = {
+        "what": "Milvus lexical arm, limit=100, before 8f320bc (filtered fill-in) vs after (threshold stop), "
+                "interleaved per query on one milvus-lite store, same run",
+        "machine": "busy machine: 2 cores shared by 7 engineers (load figures in the run note)",
+        "load_avg_at_end": [round(x, 1) for x in os.getloadavg()],
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "corpus": f"look-alike x{args.lookalike}" if args.lookalike else "scifact",
+        "queries": len(analysed),
+        "chunks": chunks,
+        "p50_ms": p50,
+        "mean_ms": {v: round(sum(t) / len(t), 1) for v, t in times.items()},
+        "ratio_after_over_before_p50": round(p50["after"] / p50["before"], 2),
+        "equal_to_limit_none_first_100": same_full,
+    }
+    out_path = Path(args.out).with_name("milvus_lexical_variants.json")
+    out_path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(out, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "scifact"))
     parser.add_argument("--queries", type=int, default=0, help="only the first N judged queries (0: all)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "milvus_lexical.json"))
+    parser.add_argument("--variants", action="store_true", help="time the lexical arm before/after 8f320bc")
+    parser.add_argument("--lookalike", type=int, default=0,
+                        help="with --variants: N synthetic look-alike chunks instead of SciFact")
     args = parser.parse_args()
 
     dataset = load_beir(args.data, split="test")
     ids = dataset.query_ids[: args.queries] if args.queries else dataset.query_ids
     queries = {qid: dataset.queries[qid] for qid in ids}
+    if args.variants:
+        _variants(args, dataset, queries)
+        return
     with tempfile.TemporaryDirectory(prefix="plait-milvus-bench-") as scratch:
         results = {
             "sqlite": _measure(SQLiteStore(Path(scratch) / "plait.sqlite"), dataset, queries),
