@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from plait.embeddings.fake import FakeEmbedder
@@ -98,6 +98,10 @@ def test_a_thin_page_fuses_deeper_and_says_so(engine: Plait) -> None:
     overfetch=st.sampled_from([2, 3, 5, 50]),
     fusion=st.sampled_from(["adaptive", "rrf"]),
 )
+# one-hit pages with over-fetch 3 stopped after 12 of the 15 hits: the arms held every
+# candidate, but the fusion's tiers had stopped at ``need`` and read only 12 deep
+@example(cap=4, size=1, overfetch=3, fusion="adaptive")
+@example(cap=4, size=1, overfetch=3, fusion="rrf")
 def test_pages_never_repeat_or_skip(engine: Plait, cap: int, size: int, overfetch: int, fusion: str) -> None:
     options = {"max_per_source": cap, "overfetch": overfetch, "fusion": fusion}
     whole = engine.search(QUERY, k=30, **options)  # type: ignore[arg-type]

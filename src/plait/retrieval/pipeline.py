@@ -265,7 +265,12 @@ def run(
         diversity = diversify(fused, {cid: c.source_id for cid, c in chunks.items()}, plan.max_per_source)
         timings["diversity"] = _ms(t)
         have = len(diversity.order) if plan.group_by is None else len(_sources_in(diversity))
-        exhausted = len(lexical) < depth and len(dense) < depth
+        # Exhausted: the arms hold no more candidates *and* the fusion read all they hold
+        # (its tiers stop once they reach ``need``, well before a short arm's end).
+        exhausted = (
+            len(lexical) < depth and len(dense) < depth
+            and fused_depth >= len(lexical) and fused_depth >= len(dense)
+        )
         if have >= plan.need or exhausted or depth >= MAX_DIVERSITY_DEPTH:
             break
         need *= 2
