@@ -42,9 +42,9 @@ from typing import Any
 from plait.analysis import _stem_pair, analyse, detect_language, explain_query
 from plait.embeddings.base import Embedder
 from plait.errors import ValidationError
+from plait.explain_gate import ask_gate_stage
 from plait.explain_models import (
     ArmStage,
-    AskGateStage,
     ChunkJourney,
     Diagnosis,
     DiagnosisCode,
@@ -478,51 +478,12 @@ def explain(
         rerank=rerank_stage,
         chunks=journeys,
         diagnosis=diagnosis,
-        ask_gate=_ask_gate(
+        ask_gate=ask_gate_stage(
             store, collection, req.query, chunks, journeys,
             embedder=embedder if req.mode == SearchMode.HYBRID else None,
             lexical=req.mode != SearchMode.VECTOR,
         ),
     )
-
-
-def _ask_gate(
-    store: Store,
-    collection: str,
-    query: str,
-    chunks: Sequence[Chunk],
-    journeys: Sequence[ChunkJourney],
-    *,
-    embedder: Embedder | None,
-    lexical: bool = True,
-) -> AskGateStage:
-    """The ask gate of the collection (calibrated first if it changed, as ask does) and
-    each chunk's verdict (cosine from the dense arm)."""
-    from plait.ask_gate import ensure_gate, judge, question_identifiers, resolve_gate, unknown_terms
-    from plait.collection_settings import read_settings
-    from plait.ingest import index_text
-    from plait.refinery.extract import content_stems
-
-    if embedder is not None:
-        ensure_gate(store, collection, embedder)
-    gate = resolve_gate(read_settings(store, collection))
-    wanted = content_stems(query)
-    if lexical:
-        gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, wanted)})
-    named = question_identifiers(query)
-    checks = [
-        judge(
-            c.id,
-            cosine=j.cosine,
-            lexical_hit=j.lexical_rank is not None,
-            text=index_text(c.content, _heading(c)),
-            question_stems=wanted,
-            gate=gate,
-            identifiers=named,
-        )
-        for c, j in zip(chunks, journeys, strict=True)
-    ]
-    return AskGateStage(gate=gate, checks=checks)
 
 
 def _rerank_stage(trace: Trace, journeys: Sequence[ChunkJourney]) -> RerankStage | None:

@@ -1,0 +1,56 @@
+"""Explain's ask-gate stage: the collection's gate and each traced chunk's verdict on it,
+as :meth:`plait.Plait.ask` would judge them (see :mod:`plait.ask_gate`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from plait.embeddings.base import Embedder
+from plait.explain_models import AskGateStage, ChunkJourney
+from plait.stores.base import Store
+from plait.types import Chunk, FileOrigin
+
+__all__ = ["ask_gate_stage"]
+
+
+def ask_gate_stage(
+    store: Store,
+    collection: str,
+    query: str,
+    chunks: Sequence[Chunk],
+    journeys: Sequence[ChunkJourney],
+    *,
+    embedder: Embedder | None,
+    lexical: bool = True,
+) -> AskGateStage:
+    """The ask gate of the collection (calibrated first if it changed, as ask does) and
+    each chunk's verdict (cosine from the dense arm)."""
+    from plait.ask_gate import ensure_gate, judge, question_identifiers, resolve_gate, unknown_terms
+    from plait.collection_settings import read_settings
+    from plait.ingest import index_text
+    from plait.refinery.extract import content_stems
+
+    if embedder is not None:
+        ensure_gate(store, collection, embedder)
+    gate = resolve_gate(read_settings(store, collection))
+    wanted = content_stems(query)
+    if lexical:
+        gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, wanted)})
+    named = question_identifiers(query)
+    checks = [
+        judge(
+            c.id,
+            cosine=j.cosine,
+            lexical_hit=j.lexical_rank is not None,
+            text=index_text(c.content, _heading(c)),
+            question_stems=wanted,
+            gate=gate,
+            identifiers=named,
+        )
+        for c, j in zip(chunks, journeys, strict=True)
+    ]
+    return AskGateStage(gate=gate, checks=checks)
+
+
+def _heading(chunk: Chunk) -> list[str]:
+    return list(chunk.origin.heading_path) if isinstance(chunk.origin, FileOrigin) else []
