@@ -341,3 +341,53 @@ def test_only_names_count_as_identifiers_and_only_whole_tokens_match() -> None:
     assert named.passed and named.reason == "passed: holds every identifier the question names (err-40, node_pool_size)"
     assert not check("ERR-4012 is raised when node_pool_size is 0.").passed  # err-40 only as a substring
     assert not check("ERR-40 is raised in real-time.").passed  # one of the two names
+
+
+PIX = """# Devolução de pagamentos Pix
+
+O prazo de devolução de um pagamento Pix é de noventa dias. O reembolso volta para a conta de origem do pagador.
+
+## Cartão
+
+A contestação de compra no cartão de crédito segue outro prazo, definido pela bandeira.
+"""
+
+
+@pytest.fixture
+def pix(tmp_path: Path) -> Iterator[Plait]:
+    (tmp_path / "pt").mkdir()
+    (tmp_path / "pt" / "pix.md").write_text(PIX, encoding="utf-8")
+    with Plait(str(tmp_path / "pt.db"), embedder=ConeFakeEmbedder(), llm="none") as engine:
+        engine.index(tmp_path / "pt", collection="r")
+        yield engine
+
+
+def test_a_portuguese_question_without_stopwords_knows_the_collections_words(pix: Plait) -> None:
+    """Without stopwords the question is stemmed as English; the collection holds the
+    Portuguese stems. Its words were each reported as never in the collection and counted
+    twice (coverage 0.44 < 0.50: refused); every form of a word counts now."""
+    terse = pix.ask_request("r", {"question": "prazo devolução reembolso contestação Pix", "mode": "lexical"})
+    assert terse.gate.unknown_terms == []
+    assert any(c.passed for c in terse.gate_checks)
+    stemmed = pix.ask_request("r", {"question": "prazo de devolução reembolso contestação do Pix", "mode": "lexical"})
+    assert stemmed.gate.unknown_terms == [] and any(c.passed for c in stemmed.gate_checks)
+    # a word no chunk holds in any form is still unknown
+    odd = pix.ask_request("r", {"question": "prazo devolução xilofone", "mode": "lexical"})
+    assert odd.gate.unknown_terms == ["xilofon"]
+
+
+def test_explain_judges_vector_mode_hits_as_ask_does(pix: Plait) -> None:
+    """In vector mode every hit's terms count (the lexical arm did not run): ask passed a
+    chunk on coverage that explain failed as 'not a lexical hit'."""
+    pix.store.update_settings("r", {"ask": {"minCosine": 0.99}})
+    question = "qual o prazo de devolução do Pix"
+    answer = pix.ask_request("r", {"question": question, "mode": "vector"})
+    traced = pix.explain(question, path="pix.md", collection="r", mode="vector")
+    assert traced.ask_gate is not None
+    asked = {c.chunk_id: c for c in answer.gate_checks}
+    explained = {c.chunk_id: c for c in traced.ask_gate.checks}
+    shared = set(asked) & set(explained)
+    assert shared
+    for chunk_id in shared:
+        assert (explained[chunk_id].passed, explained[chunk_id].reason) == (asked[chunk_id].passed, asked[chunk_id].reason)
+    assert any(asked[c].passed for c in shared)

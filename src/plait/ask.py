@@ -339,7 +339,7 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
     wanted = content_stems(req.question)
     lexical_ran = req.mode != SearchMode.VECTOR
     if lexical_ran:  # mode vector never asks the lexical index: no word is known unknown
-        gate = gate.model_copy(update={"unknown_terms": unknown_terms(engine.store, collection, wanted)})
+        gate = gate.model_copy(update={"unknown_terms": unknown_terms(engine.store, collection, req.question, wanted)})
     named = question_identifiers(req.question)
     checks = [verdict(hit, wanted, gate, lexical_ran=lexical_ran, identifiers=named) for hit in result.hits]
     sources = [hit for hit, check in zip(result.hits, checks, strict=True) if check.passed]

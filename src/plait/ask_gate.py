@@ -60,7 +60,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from plait.analysis import analyse_query
+from plait.analysis import analyse_query, explain_query
 from plait.calibration import pseudo_query
 from plait.chunk_build import index_text
 from plait.collection_settings import CollectionSettings, read_settings, write_settings
@@ -369,12 +369,23 @@ def term_coverage(text: str, question_stems: frozenset[str], unknown: Collection
     return round(len(question_stems & text_stems(text)) / (len(question_stems) + extra), 4)
 
 
-def unknown_terms(store: Store, collection: str, question_stems: frozenset[str]) -> list[str]:
-    """The stems of ``question_stems`` that no chunk of ``collection`` holds (one lexical
-    lookup of each, one candidate deep), sorted."""
-    return sorted(
-        stem for stem in question_stems if not store.lexical_search(collection, [], [stem], limit=1)
-    )
+def unknown_terms(store: Store, collection: str, question: str, question_stems: frozenset[str]) -> list[str]:
+    """The stems of ``question_stems`` whose word no chunk of ``collection`` holds in any
+    form, sorted: its exact token, its English stem and its Portuguese stem are all absent
+    (one lexical lookup per content word, one candidate deep). Every form counts because a
+    question without stopwords is stemmed as English, while a Portuguese collection holds
+    Portuguese stems: "prazo devolução reembolso" names words the collection has."""
+    unknown: set[str] = set()
+    for token in explain_query(question):
+        if token.stopword:
+            continue
+        mine = question_stems & {*token.stems, *([token.exact] if token.exact else [])}
+        if not mine or mine <= unknown:
+            continue
+        exact = [token.exact] if token.exact else []
+        if not store.lexical_search(collection, exact, list(token.stems), limit=1):
+            unknown |= mine
+    return sorted(unknown)
 
 
 def judge(

@@ -35,13 +35,13 @@ def ask_gate_stage(
     gate = resolve_gate(read_settings(store, collection))
     wanted = content_stems(query)
     if lexical:
-        gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, wanted)})
+        gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, query, wanted)})
     named = question_identifiers(query)
     checks = [
         judge(
             c.id,
             cosine=j.cosine,
-            lexical_hit=j.lexical_rank is not None,
+            lexical_hit=j.lexical_rank is not None or not lexical,  # as ask: vector mode
             text=index_text(c.content, _heading(c)),
             question_stems=wanted,
             gate=gate,
