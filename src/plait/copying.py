@@ -20,7 +20,8 @@ re-run sees it, skips every source the target already holds identically (same ch
 ids, content hashes and vector presence) and writes the rest — it never duplicates.
 A non-empty target without that marker is refused unless ``replace=True``.
 
-At the end the copy is verified: collection counts on both sides, a content checksum
+At the end the copy is verified: collection counts and refinery run and card counts on
+both sides, a content checksum
 per source, and the same top 10 on both stores for a sample of the collection's own
 pseudo-queries (each sampled chunk's opening words on the lexical arm, its own vector
 on the dense arm ranked exactly — an ANN index could miss a neighbour on one side only;
@@ -87,6 +88,10 @@ class CopyVerification(Model):
     """Pseudo-queries run on both stores (lexical and, where a vector exists, dense)."""
     query_mismatches: list[str] = Field(default_factory=list)
     """``arm: chunk id`` of the pseudo-queries whose top 10 differed."""
+    source_records: list[int] = Field(default_factory=lambda: [0, 0])
+    """The collection's refinery runs and FAQ cards on the source, ``[runs, cards]``."""
+    target_records: list[int] = Field(default_factory=lambda: [0, 0])
+    """The same on the target (a copy whose rows were not all written differs here)."""
     ok: bool
 
 
@@ -382,10 +387,12 @@ def verify_copy(
                 target.vector_search(name, vector, limit=None)
             )[:_TOP]:
                 differ.append(f"dense: {chunk_id}")
+    records = [_record_counts(source, collection), _record_counts(target, name)]
     ok = (
         (a.chunks, a.sources, a.chunks_without_vector) == (b.chunks, b.sources, b.chunks_without_vector)
         and not mismatched
         and not differ
+        and records[0] == records[1]
     )
     return CopyVerification(
         source_chunks=a.chunks,
@@ -397,5 +404,12 @@ def verify_copy(
         checksum_mismatches=mismatched,
         queries=len(sample),
         query_mismatches=differ,
+        source_records=records[0],
+        target_records=records[1],
         ok=ok,
     )
+
+
+def _record_counts(store: Store, collection: str) -> list[int]:
+    rows = collection_records(store.records(), collection)
+    return [len(rows["runs"]), len(rows["cards"])]
