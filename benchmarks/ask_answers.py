@@ -269,7 +269,7 @@ def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, fa
                     if mode == "fake-llm":
                         dropped += len(result.dropped)
                 hits = engine.search(text, k=5).hits
-                unknown = unknown_terms(engine.store, "default", content_stems(text))
+                unknown = unknown_terms(engine.store, "default", text, content_stems(text))
                 rows.append({"text": text, "kind": kind, "relevant": relevant, "hits": hits, "unknown": unknown,
                              "queryKind": KIND_OF.get(text) if kind == "answerable" else None,
                              "signals": _signals(text, hits, unknown)})
