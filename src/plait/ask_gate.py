@@ -70,7 +70,7 @@ from plait.refinery.extract import content_stems, text_stems
 from plait.retrieval.pipeline import run_arms
 from plait.retrieval.plan import lexical_terms, plan_for_text
 from plait.stores.base import Store
-from plait.types import Chunk, FileOrigin, FusionSettings, Hit, Model
+from plait.types import Chunk, FusionSettings, Hit, Model, heading_path
 
 logger = logging.getLogger(__name__)
 
@@ -217,8 +217,7 @@ def shuffled_text(words: Sequence[Sequence[str]], rng: random.Random, *, length:
 
 
 def _indexed(chunk: Chunk) -> str:
-    heading = chunk.origin.heading_path if isinstance(chunk.origin, FileOrigin) else []
-    return index_text(chunk.content, heading)
+    return index_text(chunk.content, heading_path(chunk.origin))
 
 
 def _coverage(question: str, text: str) -> float:
@@ -440,12 +439,11 @@ def verdict(
     identifiers: frozenset[str] = frozenset(),
 ) -> GateVerdict:
     """:func:`judge` for a search hit (``lexical_ran`` False: every hit's terms count)."""
-    heading = hit.origin.heading_path if isinstance(hit.origin, FileOrigin) else []
     return judge(
         hit.chunk_id,
         cosine=hit.vector_score,
         lexical_hit=hit.ranks.lexical is not None or not lexical_ran,
-        text=index_text(hit.content, heading),
+        text=index_text(hit.content, heading_path(hit.origin)),
         question_stems=question_stems,
         gate=gate,
         identifiers=identifiers,

@@ -26,7 +26,7 @@ from typing import Any
 
 from plait.chunk_build import index_text
 from plait.refinery.extract import content_stems, text_stems
-from plait.types import FileOrigin, Hit, Model
+from plait.types import FileOrigin, Hit, Model, heading_path
 
 __all__ = ["DroppedClaim", "Grounded", "ask_messages", "check_citations", "ground"]
 
@@ -70,8 +70,7 @@ def _label(hit: Hit) -> str:
 
 
 def _indexed(hit: Hit) -> str:
-    heading = hit.origin.heading_path if isinstance(hit.origin, FileOrigin) else []
-    return index_text(hit.content, heading)
+    return index_text(hit.content, heading_path(hit.origin))
 
 
 def _attribute(value: str) -> str:

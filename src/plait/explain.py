@@ -65,7 +65,7 @@ from plait.search import SearchService
 from plait.sources.roots import root_key
 from plait.sources.walks import RootWalk, walk_root
 from plait.stores.base import Filters, Store
-from plait.types import Chunk, FileOrigin, SearchMode
+from plait.types import Chunk, FileOrigin, SearchMode, heading_path
 
 __all__ = [
     "ArmStage",
@@ -244,10 +244,6 @@ def _ingestion_miss(
 # ---------------------------------------------------------------------------- terms
 
 
-def _heading(chunk: Chunk) -> list[str]:
-    return list(chunk.origin.heading_path) if isinstance(chunk.origin, FileOrigin) else []
-
-
 def _term_matches(query: str, sent_exact: set[str], chunk: Chunk) -> list[TermMatch]:
     """Each query token against the chunk's indexed fields, with a reason when it missed."""
     text = lexical_text(chunk)
@@ -405,7 +401,7 @@ def explain(
                 source_id=c.source_id,
                 scope=c.scope,
                 ordinal=c.ordinal,
-                heading_path=_heading(c),
+                heading_path=heading_path(c.origin),
                 has_vector=bool(states.get(c.id)),
                 passes_filters=_passes(c, filters),
                 hidden=c.id in plan.hidden,

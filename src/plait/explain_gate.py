@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from plait.embeddings.base import Embedder
 from plait.explain_models import AskGateStage, ChunkJourney
 from plait.stores.base import Store
-from plait.types import Chunk, FileOrigin
+from plait.types import Chunk, heading_path
 
 __all__ = ["ask_gate_stage"]
 
@@ -42,7 +42,7 @@ def ask_gate_stage(
             c.id,
             cosine=j.cosine,
             lexical_hit=j.lexical_rank is not None or not lexical,  # as ask: vector mode
-            text=index_text(c.content, _heading(c)),
+            text=index_text(c.content, heading_path(c.origin)),
             question_stems=wanted,
             gate=gate,
             identifiers=named,
@@ -51,6 +51,3 @@ def ask_gate_stage(
     ]
     return AskGateStage(gate=gate, checks=checks)
 
-
-def _heading(chunk: Chunk) -> list[str]:
-    return list(chunk.origin.heading_path) if isinstance(chunk.origin, FileOrigin) else []

@@ -38,7 +38,7 @@ import re
 from collections.abc import Sequence
 
 from plait.markdown import plain_text
-from plait.types import Chunk, FileOrigin
+from plait.types import Chunk, FileOrigin, heading_path
 
 __all__ = ["embedding_text", "hash_text", "is_markdown_path", "lexical_text", "path_words"]
 
@@ -79,7 +79,7 @@ def _joined(head: Sequence[str], body: str) -> str:
 
 def embedding_text(chunk: Chunk) -> str:
     """What the dense arm embeds for ``chunk`` (see the module docstring)."""
-    heading = list(chunk.origin.heading_path) if isinstance(chunk.origin, FileOrigin) else []
+    heading = heading_path(chunk.origin)
     path = _file_path(chunk)
     if path is None:
         return _joined(heading, chunk.content)

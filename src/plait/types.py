@@ -36,6 +36,7 @@ __all__ = [
     "SessionOrigin",
     "SkippedSource",
     "SourceGroup",
+    "heading_path",
     "to_json",
 ]
 
@@ -75,6 +76,11 @@ class SessionOrigin(Model):
 
 
 Origin = Annotated[FileOrigin | SessionOrigin, Field(discriminator="kind")]
+
+
+def heading_path(origin: FileOrigin | SessionOrigin) -> list[str]:
+    """The headings above a chunk: a file's heading path, nothing for a session event."""
+    return list(origin.heading_path) if isinstance(origin, FileOrigin) else []
 
 
 class Chunk(Model):

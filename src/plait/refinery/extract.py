@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from plait.analysis import analyse, analyse_query
-from plait.types import Chunk, FileOrigin
+from plait.types import Chunk, heading_path
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -178,14 +178,14 @@ def _faq_paragraphs(text: str) -> list[tuple[str, str]]:
 
 def extract_cards(chunk: Chunk) -> list[Extracted]:
     """The questions and answers a chunk states itself (see the module docstring)."""
-    heading_path = chunk.origin.heading_path if isinstance(chunk.origin, FileOrigin) else []
+    headings = heading_path(chunk.origin)
     found: list[tuple[str, str]] = _qa_blocks(chunk.content)
-    own = heading_path[-1].strip() if heading_path else ""
+    own = headings[-1].strip() if headings else ""
     if not found and own.endswith("?") and len(own) <= MAX_QUESTION_CHARS:
         body = _strip_headings(chunk.content)
         if body.strip():
             found.append((own, body))
-    if not found and any(_FAQ_TITLE.search(h) for h in heading_path):
+    if not found and any(_FAQ_TITLE.search(h) for h in headings):
         found.extend(_faq_paragraphs(chunk.content))
     cards = []
     for question, answer in found:

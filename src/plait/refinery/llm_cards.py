@@ -18,7 +18,7 @@ from typing import Any
 from plait.chunk_build import index_text
 from plait.llm import LLM
 from plait.refinery.extract import MAX_QUESTION_CHARS, Extracted, trim
-from plait.types import Chunk, FileOrigin
+from plait.types import Chunk, FileOrigin, heading_path
 
 __all__ = ["MAX_CARDS_PER_GROUP", "card_messages", "draft_cards", "parse_cards"]
 
@@ -48,8 +48,7 @@ def card_messages(chunks: Sequence[Chunk], *, max_cards: int = MAX_CARDS_PER_GRO
     """The chat messages asking for at most ``max_cards`` cards from ``chunks``."""
     parts = []
     for n, chunk in enumerate(chunks, start=1):
-        heading = chunk.origin.heading_path if isinstance(chunk.origin, FileOrigin) else []
-        text = index_text(chunk.content, heading)[:_EXCERPT_CHARS]
+        text = index_text(chunk.content, heading_path(chunk.origin))[:_EXCERPT_CHARS]
         parts.append(f"[{n}] ({_label(chunk)})\n{text}")
     user = (
         "Excerpts:\n\n" + "\n\n".join(parts)
