@@ -27,6 +27,13 @@ pseudo-queries (each sampled chunk's opening words on the lexical arm, its own v
 on the dense arm ranked exactly — an ANN index could miss a neighbour on one side only;
 the lexical arm as searches run it, with a limit, exact on every store; ties broken by
 chunk id so equal scores compare equal).
+
+A copy under another name within one store gives the copy's refinery runs and FAQ cards
+new ids (ids are keys of the whole store). The card chunks are then written under the
+copy's card ids — source ``card:<new id>``, the chunk ids an index run of that card
+builds, ``cardId`` and origin naming it — and the copy's ``searchHidden`` lists them, so
+``qa_first`` and card review on the copy act on the copy's own cards; the verification
+compares those chunks with the source's under that renaming.
 """
 
 from __future__ import annotations
@@ -34,8 +41,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,10 +55,12 @@ from plait.analysis import analyse, analyse_query
 from plait.collection_settings import portable_settings, read_settings, restore_settings, write_settings
 from plait.errors import ConflictError, NotFoundError, ValidationError
 from plait.fields import lexical_text
+from plait.refinery.cards import card_chunk_id, card_source_id
+from plait.refinery.models import CARD_SCOPE
 from plait.refinery.store import RefineryStore
 from plait.stores.base import BulkStore, SourceWrite, Store, StoredChunk
 from plait.stores.records_import import collection_records, copy_records, write_records
-from plait.types import Model
+from plait.types import FileOrigin, Model
 
 __all__ = [
     "CopyProgress",
@@ -131,23 +141,82 @@ def read_source(store: Store, collection: str, source_id: str) -> list[StoredChu
     return out
 
 
-def source_checksum(store: Store, collection: str, source_id: str) -> str:
-    """SHA-256 over a source's chunks (id, content hash, content, vector present), by id."""
-    ids = sorted(store.chunk_ids(collection, source_id))
+def source_checksum(
+    store: Store, collection: str, source_id: str, *, rename: Mapping[str, str] | None = None
+) -> str:
+    """SHA-256 over a source's chunks (id, content hash, content, vector present), by id;
+    ``rename`` gives the id a chunk is counted under (a renamed copy's card chunks)."""
+    names = rename or {}
+    ids = sorted(store.chunk_ids(collection, source_id), key=lambda cid: names.get(cid, cid))
     chunks = store.get_chunks(collection, ids)
     states = store.chunk_states(collection, source_id)
     digest = hashlib.sha256()
     for chunk_id in ids:
         chunk = chunks[chunk_id]
-        for part in (chunk_id, chunk.content_hash, chunk.content, "v" if states[chunk_id].has_vector else "-"):
+        name = names.get(chunk_id, chunk_id)
+        for part in (name, chunk.content_hash, chunk.content, "v" if states[chunk_id].has_vector else "-"):
             digest.update(part.encode("utf-8"))
             digest.update(b"\0")
     return digest.hexdigest()
 
 
-def _same_state(source: Store, target: Store, collection: str, target_name: str, source_id: str) -> bool:
-    want = {k: (v.content_hash, v.has_vector) for k, v in source.chunk_states(collection, source_id).items()}
-    have = {k: (v.content_hash, v.has_vector) for k, v in target.chunk_states(target_name, source_id).items()}
+@dataclass
+class _Renames:
+    """What a copy renamed within one store writes under new names: the card sources
+    (``card:<id>`` → ``card:<the copy's id>``) and their chunks; empty for any other copy."""
+
+    cards: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    chunks: dict[str, str] = field(default_factory=dict)
+
+
+def _card_renames(source: Store, collection: str, name: str, *, shared: bool) -> _Renames:
+    renames = _Renames()
+    if not shared or name == collection:
+        return renames
+    renames.cards = {str(row[0]): _renamed_id(row[0], name) for row in collection_records(source.records(), collection)["cards"]}
+    for info in source.list_sources(collection, CARD_SCOPE):
+        old = info.source_id.removeprefix(card_source_id(""))
+        if info.source_id == old or old not in renames.cards:
+            continue  # not the source of one of the collection's cards: copied as it is
+        new = renames.cards[old]
+        renames.sources[info.source_id] = card_source_id(new)
+        for chunk_id, chunk in source.get_chunks(collection, source.chunk_ids(collection, info.source_id)).items():
+            renames.chunks[chunk_id] = card_chunk_id(new, chunk.ordinal)
+    return renames
+
+
+def _renamed_source(items: Sequence[StoredChunk], renames: _Renames, source_id: str) -> list[StoredChunk]:
+    """A card source's chunks as the copy's card ``source_id`` holds them."""
+    card = renames.cards[source_id.removeprefix(card_source_id(""))]
+    out = []
+    for item in items:
+        chunk = item.chunk
+        origin = chunk.origin
+        if isinstance(origin, FileOrigin):
+            origin = origin.model_copy(update={"source_path": f"faq/{card}"})
+        moved = chunk.model_copy(
+            update={
+                "id": renames.chunks[chunk.id],
+                "source_id": renames.sources[source_id],
+                "origin": origin,
+                "metadata": {**chunk.metadata, "cardId": card},
+            }
+        )
+        fields = analyse(lexical_text(moved))
+        out.append(StoredChunk(moved, list(fields.exact), list(fields.stems), item.vector))
+    return out
+
+
+def _same_state(
+    source: Store, target: Store, collection: str, target_name: str, source_id: str, renames: _Renames
+) -> bool:
+    names = renames.chunks
+    want = {names.get(k, k): (v.content_hash, v.has_vector) for k, v in source.chunk_states(collection, source_id).items()}
+    have = {
+        k: (v.content_hash, v.has_vector)
+        for k, v in target.chunk_states(target_name, renames.sources.get(source_id, source_id)).items()
+    }
     return bool(want) and want == have
 
 
@@ -235,6 +304,7 @@ def copy_collection(
         )
     started = time.perf_counter()
     _prepare_target(source, target, collection, name, replace=replace)
+    renames = _card_renames(source, collection, name, shared=shared)
     sources = source.list_sources(collection)
     present = {s.source_id for s in target.list_sources(name)}  # a resumed copy's sources
     copied = already = chunks = vectors = 0
@@ -255,14 +325,17 @@ def copy_collection(
 
     with bulk.deferred_index(name) if bulk is not None else nullcontext():
         for done, info in enumerate(sources, start=1):
-            if info.source_id in present and _same_state(source, target, collection, name, info.source_id):
+            written = renames.sources.get(info.source_id, info.source_id)
+            if written in present and _same_state(source, target, collection, name, info.source_id, renames):
                 already += 1
             else:
                 items = read_source(source, collection, info.source_id)
+                if written != info.source_id:
+                    items = _renamed_source(items, renames, info.source_id)
                 if bulk is None:
-                    target.replace_source(name, info.source_id, info.scope, items, root=info.root)
+                    target.replace_source(name, written, info.scope, items, root=info.root)
                 else:
-                    pending.append(SourceWrite(info.source_id, info.scope, items, info.root))
+                    pending.append(SourceWrite(written, info.scope, items, info.root))
                     batched += len(items)
                 copied += 1
                 chunks += len(items)
@@ -273,6 +346,11 @@ def copy_collection(
         if scope.last_indexed_at is not None:
             target.mark_scope_indexed(name, scope.scope, scope.last_indexed_at)
     restore_settings(target, name, portable_settings(source, collection))
+    if renames.chunks:  # the copy hides its own card chunks
+        hidden = dict(read_settings(target, name).search_hidden)
+        if CARD_SCOPE in hidden:
+            hidden[CARD_SCOPE] = sorted(renames.chunks.get(cid, cid) for cid in hidden[CARD_SCOPE])
+            write_settings(target, name, search_hidden=hidden)
     runs, cards, keys = _copy_records(source, target, collection, name, shared=shared)
     usage = 0
     marker = read_settings(target, name).copy_in_progress or {}
@@ -346,6 +424,11 @@ def _copy_records(source: Store, target: Store, collection: str, name: str, *, s
     return write_records(target.records(), rows)
 
 
+def _as_copied(hits: Sequence[tuple[str, float]], renames: _Renames) -> list[tuple[str, float]]:
+    """Source hits under the ids the copy holds them by."""
+    return [(renames.chunks.get(cid, cid), score) for cid, score in hits]
+
+
 def _ranked(hits: Sequence[tuple[str, float]]) -> list[str]:
     """Chunk ids in score order, equal scores (to 4 decimals) by id."""
     return [cid for cid, _ in sorted(hits, key=lambda h: (-round(h[1], 4), h[0]))]
@@ -356,15 +439,18 @@ def verify_copy(
 ) -> CopyVerification:
     """Compare a collection on two stores (see the module docstring)."""
     name = target_name or collection
-    if name == collection and same_store(source, target):
+    shared = same_store(source, target)
+    if name == collection and shared:
         raise ValidationError(f"verify_copy would compare {collection!r} with itself: the two stores are the same store")
+    renames = _card_renames(source, collection, name, shared=shared)
     a, b = source.get_collection(collection), target.get_collection(name)
     if a is None or b is None:
         raise NotFoundError(f"collection {collection!r} is missing on one side of the copy")
     mismatched = [
         s.source_id
         for s in source.list_sources(collection)
-        if source_checksum(source, collection, s.source_id) != source_checksum(target, name, s.source_id)
+        if source_checksum(source, collection, s.source_id, rename=renames.chunks)
+        != source_checksum(target, name, renames.sources.get(s.source_id, s.source_id))
     ]
     ids = source.chunk_ids(collection)
     step = max(1, len(ids) // max(1, sample_queries))
@@ -375,7 +461,7 @@ def verify_copy(
         chunk = chunks[chunk_id]
         query = analyse_query(" ".join(chunk.content.split()[:_QUERY_WORDS]))
         # the production path (limit=_TOP), exact on every store
-        left = source.lexical_search(collection, query.exact, query.stems, limit=_TOP)
+        left = _as_copied(source.lexical_search(collection, query.exact, query.stems, limit=_TOP), renames)
         right = target.lexical_search(name, query.exact, query.stems, limit=_TOP)
         if _ranked(left) != _ranked(right):
             differ.append(f"lexical: {chunk_id}")
@@ -383,7 +469,7 @@ def verify_copy(
         if found is not None:
             vector = np.asarray(found, dtype=np.float32)
             # limit=None: an exact ranking on every backend (an ANN index may miss a neighbour)
-            if _ranked(source.vector_search(collection, vector, limit=None))[:_TOP] != _ranked(
+            if _ranked(_as_copied(source.vector_search(collection, vector, limit=None), renames))[:_TOP] != _ranked(
                 target.vector_search(name, vector, limit=None)
             )[:_TOP]:
                 differ.append(f"dense: {chunk_id}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError as PydanticValidationError
 
+from plait.chunk_build import chunk_id
 from plait.collection_settings import read_settings, write_settings
 from plait.errors import ValidationError
 from plait.refinery.extract import content_stems, jaccard
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from plait.searcher import Searcher
 
 __all__ = [
+    "card_chunk_id",
     "card_document",
     "card_source_id",
     "match_card",
@@ -57,6 +59,12 @@ def validated_request(request: Mapping[str, Any]) -> SearchRequest:
 def card_source_id(card_id: str) -> str:
     """The source id a card is indexed under."""
     return f"card:{card_id}"
+
+
+def card_chunk_id(card_id: str, n: int = 0) -> str:
+    """The id of the ``n``-th chunk of a card's document (:func:`card_document`: one plain
+    text part, no part key, no headings), as an index run builds it."""
+    return chunk_id(card_source_id(card_id), "", (), n)
 
 
 def card_document(card: FaqCard) -> SourceDocument:
