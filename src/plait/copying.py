@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
@@ -221,20 +222,30 @@ def _same_state(
 
 
 def same_store(a: Store, b: Store) -> bool:
-    """Whether two store objects name the same storage: the same object, the same SQLite
-    file, the same PostgreSQL DSN and schema, or the same Milvus URI and prefix."""
+    """Whether two store objects name the same storage, however it was spelt: the same
+    object; the same SQLite file (compared by file identity: a relative path, a symlink or
+    a hard link to it is the same store); the same PostgreSQL server cluster, database
+    and schema (asked of the servers: host order, ``localhost`` or ``127.0.0.1``, a port
+    given or left to its default and the order of parameters do not matter); the same
+    Milvus URI and prefix."""
     if a is b:
         return True
     if type(a) is not type(b):
         return False
-    path_a, path_b = getattr(a, "path", None), getattr(b, "path", None)
-    if path_a is not None and path_b is not None:
-        if str(path_a) == ":memory:" or str(path_b) == ":memory:":
+    file_a, file_b = getattr(a, "database_file", None), getattr(b, "database_file", None)
+    if callable(file_a) and callable(file_b):
+        path_a, path_b = file_a(), file_b()
+        if path_a is None or path_b is None:
             return False  # two in-memory databases are two stores
-        return bool(Path(path_a).expanduser().resolve() == Path(path_b).expanduser().resolve())
-    dsn_a, dsn_b = getattr(a, "dsn", None), getattr(b, "dsn", None)
-    if dsn_a is not None and dsn_b is not None:
-        return bool(dsn_a == dsn_b and getattr(a, "schema", None) == getattr(b, "schema", None))
+        try:
+            return os.path.samefile(path_a, path_b)
+        except OSError:  # a file not there (yet): its absolute path is all there is
+            return bool(Path(path_a).resolve() == Path(path_b).resolve())
+    identity_a, identity_b = getattr(a, "identity", None), getattr(b, "identity", None)
+    if callable(identity_a) and callable(identity_b):
+        if getattr(a, "dsn", None) == getattr(b, "dsn", None) and getattr(a, "schema", None) == getattr(b, "schema", None):
+            return True
+        return bool(identity_a() == identity_b())
     uri_a, uri_b = getattr(a, "uri", None), getattr(b, "uri", None)
     if uri_a is not None and uri_b is not None:
         if not str(uri_a).startswith(("http:", "https:", "tcp:", "unix:")):

@@ -242,5 +242,21 @@ class PostgresBase:
         with self._tx() as conn:
             conn.execute("SELECT 1")
 
+    def identity(self) -> tuple[str, str, str]:
+        """Which storage this store is, however its DSN is spelt: (the server cluster's
+        ``system_identifier``, the database, the schema plait's tables are in). A server
+        that denies ``pg_control_system()`` is named by its postmaster's start time.
+        Two stores with equal identities read and write the same tables."""
+        with self._read() as conn:
+            database, schema = conn.execute("SELECT current_database(), current_schema()").fetchone() or ("", "")
+            try:
+                with conn.transaction():
+                    row = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
+                cluster = f"system:{row[0]}" if row else ""
+            except psycopg.errors.InsufficientPrivilege:
+                row = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
+                cluster = f"started:{row[0]}" if row else ""
+        return cluster, str(database), str(schema)
+
     def close(self) -> None:
         self._pool.close()

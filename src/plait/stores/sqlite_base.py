@@ -178,6 +178,14 @@ class SQLiteBase:
         row = self._collection_row(name)
         return None if row is None else int(row[6])
 
+    def database_file(self) -> Path | None:
+        """The file SQLite opened, as an absolute path (None for an in-memory database):
+        the same file however the store's path was spelt (relative to a working folder
+        since left, through a symlink)."""
+        rows = self._query("PRAGMA database_list")
+        main = next((str(row[2]) for row in rows if row[1] == "main"), "")
+        return Path(main) if main else None
+
     def _cid(self, name: str) -> int:
         row = self._collection_row(name)
         if row is None:

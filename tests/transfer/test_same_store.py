@@ -1,0 +1,94 @@
+"""The copy's same-store guard recognises one storage under two spellings: a SQLite
+file by its identity (a relative path opened in a folder since left, a symlink), a PostgreSQL database by the server's identity (URI or key/value form, the
+parameters in another order, the port written out, the socket folder through a
+symlink), while another file, database or schema stays another store."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from plait.copying import copy_collection, same_store
+from plait.errors import ValidationError
+from plait.stores.postgres import PostgresStore
+from plait.stores.sqlite import SQLiteStore
+from plait.testing.contract import make_chunk
+
+
+def test_one_sqlite_file_under_every_spelling_is_one_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    relative = SQLiteStore("kb.db")  # opened from data/, used after leaving it
+    monkeypatch.chdir(tmp_path)
+    absolute = SQLiteStore(folder / "kb.db")
+    os.symlink(folder / "kb.db", tmp_path / "link.db")
+    linked = SQLiteStore(tmp_path / "link.db")
+    other = SQLiteStore(tmp_path / "other.db")
+    memory_a, memory_b = SQLiteStore(":memory:"), SQLiteStore(":memory:")
+    try:
+        for twin in (absolute, linked):
+            assert same_store(relative, twin) and same_store(twin, relative)
+        assert not same_store(relative, other) and not same_store(linked, other)
+        assert not same_store(memory_a, memory_b) and same_store(memory_a, memory_a)
+        relative.ensure_collection("kb")
+        relative.replace_source("kb", "a.md", "docs", [make_chunk("a-0", "alpha beta", source_id="a.md")])
+        with pytest.raises(ValidationError, match="same store"):
+            copy_collection(relative, linked, "kb", replace=True)
+        info = absolute.get_collection("kb")
+        assert info is not None and info.chunks == 1  # nothing lost
+    finally:
+        for store in (relative, absolute, linked, other, memory_a, memory_b):
+            store.close()
+
+
+def test_one_postgres_database_under_every_spelling_is_one_store(pg_dsn: str, tmp_path: Path) -> None:
+    schema = f"plait_s_{uuid.uuid4().hex[:10]}"
+    parts = conninfo_to_dict(pg_dsn)
+    host = str(parts["host"])
+    if not host.startswith("/"):
+        pytest.skip("the spellings below are of a server reached through its Unix socket")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        port = conn.execute("SHOW port").fetchone()
+        other_db = f"plait_other_{uuid.uuid4().hex[:8]}"
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(other_db)))
+    assert port is not None
+    os.symlink(host, tmp_path / "socket")
+    user, dbname = parts.get("user", "postgres"), parts.get("dbname", "postgres")
+    spellings = [
+        f"host={host} dbname={dbname} user={user}",
+        f"user={user} dbname={dbname} host={host}/",
+        f"dbname={dbname} host={host} port={port[0]} user={user}",
+        f"host={tmp_path / 'socket'} user={user} dbname={dbname}",
+    ]
+    main = PostgresStore(pg_dsn, schema=schema)
+    opened: list[PostgresStore] = []
+    try:
+        for dsn in spellings:
+            twin = PostgresStore(dsn, schema=schema)
+            opened.append(twin)
+            assert twin.dsn != main.dsn
+            assert same_store(main, twin) and same_store(twin, main), dsn
+        other_schema = PostgresStore(pg_dsn, schema=schema + "_b")
+        other_database = PostgresStore(make_conninfo(pg_dsn, dbname=other_db), schema=schema)
+        opened += [other_schema, other_database]
+        assert not same_store(main, other_schema) and not same_store(main, other_database)
+        main.ensure_collection("kb")
+        main.replace_source("kb", "a.md", "docs", [make_chunk("a-0", "alpha beta", source_id="a.md")])
+        with pytest.raises(ValidationError, match="same store"):
+            copy_collection(main, opened[0], "kb", replace=True)
+        info = main.get_collection("kb")
+        assert info is not None and info.chunks == 1  # nothing lost
+    finally:
+        for store in (main, *opened):
+            store.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            for name in (schema, schema + "_b"):
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(other_db)))
