@@ -159,8 +159,6 @@ LIMIT %(n)s
 
 def tsvector_bm25_ranker(store: PostgresStore, *, collection: str = COLLECTION) -> Ranker:
     """The store's lexical query before the postings table (default BM25Params)."""
-    from plait.stores.postgres_queries import tsquery as _tsquery
-
     def rank(text: str) -> list[tuple[str, float]]:
         exact, stems = terms(text)
         keys = [f"e:{t}" for t in dict.fromkeys(exact)] + [f"s:{t}" for t in dict.fromkeys(stems)]
@@ -177,8 +175,6 @@ def ts_ranker(store: PostgresStore, function: str) -> Ranker:
     """``ts_rank`` / ``ts_rank_cd`` over the store's ``lex`` column (same keys, OR)."""
     from psycopg import sql
 
-    from plait.stores.postgres_queries import tsquery as _tsquery
-
     query = sql.SQL(
         "SELECT c.chunk_id FROM plait_chunks c JOIN plait_collections p ON p.id = c.collection_id "
         "WHERE p.name = %(c)s AND c.lex @@ %(q)s::tsquery "
@@ -193,6 +189,12 @@ def ts_ranker(store: PostgresStore, function: str) -> Ranker:
         return [(r[0], 0.0) for r in rows]
 
     return rank
+
+
+def _tsquery(keys: Sequence[str]) -> str:
+    """An OR tsquery of whole lexemes (quoted, so no parser ever splits them)."""
+    quoted = ("'" + k.replace("\\", "\\\\").replace("'", "''") + "'" for k in keys)
+    return " | ".join(quoted)
 
 
 def content_ranker(store: PostgresStore) -> Ranker:
@@ -430,6 +432,11 @@ def scaled_latency(
     return figures
 
 
+#: Collections of at least this many chunks got the pruned statement (the store before
+#: issue 26's in-process lexical arm, d9f3a8a).
+PRUNE_FROM_CHUNKS = 50_000
+
+
 def pruning_variants(
     pg: PostgresStore, name: str, queries: Sequence[str], *, limit: int = 50, passes: int = 2
 ) -> dict[str, Any]:
@@ -446,12 +453,11 @@ def pruning_variants(
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import postgres_lexical_v5
     from plait.stores.base import BM25Params
-    from plait.stores.postgres_lexical import lexical_query, rescore
-    from plait.stores.postgres_search import PRUNE_FROM_CHUNKS
+    from postgres_lexical_sql import lexical_query, rescore
 
     params = BM25Params()
     info = pg.get_collection(name)
-    # below PRUNE_FROM_CHUNKS the store sends the plain exhaustive statement (large=False)
+    # below PRUNE_FROM_CHUNKS the store sent the plain exhaustive statement (large=False)
     large = info is not None and info.chunks >= PRUNE_FROM_CHUNKS
     builders: dict[str, Callable[[int, list[str], list[str]], Any]] = {
         "before": lambda cid, e, s: postgres_lexical_v5.lexical_query(

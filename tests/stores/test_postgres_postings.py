@@ -22,15 +22,8 @@ from psycopg.types.json import Jsonb
 from plait.analysis import analyse_query
 from plait.errors import StoreError
 from plait.stores.base import BM25Params, Filters, StoredChunk
-from plait.stores.lexical import idf
 from plait.stores.postgres import PostgresStore
-from plait.stores.postgres_lexical import lexical_query
-from plait.stores.postgres_queries import (
-    TermStats,
-    term_stats,
-    term_stats_query,
-    term_weights,
-)
+from plait.stores.postgres_lexcache import LENGTHS, POSTINGS, index_from, postings_from
 from plait.stores.postgres_schema import LATEST_VERSION, migrate, schema_version
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
@@ -244,7 +237,7 @@ def test_migration_from_version_2_backfills_postings(pg_dsn: str, schema: str) -
         assert _rows(store, "SELECT array_agg(version ORDER BY version) FROM plait_schema_version")[0][0] == list(
             range(1, LATEST_VERSION + 1)
         )
-        assert LATEST_VERSION == 8  # 4: backfill claims, 5: term ids and bounds, 6: records, 7: usage, 8: min_ratio
+        assert LATEST_VERSION == 9  # 4: backfill claims, 5: term ids and bounds, 6: records, 7: usage, 8: min_ratio, 9: generation
         assert _exact_postings(store) == {
             ("e:err-4012", "d1", 1, 2), ("e:checkout", "d1", 1, 2), ("e:checkout", "d2", 1, 3),
             ("e:cart", "d2", 2, 3), ("e:inventory", "d3", 1, 1),
@@ -271,45 +264,37 @@ def test_migration_from_version_2_backfills_postings(pg_dsn: str, schema: str) -
         store.close()
 
 
-def test_lexical_query_plan_reads_postings_not_chunks(pg: PostgresStore) -> None:
-    """With statistics of a few thousand chunks, the unfiltered query reads each
-    term's postings through the primary key and touches chunk rows only by id."""
+def test_lexical_loads_read_the_postings_key_and_the_lengths_index(pg: PostgresStore) -> None:
+    """With statistics of a few thousand chunks, the lexical cache's loads read each
+    term's postings through the postings' primary key and the chunk lengths index-only
+    (never the wide chunk rows), and parse back to the hand-written values."""
     pg.ensure_collection("c")
     with pg._tx() as conn:
         conn.execute(
             "INSERT INTO plait_chunks (collection_id, chunk_id, source_id, scope, ordinal, content, "
             "content_hash, origin, metadata, lex_exact, lex_stems) SELECT p.id, 'fill' || g, 'fill', "
             "'docs', g, 'filler', 'h' || g, '{}', '{}', 'filler text n' || g || "
-            "CASE WHEN g = 7 THEN ' zebra' ELSE '' END, 'filler' "
+            "CASE WHEN g = 7 THEN ' zebra zebra' ELSE '' END, 'filler' "
             "FROM plait_collections p, generate_series(1, 3000) g WHERE p.name = 'c'"
         )
-        conn.execute("ANALYZE plait_chunks")
-        conn.execute("ANALYZE plait_postings")
         cid = conn.execute("SELECT id FROM plait_collections WHERE name = 'c'").fetchone()[0]  # type: ignore[index]
-    keys = ["e:zebra", "e:text", "s:filler"]
-    stats = term_stats(_rows(pg, *term_stats_query(cid, keys)))
-    assert stats.n_chunks == 3000 and stats.df == {"e:zebra": 1, "e:text": 3000, "s:filler": 3000}
-    built = lexical_query(cid, ["zebra", "text"], ["filler"], limit=10, filters=None, params=BM25Params())
-    assert built is not None
+    pg.vacuum()  # what autovacuum does on a live server: visibility map and statistics
+    args = {"cid": cid, "keys": ["e:zebra", "e:absent", "e:text"]}
     with pg._tx() as conn:
-        plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + built[0], built[1]).fetchall())
-    assert "plait_postings_pkey" in plan, plan
-    assert "Seq Scan on plait_chunks" not in plan and "Seq Scan on plait_postings" not in plan, plan
+        plans = ["\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + sql.SQL(q), a).fetchall())
+                 for q, a in ((POSTINGS, args), (LENGTHS, {"cid": cid}))]
+        found = postings_from(conn.execute(POSTINGS, args).fetchall(), [(0, "zebra"), (0, "absent"), (0, "text")])
+        index = index_from(conn.execute(LENGTHS, {"cid": cid}).fetchone())
+        first = conn.execute("SELECT min(id) FROM plait_chunks WHERE collection_id = %s", (cid,)).fetchone()[0]  # type: ignore[index]
+    assert "plait_postings_pkey" in plans[0] and "Seq Scan" not in plans[0], plans[0]
+    assert "Index Only Scan using plait_chunks_lengths" in plans[1] and "Seq Scan" not in plans[1], plans[1]
+    ids, tfs = found[(0, "zebra")]
+    assert ids.tolist() == [first + 6] and tfs.tolist() == [2.0]
+    assert found[(0, "absent")][0].size == 0 and found[(0, "text")][0].size == 3000
+    assert index.size == 3000 and index.chunk_ids[:2] == ["fill1", "fill2"] and index.chunk_ids[6] == "fill7"
+    assert index.lengths[6].tolist() == [5.0, 1.0] and index.lengths[0].tolist() == [3.0, 1.0]
+    assert index.rowids.tolist() == list(range(first, first + 3000))
     assert [i for i, _ in pg.lexical_search("c", ["zebra"], [], limit=10)] == ["fill7"]
-
-
-def test_term_weights_are_the_embedded_stores_idf() -> None:
-    """Weighted Lucene idf per occurring key in query order, and the field's mean
-    length (an empty field's mean counts as 1, as in plait.stores.lexical)."""
-    stats = TermStats(n_chunks=3, len_totals=(6, 0), df={"e:a": 1, "s:a": 2})
-    keys, idfs, avgdl = term_weights(
-        ["e:a", "e:missing", "s:a"], [0, 0, 1], stats, BM25Params(exact_weight=2.0, stems_weight=0.5)
-    )
-    assert keys == ["e:a", "s:a"]
-    assert idfs == [2.0 * idf(3, 1), 0.5 * idf(3, 2)]  # the embedded store's function
-    assert idfs == pytest.approx([2 * math.log(8 / 3), 0.5 * math.log(1.6)], rel=1e-15)
-    assert avgdl == [2.0, 1.0]
-    assert term_weights(["e:a"], [0], TermStats(0, (0, 0), {}), BM25Params()) == ([], [], [])
 
 
 def test_lexical_settings_stay_in_their_transaction(pg: PostgresStore) -> None:

@@ -1,9 +1,8 @@
-"""The PostgreSQL lexical arm prunes (MaxScore over stored per-term bounds) without
-ever changing the top k: on random corpora, after adds, edits and deletes, the pruned
-statement returns exactly the exhaustive statement's top k (ids and scores), which is
-exactly the embedded store's; the stored bounds stay bounds; a database created at
-schema version 4 upgrades with its data and its rankings intact; and both arms come
-back from one pipeline.
+"""The PostgreSQL lexical arm (in process, over the cached postings) ranks exactly as the
+embedded store on random corpora after adds, edits and deletes, at every limit and
+with BM25 parameters the old SQL statement's pruning had to special-case; the stored
+per-term bounds stay bounds; a database created at schema version 4 upgrades with its
+data and its rankings intact; and both arms come back from one pipeline.
 
 A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver`` started once
 for this module.
@@ -28,7 +27,6 @@ from psycopg.types.json import Jsonb
 from plait.analysis import analyse_query
 from plait.stores.base import BM25Params, Filters, StoredChunk, TwoArmStore
 from plait.stores.postgres import PostgresStore
-from plait.stores.postgres_lexical import lexical_query, rescore
 from plait.stores.postgres_schema import LATEST_VERSION, migrate
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
@@ -59,18 +57,8 @@ def _text(rng: random.Random) -> str:
     return " ".join(rng.choices(_VOCAB, _WEIGHTS, k=rng.randint(1, 25)))
 
 
-def _rank(
-    store: PostgresStore, cid: int, q: Any, limit: int | None, *, prune: bool, params: BM25Params, seed: int = 8,
-    topup: int = 4,
-) -> list[tuple[str, float]]:
-    built = lexical_query(
-        cid, q.exact, q.stems, limit=limit, filters=None, params=params, prune=prune, prune_min=0, seed=seed,
-        topup=topup,
-    )
-    assert built is not None
-    with store._read() as conn:
-        rows = conn.execute(*built).fetchall()
-    return rescore(rows, q.exact, q.stems, limit=limit, params=params)
+def _rank(store: PostgresStore, name: str, q: Any, limit: int | None, *, params: BM25Params) -> list[tuple[str, float]]:
+    return store.lexical_search(name, q.exact, q.stems, limit=limit, params=params)
 
 
 def _bounds_hold(store: PostgresStore) -> int:
@@ -86,8 +74,8 @@ def _bounds_hold(store: PostgresStore) -> int:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10_000), limit=st.sampled_from([1, 3, 10]), k1=st.sampled_from([0.9, 1.5]), b=st.sampled_from([0.4, 0.0, 1.0]))
-def test_pruned_top_k_equals_exhaustive_after_writes(pg: PostgresStore, tmp_path_factory: pytest.TempPathFactory, seed: int, limit: int, k1: float, b: float) -> None:
+@given(seed=st.integers(0, 10_000), limit=st.sampled_from([1, 3, 10]), k1=st.sampled_from([0.9, 1.5]), b=st.sampled_from([0.4, 0.0, 1.0, 3.0]))
+def test_top_k_equals_the_embedded_store_after_writes(pg: PostgresStore, tmp_path_factory: pytest.TempPathFactory, seed: int, limit: int, k1: float, b: float) -> None:
     rng = random.Random(seed)
     name = f"c{seed}-{limit}-{k1}-{b}"
     lite = SQLiteStore(tmp_path_factory.mktemp("lite") / "ref.db")
@@ -107,14 +95,10 @@ def test_pruned_top_k_equals_exhaustive_after_writes(pg: PostgresStore, tmp_path
         store.delete_source(name, gone)
     assert _bounds_hold(pg) == 0
     params = BM25Params(k1=k1, b=b)
-    with pg._read() as conn:
-        cid = pg._collection(conn, name)[0]
     for _ in range(6):
         q = analyse_query(" ".join(rng.sample(_VOCAB, rng.randint(1, 8))))
-        pruned = _rank(pg, cid, q, limit, prune=True, params=params)
-        exhaustive = _rank(pg, cid, q, limit, prune=False, params=params)
-        assert pruned == exhaustive
-        assert pruned == lite.lexical_search(name, q.exact, q.stems, limit=limit, params=params)
+        assert _rank(pg, name, q, limit, params=params) == lite.lexical_search(name, q.exact, q.stems, limit=limit, params=params)
+        assert _rank(pg, name, q, None, params=params) == lite.lexical_search(name, q.exact, q.stems, limit=None, params=params)
     lite.close()
 
 
@@ -139,13 +123,11 @@ def _clustered(rng: random.Random, n: int) -> list[list[tuple[str, str]]]:
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), limit=st.sampled_from([1, 5, 20]), k1=st.sampled_from([0.9, 1.5]),
        b=st.sampled_from([0.4, 0.0, 1.0]))
-def test_pruned_top_k_equals_exhaustive_on_larger_clustered_corpora(
+def test_top_k_equals_the_embedded_store_on_larger_clustered_corpora(
     pg: PostgresStore, tmp_path_factory: pytest.TempPathFactory, seed: int, limit: int, k1: float, b: float
 ) -> None:
-    """Larger corpora (400-800 chunks, topic words confined to stretches of them, so
-    several non-essential terms are probed in stages and candidates drop out between
-    stages), after edits and a deleted source: the pruned top k equals the exhaustive
-    statement's and the embedded store's, ids and scores."""
+    """Larger corpora (400-800 chunks, topic words confined to stretches of them), after
+    edits and a deleted source: the top k equals the embedded store's, ids and scores."""
     rng = random.Random(seed)
     name = f"b{seed}-{limit}-{k1}-{b}"
     lite = SQLiteStore(tmp_path_factory.mktemp("lite") / "ref.db")
@@ -164,45 +146,12 @@ def test_pruned_top_k_equals_exhaustive_on_larger_clustered_corpora(
         store.delete_source(name, gone)
     assert _bounds_hold(pg) == 0
     params = BM25Params(k1=k1, b=b)
-    with pg._read() as conn:
-        cid = pg._collection(conn, name)[0]
     topics = len(sources) * 40 // 150 + 1
     for _ in range(5):
         words = [f"t{rng.randrange(topics)}x{rng.randint(0, 9)}" for _ in range(rng.randint(1, 4))]
         q = analyse_query(" ".join(words + rng.sample(_VOCAB[:12], rng.randint(0, 6))))
-        exhaustive = _rank(pg, cid, q, limit, prune=False, params=params)
-        assert _rank(pg, cid, q, limit, prune=True, params=params) == exhaustive
-        assert _rank(pg, cid, q, limit, prune=True, params=params, topup=0) == exhaustive
-        assert _rank(pg, cid, q, limit, prune=True, params=params, topup=1, seed=1) == exhaustive
-        assert exhaustive == lite.lexical_search(name, q.exact, q.stems, limit=limit, params=params)
+        assert _rank(pg, name, q, limit, params=params) == lite.lexical_search(name, q.exact, q.stems, limit=limit, params=params)
     lite.close()
-
-
-def test_pruning_skips_postings_on_a_skewed_corpus(pg: PostgresStore) -> None:
-    """One rare term in 3 chunks, one common term in all 400: the common term's bound is
-    below the threshold the rare term's chunks set, so it is non-essential — its 400
-    postings are only probed for the survivors — and the top 3 are the rare chunks."""
-    name = "skewed"
-    pg.ensure_collection(name)
-    chunks = [make_chunk(f"d{i}", "common filler" + (" rare" if i < 3 else ""), source_id="s", ordinal=i) for i in range(400)]
-    pg.replace_source(name, "s", "docs", chunks)
-    with pg._read() as conn:
-        cid = pg._collection(conn, name)[0]
-    q = analyse_query("rare common")
-    params = BM25Params(stems_weight=0.0)
-    top = _rank(pg, cid, q, 3, prune=True, params=params, seed=2)
-    assert [i for i, _ in top] == ["d0", "d1", "d2"]
-    assert top == _rank(pg, cid, q, 3, prune=False, params=params)
-
-    def plan(prune: bool) -> str:
-        built = lexical_query(cid, q.exact, q.stems, limit=3, filters=None, params=params, prune=prune, prune_min=0, seed=2)
-        assert built is not None
-        with pg._read() as conn:
-            return "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE) ") + built[0], built[1]).fetchall())
-
-    # pruned: no node reads the common term's 400 postings; exhaustive: the scan does
-    assert "rows=400 " not in plan(True)
-    assert "rows=400 " in plan(False)
 
 
 def test_both_arms_in_one_pipeline(pg: PostgresStore) -> None:
@@ -299,14 +248,3 @@ def test_upgrade_from_version_4_keeps_data_and_rankings(pg_dsn: str, tmp_path: P
         lite.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-def test_bounds_are_trusted_only_for_b_between_0_and_1() -> None:
-    """Regression: with b > 1 the length norm 1 - b + b·len/avgdl goes negative for short
-    chunks (b=3, len=1, avgdl=10: -1.7, so tf + k1·norm = 1 - 1.53 < 0 at tf=1), the factor
-    at the shortest length is negative and bounds nothing: pruning must not run."""
-    from plait.stores.postgres_lexical import prunable
-
-    assert prunable(BM25Params(b=1.0)) and prunable(BM25Params(b=0.0)) and prunable(BM25Params())
-    assert not prunable(BM25Params(b=1.5))
-    assert not prunable(BM25Params(b=3.0))

@@ -33,7 +33,7 @@ from plait.service import Plait
 from plait.stores import open_store
 from plait.stores.base import BM25Params, Filters
 from plait.stores.postgres import PostgresStore
-from plait.stores.postgres_lexical import lexical_query
+from plait.stores.postgres_lexcache import POSTINGS
 from plait.stores.postgres_queries import uses_hnsw, vector_query
 from plait.stores.postgres_schema import LATEST_VERSION, migrate, schema_version
 from plait.stores.sqlite import SQLiteStore
@@ -238,7 +238,7 @@ def test_concurrent_writers_lose_nothing(pg_dsn: str, pg_schema: Callable[[], st
 # ------------------------------------------------------------------------- migrations
 def test_migrations_from_empty_schema(pg: PostgresStore) -> None:
     assert _scalar(pg, "SELECT array_agg(version ORDER BY version) FROM plait_schema_version") == list(range(1, LATEST_VERSION + 1))
-    assert LATEST_VERSION == 8
+    assert LATEST_VERSION == 9
     assert _scalar(pg, "SELECT to_regclass('plait_usage') IS NOT NULL") is True  # migration 7
     assert _scalar(pg, "SELECT to_regclass('plait_vector_claims') IS NOT NULL") is True
     assert _scalar(pg, "SELECT to_regclass('plait_chunks_lex')") is None  # dropped by migration 3
@@ -315,9 +315,8 @@ def test_explain_uses_hnsw_per_dimension_and_postings(pg: PostgresStore) -> None
         got = pg.vector_search(name, vectors[5], limit=10)
         assert got[0][0] == f"{name}5" and got[0][1] == pytest.approx(1.0, abs=1e-5)
         assert len(got) == 10
-        built = lexical_query(cid, ["zebra"], [], limit=10, filters=None, params=BM25Params())
-        assert built is not None
-        assert "plait_postings_pkey" in _plan(pg, *built)
+        # the lexical cache's postings load reads the postings' key
+        assert "plait_postings_pkey" in _plan(pg, sql.SQL(POSTINGS), {"cid": cid, "keys": ["e:zebra"]})
         assert [i for i, _ in pg.lexical_search(name, ["zebra"], [], limit=10)] == [f"{name}9"]
     # filtered and unlimited requests scan exactly, never through the approximate index
     assert not uses_hnsw(8, 10, Filters(scopes=("docs",))) and not uses_hnsw(8, None, None)

@@ -75,6 +75,10 @@ class LexicalIndex:
         """The number of chunks."""
         return int(self.rowids.size)
 
+    def missing(self, pairs: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+        """The ``(field, term)`` pairs of ``pairs`` whose postings are not loaded yet."""
+        return [pair for pair in pairs if pair not in self._postings]
+
     def postings(self, field: int, term: str, load: Postings) -> tuple[np.ndarray, np.ndarray]:
         """The term's (positions, term frequencies as float64), loaded once."""
         key = (field, term)

@@ -46,6 +46,10 @@ new rows instead of 20 %, so index-only scans come back soon after a large load.
 Migration 8 (:mod:`plait.stores.postgres_bounds`) tightens the pruning bound: the
 smallest ``len/tf`` per term (``min_ratio``) next to ``max_tf``.
 
+Migration 9 (:mod:`plait.stores.postgres_generation`) adds ``plait_collections.generation``,
+bumped by the same triggers in the same transaction as every change of a collection's
+chunk rows and postings: the serving process's lexical cache is keyed by it.
+
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
@@ -57,6 +61,7 @@ from __future__ import annotations
 import psycopg
 
 from plait.stores.postgres_bounds import MIGRATION_8
+from plait.stores.postgres_generation import MIGRATION_9
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
 
@@ -467,7 +472,7 @@ CREATE TABLE plait_usage (
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
     _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
-    MIGRATION_8,
+    MIGRATION_8, MIGRATION_9,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -1,19 +1,34 @@
-"""The PostgreSQL store's two arms, each one statement, both in one round trip.
+"""The PostgreSQL store's two arms: BM25 in process over cached postings, cosine in SQL.
 
-:meth:`PostgresSearch.search_arms` sends, in one pipeline (one network round trip), a
-check of the collection's id and dimension, the lexical statement
-(:mod:`plait.stores.postgres_lexical`) and the dense statement
-(:func:`plait.stores.postgres_queries.vector_query`), all prepared on the server. The
-collection's id and dimension are remembered per store; the check in the same pipeline
-catches a collection deleted and re-created, or given its dimension, by another process,
-and then the arms run again with the new values. :meth:`lexical_search` and
-:meth:`vector_search` are the same pipeline with one arm.
+A warm hybrid search is **one round trip** and no SQL for BM25: one pipeline holding the
+check of the collection (id, dimension and generation, :mod:`plait.stores.postgres_generation`)
+and the dense statement (:func:`plait.stores.postgres_queries.vector_query`, prepared on
+the server); the lexical arm is then scored in this process from the collection's cached
+:class:`~plait.stores.lexical_index.LexicalIndex` (the SQLite store's class: same scores
+to the last bit, ties by row id) when the generation the check read is the index's.
+
+What goes into the same pipeline when the cache lacks something, inside one
+``REPEATABLE READ`` read-only transaction with the check (so all of it comes from the
+snapshot whose generation the check reads): the chunk lengths (:data:`~plait.stores.postgres_lexcache.LENGTHS`,
+when this process holds no index of the collection yet), the postings of the query's
+terms not loaded yet (all of them in one statement, :data:`~plait.stores.postgres_lexcache.POSTINGS`)
+and, for a filtered query, the row ids the filter lets through. When the check shows the
+generation moved (another process, or this one, wrote), the index is dropped and a second
+round trip reloads the lengths and the query's postings in one such transaction: a write
+committed between two reads can never mix two generations in one index.
+
+The collection's id and dimension are remembered per store; a collection deleted and
+re-created, or given its dimension, by another process is caught by the same check and
+the arms run again with the new values. :meth:`lexical_search` and :meth:`vector_search`
+are the same pipeline with one arm.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -21,17 +36,40 @@ import psycopg
 
 from plait.errors import NotFoundError, StoreError
 from plait.stores.base import BM25Params, Filters
+from plait.stores.lexical_index import LexicalIndex
 from plait.stores.postgres_base import PostgresBase, vec
-from plait.stores.postgres_lexical import lexical_query, rescore
+from plait.stores.postgres_lexcache import (
+    LENGTHS,
+    POSTINGS,
+    READ_SNAPSHOT,
+    allowed_query,
+    index_from,
+    parse_allowed,
+    postings_from,
+    postings_keys,
+    query_terms,
+)
 from plait.stores.postgres_queries import uses_hnsw, vector_query
 
-__all__ = ["PRUNE_FROM_CHUNKS", "PostgresSearch"]
+__all__ = ["PostgresSearch"]
 
 Ranked = list[tuple[str, float]]
-_CHECK = "SELECT id, dimension, n_chunks FROM plait_collections WHERE name = %s"
-#: Collections with at least this many chunks get the pruned lexical statement; smaller
-#: ones the exhaustive one (where the pruning's own reads cost more than they save).
-PRUNE_FROM_CHUNKS = 50_000
+_CHECK = "SELECT id, dimension, generation FROM plait_collections WHERE name = %s"
+_GENERATION = "SELECT generation FROM plait_collections WHERE id = %s"
+
+
+def _loaded_already(field: int, term: str) -> tuple[np.ndarray, np.ndarray]:
+    """The loader given to :meth:`LexicalIndex.rows`: every pair it may ask for was loaded."""
+    raise StoreError(f"postings of {term!r} (field {field}) were not loaded")
+
+
+class _Lexical:
+    """What one query's lexical reads returned (cursors of one pipeline)."""
+
+    def __init__(self) -> None:
+        self.lengths: psycopg.Cursor[Any] | None = None
+        self.postings: psycopg.Cursor[Any] | None = None
+        self.allowed: psycopg.Cursor[Any] | None = None
 
 
 class PostgresSearch(PostgresBase):
@@ -40,11 +78,27 @@ class PostgresSearch(PostgresBase):
     def __init__(self, dsn: str, **options: Any) -> None:
         super().__init__(dsn, **options)
         self._known: dict[str, tuple[int, int | None]] = {}
-        self._sizes: dict[str, int] = {}
         self._ef: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
+        # collection id -> (generation, its lexical index); swapped under the lock
+        self._lexicon: dict[int, tuple[int, LexicalIndex]] = {}
+        self._lexicon_lock = threading.Lock()
 
     def _forget(self, name: str) -> None:
-        self._known.pop(name, None)
+        known = self._known.pop(name, None)
+        if known is not None:
+            with self._lexicon_lock:
+                self._lexicon.pop(known[0], None)
+
+    def _cached(self, cid: int) -> tuple[int, LexicalIndex] | None:
+        with self._lexicon_lock:
+            return self._lexicon.get(cid)
+
+    def _keep(self, cid: int, generation: int, index: LexicalIndex) -> None:
+        """Cache ``index`` unless a newer generation's index is cached already."""
+        with self._lexicon_lock:
+            held = self._lexicon.get(cid)
+            if held is None or held[0] <= generation:
+                self._lexicon[cid] = (generation, index)
 
     def search_arms(
         self,
@@ -62,6 +116,9 @@ class PostgresSearch(PostgresBase):
         empty when ``vector`` is None, the lexical one when ``lexical`` is False."""
         bm25 = params or BM25Params()
         query_vector = None if vector is None else vec(vector)
+        terms, pairs = query_terms(exact, stems, bm25)
+        lexical = lexical and bool(pairs)
+        filtered = filters is not None and not filters.empty
         for _ in range(3):
             known = self._known.get(collection)
             with self._read() as conn:
@@ -71,7 +128,6 @@ class PostgresSearch(PostgresBase):
                         raise NotFoundError(f"collection {collection!r} does not exist")
                     known = (int(row[0]), row[1])
                     self._known[collection] = known
-                    self._sizes[collection] = int(row[2])
                 cid, dimension = known
                 if query_vector is not None and dimension is None:
                     dimension = self._stored_dimension(conn, cid)
@@ -79,40 +135,120 @@ class PostgresSearch(PostgresBase):
                         query_vector = None
                 if query_vector is not None:
                     self._check_query(collection, query_vector, dimension)
-                large = self._sizes.get(collection, 0) >= PRUNE_FROM_CHUNKS
-                built = (
-                    lexical_query(cid, exact, stems, limit=limit, filters=filters, params=bm25, large=large)
-                    if lexical
-                    else None
-                )
+                held = self._cached(cid) if lexical else None
+                missing = pairs if held is None else held[1].missing(pairs)
+                reads = _Lexical()
+                snapshot = lexical and (held is None or bool(missing) or filtered)
                 with conn.pipeline():
-                    check = conn.execute(_CHECK, (collection,), prepare=self._prepare)
-                    lex = None if built is None else conn.execute(*built, prepare=self._prepare)
-                    dense = None
-                    if query_vector is not None:
-                        hnsw = uses_hnsw(known[1], limit, filters)
-                        ef = max(40, limit or 0)
-                        if hnsw and self._ef.get(conn) != ef:
-                            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
-                            self._ef[conn] = ef
-                        query, args = vector_query(
-                            cid, query_vector, dimension=known[1], limit=limit, filters=filters
-                        )
-                        dense = conn.execute(query, args, prepare=self._prepare)
+                    hnsw = query_vector is not None and uses_hnsw(known[1], limit, filters)
+                    ef = max(40, limit or 0)
+                    if hnsw and self._ef.get(conn) != ef:
+                        conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
+                        self._ef[conn] = ef
+                    with conn.transaction() if snapshot else nullcontext():
+                        if snapshot:
+                            conn.execute(READ_SNAPSHOT)
+                        check = conn.execute(_CHECK, (collection,), prepare=self._prepare)
+                        if lexical:
+                            self._send_reads(conn, reads, cid, held is None, missing, filters if filtered else None)
+                        dense = None
+                        if query_vector is not None:
+                            query, args = vector_query(
+                                cid, query_vector, dimension=known[1], limit=limit, filters=filters
+                            )
+                            dense = conn.execute(query, args, prepare=self._prepare)
                 now = check.fetchone()
                 if now is None:
                     self._forget(collection)
                     raise NotFoundError(f"collection {collection!r} does not exist")
-                self._sizes[collection] = int(now[2])
                 if (int(now[0]), now[1]) != known:
                     self._known[collection] = (int(now[0]), now[1])
                     continue  # re-created or given its dimension meanwhile: run again
-                lexical_rows = [] if lex is None else lex.fetchall()
                 dense_rows = [] if dense is None else dense.fetchall()
-            ranked = rescore(lexical_rows, exact, stems, limit=limit, params=bm25) if lexical_rows else []
+                ranked: Ranked = []
+                if lexical:
+                    generation = int(now[2])
+                    index = self._index_from(cid, generation, held, reads, missing)
+                    allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
+                    if index is None:  # the generation moved: reload, in one snapshot
+                        loaded = self._reload(conn, cid, pairs, filters if filtered else None)
+                        if loaded is None:
+                            self._forget(collection)
+                            continue  # deleted meanwhile: the check says so next time
+                        index, allowed = loaded
+                    rows = index.rows(terms, bm25, _loaded_already) or []
+                    ranked = index.rank(rows, limit=limit, allowed=allowed)
             dense_rows.sort(key=lambda r: (-r[1], r[2]))
             return ranked, [(r[0], float(r[1])) for r in dense_rows]
         raise StoreError(f"collection {collection!r} kept changing while it was searched")
+
+    def _send_reads(
+        self,
+        conn: psycopg.Connection,
+        reads: _Lexical,
+        cid: int,
+        lengths: bool,
+        missing: Sequence[tuple[int, str]],
+        filters: Filters | None,
+    ) -> None:
+        """Queue the lexical reads the cache needs on ``conn``'s pipeline."""
+        if lengths:
+            reads.lengths = conn.execute(LENGTHS, {"cid": cid}, prepare=self._prepare)
+        if missing:
+            reads.postings = conn.execute(
+                POSTINGS, {"cid": cid, "keys": postings_keys(missing)}, prepare=self._prepare
+            )
+        if filters is not None:
+            reads.allowed = conn.execute(*allowed_query(cid, filters), prepare=self._prepare)
+
+    def _index_from(
+        self,
+        cid: int,
+        generation: int,
+        held: tuple[int, LexicalIndex] | None,
+        reads: _Lexical,
+        missing: Sequence[tuple[int, str]],
+    ) -> LexicalIndex | None:
+        """The index of ``generation`` with every pair of ``missing`` loaded, from the
+        cached one and ``reads``; None when the cached one is of another generation."""
+        if reads.lengths is not None:
+            index = index_from(reads.lengths.fetchone())
+        elif held is not None and held[0] == generation:
+            index = held[1]
+        else:
+            with self._lexicon_lock:  # stale: never serve it again
+                if self._lexicon.get(cid) is held:
+                    self._lexicon.pop(cid, None)
+            return None
+        if missing:
+            found = postings_from(reads.postings.fetchall() if reads.postings else [], missing)
+            for field, term in missing:
+                index.postings(field, term, lambda f, t: found[(f, t)])
+        self._keep(cid, generation, index)
+        return index
+
+    def _reload(
+        self,
+        conn: psycopg.Connection,
+        cid: int,
+        pairs: Sequence[tuple[int, str]],
+        filters: Filters | None,
+    ) -> tuple[LexicalIndex, np.ndarray | None] | None:
+        """A fresh index of the collection's current generation with ``pairs`` loaded
+        (and the filter's row ids), all read in one snapshot; None if it is gone."""
+        reads = _Lexical()
+        with conn.pipeline(), conn.transaction():
+            conn.execute(READ_SNAPSHOT)
+            check = conn.execute(_GENERATION, (cid,), prepare=self._prepare)
+            self._send_reads(conn, reads, cid, True, pairs, filters)
+        now = check.fetchone()
+        if now is None:
+            return None
+        index = self._index_from(cid, int(now[0]), None, reads, pairs)
+        if index is None:  # pragma: no cover - lengths were read, so an index is built
+            return None
+        allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
+        return index, allowed
 
     @staticmethod
     def _stored_dimension(conn: psycopg.Connection, cid: int) -> int | None:

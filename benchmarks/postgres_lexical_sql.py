@@ -1,4 +1,10 @@
-"""The PostgreSQL lexical arm: one statement, MaxScore pruning, exact BM25 in Python.
+"""FROZEN COPY, for benchmarks only: the PostgreSQL store's lexical statement as of d9f3a8a
+(schema 8), before the store scored BM25 in process over its cached postings (issue 26,
+``plait.stores.postgres_search``). Kept so ``postgres_speed.py`` / ``postgres_lexical.py``
+can time it side by side with the in-process arm on the same data; the store no longer
+uses it.
+
+The PostgreSQL lexical arm: one statement, MaxScore pruning, exact BM25 in Python.
 
 :func:`lexical_query` builds one statement that reads the collection's totals, the
 query terms' document frequencies and stored bounds, and the postings, and returns the
@@ -49,19 +55,64 @@ the pruning (θ = −∞): every chunk of the query's postings is scored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
 
 from plait.stores.base import BM25Params, Filters
-from plait.stores.postgres_queries import (
-    TermStats,
-    filter_sql,
-    lexical_keys,
-    term_weights,
-)
+from plait.stores.lexical import idf
+from plait.stores.postgres_queries import FIELD_PREFIX, filter_sql
+
+
+def lexical_keys(
+    exact: Sequence[str], stems: Sequence[str], params: BM25Params
+) -> tuple[list[str], list[int]]:
+    """The prefixed lexemes of a query and their field numbers; a field whose weight
+    is 0 contributes nothing (as in the embedded store)."""
+    keys: list[str] = []
+    fields: list[int] = []
+    weights = (params.exact_weight, params.stems_weight)
+    for field, terms in enumerate((exact, stems)):
+        if weights[field] == 0:
+            continue
+        for term in dict.fromkeys(terms):
+            keys.append(FIELD_PREFIX[field] + term)
+            fields.append(field)
+    return keys, fields
+
+
+@dataclass(frozen=True, slots=True)
+class TermStats:
+    """The number of chunks, the per-field length totals and the df of each query key
+    that occurs, read in the query's snapshot."""
+
+    n_chunks: int
+    len_totals: tuple[int, int]
+    df: Mapping[str, int]
+
+
+def term_weights(
+    keys: Sequence[str], fields: Sequence[int], stats: TermStats, params: BM25Params
+) -> tuple[list[str], list[float], list[float]]:
+    """Per query key that occurs, in query order: the key, its weighted idf and its
+    field's mean length, computed with :func:`plait.stores.lexical.idf`."""
+    if stats.n_chunks == 0:
+        return [], [], []
+    weights = (params.exact_weight, params.stems_weight)
+    avgdl = tuple((total / stats.n_chunks) or 1.0 for total in stats.len_totals)
+    out_keys: list[str] = []
+    out_idf: list[float] = []
+    out_avgdl: list[float] = []
+    for key, field in zip(keys, fields, strict=True):
+        df = stats.df.get(key, 0)
+        if df <= 0 or weights[field] == 0:
+            continue
+        out_keys.append(key)
+        out_idf.append(weights[field] * idf(stats.n_chunks, df))
+        out_avgdl.append(avgdl[field])
+    return out_keys, out_idf, out_avgdl
 
 __all__ = ["PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "TOPUP", "Candidate", "lexical_query", "prunable", "rescore"]
 
