@@ -53,12 +53,15 @@ def test_index_saves_an_estimate_that_search_uses_and_explains(tmp_path: Path) -
         ).fusion_decided
         assert own is not None and own.parameters["denseWeightFrom"] == "settings"
         assert "collection estimate" not in (own.reason or "") and "base 0.2" in (own.reason or "")
-        # an unchanged reindex keeps the estimate; new documents re-measure it
+        # an unchanged reindex keeps the estimate; new documents re-measure it once more
+        # than a tenth of its chunks changed (plait.staleness): 20 of 200 is not more
         engine.index_documents(documents(_docs(MIN_CHUNKS)))
         assert engine.store.get_settings("default")[ESTIMATE_KEY] == saved
         engine.index_documents(documents(_docs(MIN_CHUNKS + 20)))
+        assert engine.store.get_settings("default")[ESTIMATE_KEY] == saved
+        engine.index_documents(documents(_docs(MIN_CHUNKS + 21)))
         again = engine.store.get_settings("default")[ESTIMATE_KEY]
-        assert again["chunks"] == MIN_CHUNKS + 20
+        assert (again["chunks"], again["changesAt"]) == (MIN_CHUNKS + 21, MIN_CHUNKS + 21)
 
 
 def test_no_estimate_while_vectors_are_missing(tmp_path: Path) -> None:

@@ -12,7 +12,16 @@ import pytest
 
 from ask_corpus import ETCD, write_repo
 from plait.ask import NOT_FOUND_ANSWER
-from plait.ask_gate import GATE_KEY, Gate, GateCalibration, GateVerdict, judge, question_identifiers, threshold
+from plait.ask_gate import (
+    GATE_KEY,
+    Gate,
+    GateCalibration,
+    GateVerdict,
+    calibration_note,
+    judge,
+    question_identifiers,
+    threshold,
+)
 from plait.ask_grounding import ask_messages, claims, ground, renumber
 from plait.embeddings.fake import ConeFakeEmbedder
 from plait.llm import OllamaLLM
@@ -138,13 +147,22 @@ def test_reindex_recalibrates_only_when_the_collection_changed(repo: Plait, tmp_
         encoding="utf-8",
     )
     repo.reindex(collection="r")
+    # one chunk added to 30 (3.3 %, not more than a tenth: plait.staleness): kept, and
+    # the gate says how much changed since
+    assert repo.store.get_settings("r")[GATE_KEY] == before
+    stale = repo.ask(ETCD, collection="r")
+    assert repo.store.get_settings("r")[GATE_KEY] == before
+    assert stale.gate is not None and stale.gate.changed_since == round(1 / 30, 4) == 0.0333
+    assert "3.3% of its chunks changed since" in calibration_note(stale.gate)
+    repo.reindex(collection="r", full=True)  # a full reindex measures it again
     after = _calibration(repo)  # measured by the reindex run, before any ask
     info = repo.store.get_collection("r")
     assert info is not None and after.chunks == info.chunks > before["chunks"]
     assert after.fingerprint != before["fingerprint"] and after.samples == 30
-    assert after.calibrated_by == "index"
+    assert after.calibrated_by == "index" and after.changes_at == 31  # 30 chunks indexed, 1 added
     answered = repo.ask(ETCD, collection="r")
     assert _calibration(repo) == after
+    assert answered.gate is not None and answered.gate.changed_since == 0.0
     assert answered.mode == "extractive"
     assert answered.citations[0].origin == FileOrigin(
         source_path="docs/adr/0003-etcd.md", heading_path=["3. Etcd encryption key rotation"],

@@ -108,11 +108,11 @@ def test_one_changed_chunk_is_the_only_one_analysed_and_embedded(
     before = _tables(tmp_path / "plait.db")
     (folder / "guide.md").write_text(GUIDE.replace("settle", "settle fast"), encoding="utf-8")
     spy.texts.clear()
-    embedded = fake.texts_embedded
+    embedded = fake.passages_embedded  # passages: 1 chunk of few changed re-measures the gate (queries)
     report = engine.reindex()
     assert (report.chunks_added, report.chunks_updated, report.chunks_unchanged) == (0, 1, 3)
     assert spy.texts == ["guide docs\nGuide\nBeta\n\nBeta\nBeta refunds settle fast."]
-    assert fake.texts_embedded - embedded == 1
+    assert fake.passages_embedded - embedded == 1
     after = _tables(tmp_path / "plait.db")
     untouched = {r[2] for r in before["chunks"]} - {r[2] for r in after["chunks"] if "fast" in r[6]}
     def keep(rows):

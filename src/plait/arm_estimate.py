@@ -19,7 +19,8 @@ of each run's margin over its better arm − 0.005 and equal RRF; test splits ar
 reported separately in ``benchmarks/results/fusion_modes.md``.
 
 The estimate is made by :func:`plait.calibration.estimate_arms` after an index, reindex or backfill that
-leaves every chunk with a vector, for collections of at least ``MIN_CHUNKS`` chunks
+leaves every chunk with a vector and finds it stale (more than a tenth of its chunks changed
+since, a full reindex, ``plait calibrate``: :mod:`plait.staleness`), for collections of at least ``MIN_CHUNKS`` chunks
 (fewer give too few pseudo-queries to measure anything), and saved in the
 collection's settings under ``armEstimate``. An explicit ``denseWeight`` (in the
 request's fusion object, or saved by ``plait calibrate``) takes precedence.

@@ -2,11 +2,11 @@
 
 A fixed cosine says nothing across corpora: e5 scores a Terraform README 0.85 against a
 question about etcd keys, and another corpus' answering passage 0.80. So the gate is
-measured on each collection, at the end of every index, reindex or backfill run that
-changed it and left every chunk with a vector (:func:`ensure_gate`, called by the
-service's post-index hook; an ask or explain finding no calibration for the collection
-as it is — one indexed before this existed, or with vectors still pending — measures it
-then):
+measured on each collection, at the end of the index, reindex or backfill run that left
+every chunk with a vector and changed more than a tenth of the chunks measured last
+time, at a full reindex and by ``plait calibrate`` (:func:`ensure_gate`, called by the
+service's post-index hook; staleness in :mod:`plait.staleness`; an ask or explain
+finding no calibration, or a stale one, measures it then):
 
 1. **inside**: ``samples`` pseudo-questions, each a masked sentence of a sampled chunk
    (:func:`plait.calibration.pseudo_query`) — questions the collection answers;
@@ -50,7 +50,6 @@ which, with the figures).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
 import statistics
@@ -69,6 +68,7 @@ from plait.errors import ConfigError, NotFoundError, PlaitError
 from plait.refinery.extract import content_stems, text_stems
 from plait.retrieval.pipeline import run_arms
 from plait.retrieval.plan import lexical_terms, plan_for_text
+from plait.staleness import changed_share, is_stale
 from plait.stores.base import Store
 from plait.types import Chunk, FusionSettings, Hit, Model, heading_path
 
@@ -116,8 +116,9 @@ _LEXICAL_DEPTH = 10
 
 
 Source = Literal["calibrated", "setting", "request", "default"]
-#: What measured a calibration: the end of an index run, or an ask/explain that found none.
-Trigger = Literal["index", "ask"]
+#: What measured a calibration: the end of an index run, an ask/explain that found none
+#: (or a stale one), or ``plait calibrate``.
+Trigger = Literal["index", "ask", "calibrate"]
 
 
 class GateCalibration(Model):
@@ -142,6 +143,9 @@ class GateCalibration(Model):
     fingerprint: str | None = None
     calibrated_by: Trigger | None = None
     version: int = 1
+    changes_at: int | None = None
+    """The collection's ``chunkChanges`` counter when this was measured
+    (:mod:`plait.staleness`; None: measured before the counter existed)."""
 
 
 
@@ -161,7 +165,11 @@ class Gate(Model):
     calibrated_at: str | None = None
     """When the collection's calibration was measured (None: never calibrated)."""
     calibrated_by: Trigger | None = None
-    """``index`` (the end of an index run that changed the collection) or ``ask``."""
+    """``index`` (the end of an index run that changed the collection), ``ask`` or ``calibrate``."""
+    changed_since: float | None = None
+    """The share of the calibration's chunks added, updated or deleted since it was measured
+    (:func:`plait.staleness.changed_share`; None: never calibrated). Over 0.1 it is measured
+    again by the next index run, ask or explain."""
     unknown_terms: list[str] = Field(default_factory=list)
     """The question's content words (stems) no chunk of the collection holds: each counts
     twice in the question's total for the term coverage (:func:`term_coverage`)."""
@@ -338,6 +346,11 @@ def resolve_gate(
         coverage_source=coverage_source,
         calibrated_at=calibration.calibrated_at if calibration else None,
         calibrated_by=calibration.calibrated_by if calibration else None,
+        changed_since=(
+            changed_share(saved_settings.chunk_changes, calibration.changes_at, calibration.chunks)
+            if calibration
+            else None
+        ),
     )
 
 
@@ -347,11 +360,19 @@ def calibration_note(gate: Gate) -> str:
     >>> calibration_note(Gate(min_cosine=0.9, min_term_coverage=0.5, cosine_source="calibrated",
     ...     coverage_source="calibrated", calibrated_at="2026-12-01T16:00:00Z", calibrated_by="index"))
     '; calibrated 2026-12-01T16:00:00Z at the end of an index run'
+    >>> calibration_note(Gate(min_cosine=0.9, min_term_coverage=0.5, cosine_source="calibrated",
+    ...     coverage_source="calibrated", calibrated_at="2026-12-01T16:00:00Z", calibrated_by="calibrate",
+    ...     changed_since=0.034))
+    '; calibrated 2026-12-01T16:00:00Z by plait calibrate, 3.4% of its chunks changed since'
     """
     if gate.calibrated_at is None:
         return ""
-    by = "at the end of an index run" if gate.calibrated_by == "index" else "by the first ask after a change"
-    return f"; calibrated {gate.calibrated_at} {by}"
+    by = {
+        "index": "at the end of an index run",
+        "calibrate": "by plait calibrate",
+    }.get(gate.calibrated_by or "", "by the first ask after a change")
+    since = f", {gate.changed_since:.1%} of its chunks changed since" if gate.changed_since else ""
+    return f"; calibrated {gate.calibrated_at} {by}{since}"
 
 
 def term_coverage(text: str, question_stems: frozenset[str], unknown: Collection[str] = ()) -> float:
@@ -468,48 +489,77 @@ def question_identifiers(question: str) -> frozenset[str]:
 
 
 def fingerprint(store: Store, collection: str) -> str | None:
-    """What the collection holds, in a few characters: its chunk ids (content-derived)
-    and how many lack a vector. A change of either means a new calibration."""
+    """What the collection holds, in a few characters, read without touching a chunk: its
+    chunk count, how many lack a vector, and its ``chunkChanges`` counter
+    (:mod:`plait.staleness`). An unchanged fingerprint needs no new calibration."""
     info = store.get_collection(collection)
     if info is None or info.chunks == 0:
         return None
-    digest = hashlib.blake2b(digest_size=8)
-    for chunk_id in sorted(store.chunk_ids(collection)):
-        digest.update(chunk_id.encode("utf-8"))
-    return f"{info.chunks}-{info.chunks_without_vector}-{digest.hexdigest()}"
+    return _fingerprint(info.chunks, info.chunks_without_vector, read_settings(store, collection).chunk_changes)
+
+
+def _fingerprint(chunks: int, without_vector: int, changes: int) -> str:
+    return f"{chunks}-{without_vector}-c{changes}"
+
+
+def _stale(
+    calibration: GateCalibration, settings: CollectionSettings, embedder: Embedder | None, chunks: int, complete: bool
+) -> bool:
+    """Whether a stored calibration of this method version is measured again: more than
+    :data:`~plait.staleness.RECALIBRATE_FRACTION` of its chunks changed since, or its
+    dense half can be measured now (vectors complete) with another model than it was."""
+    if is_stale(changed_share(settings.chunk_changes, calibration.changes_at, calibration.chunks, now=chunks)):
+        return True
+    name = f"{embedder.provider}/{embedder.model}" if embedder is not None else None
+    return complete and calibration.embedder != name
 
 
 def ensure_gate(
-    store: Store, collection: str, embedder: Embedder | None, *, samples: int = 32, trigger: Trigger = "ask"
+    store: Store,
+    collection: str,
+    embedder: Embedder | None,
+    *,
+    samples: int = 32,
+    trigger: Trigger = "ask",
+    force: bool = False,
 ) -> GateCalibration | None:
     """The collection's calibration, measured again (and stored, setting ``askGate``,
-    ``calibratedBy`` ``trigger``) when the collection changed since the stored one
-    (:func:`fingerprint`), none is stored, or it was measured by another
-    ``GATE_VERSION`` of the method.
+    ``calibratedBy`` ``trigger``) when none is stored, it was measured by another
+    ``GATE_VERSION``, it is stale (:func:`_stale`, :mod:`plait.staleness`) or ``force``
+    (a full reindex, ``plait calibrate``); deciding reads counts and settings, no chunk id.
 
     The service calls this at the end of every index, reindex or backfill run that left
     the collection complete (``trigger`` ``index``); ask and explain call it too, so a
     collection calibrated by neither (indexed by an older version, or its vectors pending)
-    is measured by its first question; an unchanged collection reuses the stored result.
-    The dense half is measured only on a fully embedded collection (vectors pending: the
+    is measured by its first question. The dense half is measured only on a fully embedded collection (vectors pending: the
     lexical half alone, the cosine gate left to the default until the backfill ends). A
     calibration that cannot run (too small a collection, the embedder failing) is logged
     and leaves the stored one in place.
     """
-    current = fingerprint(store, collection)
-    if current is None:
-        return None
-    saved = read_settings(store, collection).ask_gate
-    if saved and saved.get("fingerprint") == current and saved.get("version") == GATE_VERSION:
-        return GateCalibration.model_validate(saved)
     info = store.get_collection(collection)
-    complete = embedder is not None and info is not None and info.chunks_without_vector == 0
+    if info is None or info.chunks == 0:
+        return None
+    settings = read_settings(store, collection)
+    current = _fingerprint(info.chunks, info.chunks_without_vector, settings.chunk_changes)
+    saved = settings.ask_gate
+    complete = embedder is not None and info.chunks_without_vector == 0
+    if not force and saved and saved.get("version") == GATE_VERSION:
+        stored = GateCalibration.model_validate(saved)
+        if saved.get("fingerprint") == current or not _stale(stored, settings, embedder, info.chunks, complete):
+            return stored
     try:
         result = calibrate_gate(store, collection, embedder if complete else None, samples=samples)
     except PlaitError as exc:
         logger.warning("ask gate of %r not calibrated: %s", collection, exc)
         return None
-    result = result.model_copy(update={"fingerprint": current, "calibrated_by": trigger, "version": GATE_VERSION})
+    result = result.model_copy(
+        update={
+            "fingerprint": current,
+            "calibrated_by": trigger,
+            "version": GATE_VERSION,
+            "changes_at": settings.chunk_changes,
+        }
+    )
     write_settings(store, collection, ask_gate=result.model_dump(mode="json", by_alias=True))
     logger.info(
         "ask gate of %r (%s): cosine %s, term coverage %.2f (%d samples)",

@@ -168,10 +168,19 @@ def calibrate(
     )
 
 
-def estimate_arms(store: Store, collection: str, embedder: Embedder) -> dict[str, Any] | None:
+def estimate_arms(
+    store: Store,
+    collection: str,
+    embedder: Embedder,
+    *,
+    changes_at: int | None = None,
+    measured: Calibration | None = None,
+) -> dict[str, Any] | None:
     """Measure the collection's arm estimate (:mod:`plait.arm_estimate`), save it under
-    ``armEstimate`` and return it; None (and any old estimate removed) when the
-    collection has fewer than ``MIN_CHUNKS`` chunks or lacks vectors."""
+    ``armEstimate`` (with ``changesAt``, the collection's ``chunkChanges`` counter then:
+    :mod:`plait.staleness`) and return it; None (and any old estimate removed) when the
+    collection has fewer than ``MIN_CHUNKS`` chunks or lacks vectors. ``measured``: a
+    calibration of ``SAMPLES`` pseudo-queries just made, used instead of measuring again."""
     from plait.arm_estimate import MIN_CHUNKS, SAMPLES, estimate_record
 
     info = store.get_collection(collection)
@@ -181,6 +190,9 @@ def estimate_arms(store: Store, collection: str, embedder: Embedder) -> dict[str
         if read_settings(store, collection).arm_estimate is not None:
             write_settings(store, collection, arm_estimate=None)
         return None
-    record = estimate_record(to_json(calibrate(store, collection, embedder, samples=SAMPLES)), info.chunks)
+    if measured is None or measured.samples != SAMPLES:
+        measured = calibrate(store, collection, embedder, samples=SAMPLES)
+    record = estimate_record(to_json(measured), info.chunks)
+    record["changesAt"] = read_settings(store, collection).chunk_changes if changes_at is None else changes_at
     write_settings(store, collection, arm_estimate=record)
     return record

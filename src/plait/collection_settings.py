@@ -66,6 +66,9 @@ class CollectionSettings(BaseModel):
     """Ask's gate calibration (:class:`plait.ask_gate.GateCalibration`, camelCase)."""
     arm_estimate: dict[str, Any] | None = None
     """The collection's arm estimate, the adaptive fusion's base (:mod:`plait.arm_estimate`)."""
+    chunk_changes: int = 0
+    """Chunks added, updated or deleted by the collection's index runs, ever: how stale a
+    calibration is (:mod:`plait.staleness`)."""
 
 
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}

@@ -23,6 +23,7 @@ from plait.sources.sessions import DEFAULT_SESSION_SCOPE
 from plait.types import IndexReport
 
 if TYPE_CHECKING:
+    from plait.ask_gate import Trigger
     from plait.calibration import Calibration
     from plait.coverage import CoverageReport
 
@@ -92,41 +93,71 @@ class IndexingMixin(EngineBase):
         )
         return self._estimate_arms(collection, report)
 
-    def _estimate_arms(self, collection: str, report: IndexReport) -> IndexReport:
-        """After a run: re-measure the collection's arm estimate (:mod:`plait.arm_estimate`)
-        when the run left every chunk with a vector and changed something (or found no
-        estimate yet), and its ask gate (:func:`plait.ask_gate.ensure_gate`, a no-op when
-        the collection is as its stored calibration measured it). A failure is logged,
+    def _estimate_arms(self, collection: str, report: IndexReport, *, force: bool = False) -> IndexReport:
+        """After a run: count the chunks it changed (``chunkChanges``, :mod:`plait.staleness`),
+        then measure the collection's ask gate (:func:`plait.ask_gate.ensure_gate`) and arm
+        estimate (:mod:`plait.arm_estimate`) again where they are stale — more than a tenth
+        of their chunks changed since, none yet — or ``force`` (a full reindex); the arm
+        estimate only when the run left every chunk with a vector. A failure is logged,
         never fails the run."""
-        from plait.calibration import estimate_arms
+        from plait.staleness import record_changes
 
-        changed = bool(
-            report.chunks_added or report.chunks_updated or report.chunks_deleted or report.embedding.embedded
-        )
-        self._calibrate_gate(collection, report)
-        if not report.complete or (not changed and read_settings(self.store, collection).arm_estimate):
-            return report
+        changed = report.chunks_added + report.chunks_updated + report.chunks_deleted
+        if changed and self.store.get_collection(collection) is not None:
+            record_changes(self.store, collection, changed)
+        self._calibrate_gate(collection, report, force=force)
+        if report.complete:
+            self._measure_arms(collection, force=force)
+        return report
+
+    def _measure_arms(self, collection: str, *, force: bool, measured: Calibration | None = None) -> None:
+        """The arm estimate again when stale (or ``force``); ``measured`` a calibration just
+        made of the same sample size, reused instead of measuring twice."""
+        from plait.arm_estimate import MIN_CHUNKS
+        from plait.calibration import estimate_arms
+        from plait.staleness import changed_share, is_stale
+
+        settings = read_settings(self.store, collection)
+        record = settings.arm_estimate
+        info = self.store.get_collection(collection)
+        if info is None:
+            return
+        small = info.chunks < MIN_CHUNKS
+        if not force and record is not None and not small:
+            at, chunks = record.get("changesAt"), record.get("chunks")
+            share = changed_share(
+                settings.chunk_changes,
+                at if isinstance(at, int) else None,
+                chunks if isinstance(chunks, int) else None,
+                now=info.chunks,
+            )
+            if not is_stale(share):
+                return
+        if not force and record is None and small:
+            return  # nothing to measure, nothing to remove
         try:
             embedder, _ = self.embedder_for(collection)
             if embedder is not None:
-                estimate_arms(self.store, collection, embedder)
+                estimate_arms(self.store, collection, embedder, changes_at=settings.chunk_changes, measured=measured)
         except PlaitError as exc:
             logger.warning("arm estimate of %r failed: %s", collection, exc)
-        return report
 
-    def _calibrate_gate(self, collection: str, report: IndexReport) -> None:
-        """Calibrate ask's gate at the end of a run (``calibratedBy: index``): with the
-        dense arm when every chunk has a vector; a run leaving vectors pending leaves it to
-        the backfill's run (or the first ask); a collection without an embedder gets the
+    def _calibrate_gate(
+        self, collection: str, report: IndexReport | None, *, force: bool = False, trigger: Trigger = "index"
+    ) -> None:
+        """Calibrate ask's gate at the end of a run (``calibratedBy: index``) where it is
+        stale (:func:`plait.ask_gate.ensure_gate`) or ``force``: with the dense arm when
+        every chunk has a vector; a run leaving vectors pending leaves it to the
+        backfill's run (or the first ask); a collection without an embedder gets the
         lexical half."""
         from plait.ask_gate import ensure_gate
 
         try:
             embedder, _ = self.embedder_for(collection)
-            if embedder is not None and not report.complete:
+            if embedder is not None and report is not None and not report.complete:
                 return
             with self.metered(collection, "index"):  # its query embeddings are the run's cost
-                ensure_gate(self.store, collection, embedder, trigger="index")
+                ensure_gate(self.store, collection, embedder, trigger=trigger, force=force)
         except PlaitError as exc:
             logger.warning("ask gate of %r not calibrated: %s", collection, exc)
 
@@ -355,7 +386,7 @@ class IndexingMixin(EngineBase):
             report = filled if report is None else _merge(report, filled)
         if full and indexer.embedder is not None and not report.embedding.available:
             report = report.model_copy(update={"complete": False})  # old vectors remain
-        return self._estimate_arms(collection, report)
+        return self._estimate_arms(collection, report, force=full)
 
     @valid_text
     def calibrate(
@@ -366,7 +397,8 @@ class IndexingMixin(EngineBase):
         No relevance labels are read (see :mod:`plait.calibration`). With ``save`` the
         weight goes into the collection's fusion settings (``denseWeight``, used by the
         ``minmax``, ``dbsf`` and ``adaptive`` fusions) and the figures under
-        ``calibration``.
+        ``calibration``, and the ask gate and the arm estimate are measured again
+        (``calibratedBy: calibrate``), however little changed since (:mod:`plait.staleness`).
         """
         from plait.calibration import calibrate
         from plait.errors import ConfigError
@@ -383,6 +415,8 @@ class IndexingMixin(EngineBase):
             fusion = dict(read_settings(self.store, collection).fusion)
             fusion["denseWeight"] = result.dense_weight
             write_settings(self.store, collection, fusion=fusion, calibration=to_json(result))
+            self._calibrate_gate(collection, None, force=True, trigger="calibrate")
+            self._measure_arms(collection, force=True, measured=result)
         return result
 
     @valid_text
