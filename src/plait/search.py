@@ -36,7 +36,6 @@ from plait.retrieval.fusion_choice import decision
 from plait.retrieval.pipeline import MAX_DIVERSITY_DEPTH, Trace, run, without_hidden
 from plait.retrieval.plan import (
     SEARCH_HIDDEN_KEY,
-    hidden_chunks,
     lexical_terms,
     plan_query,
     request_settings,
@@ -138,20 +137,6 @@ class SearchService:
             collection, req, embedder=embedder, embedder_note=embedder_note, info=info, also_hidden=also_hidden
         )
         return result_of(trace, req, collection)
-
-    def hidden_ids(
-        self,
-        collection: str,
-        req: SearchRequest,
-        *,
-        saved_settings: CollectionSettings | None = None,
-    ) -> frozenset[str]:
-        """Chunk ids of scopes searched only when named (FAQ cards: ``searchHidden``)."""
-        if req.scopes:
-            return frozenset()
-        if saved_settings is None:
-            saved_settings = read_settings(self.store, collection)
-        return hidden_chunks(saved_settings, req.scopes)
 
     def _reranker(self, method: str) -> Reranker:
         if self.rerankers is None:
