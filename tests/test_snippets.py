@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from plait import snippets
 from plait.analysis import analyse
 from plait.cli import app
 from plait.service import Plait
-from plait.snippets import _WORD, _matches, query_terms, snippet
+from plait.snippets import _WORD, _flat, _matches, _matches_all, _Vocabulary, query_terms, snippet
 from plait.terminal import highlighted, safe
 
 runner = CliRunner()
@@ -56,6 +59,36 @@ def test_matches_are_the_word_by_word_analysis(text: str, query: str) -> None:
     """The cached, pre-filtered matcher finds exactly the words the per-word definition does."""
     words = query_terms(query)
     assert _matches(text, words) == _matches_word_by_word(text, words)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(_TEXTS, max_size=5), query=_TEXTS)
+def test_matches_of_several_texts_are_each_texts_own(texts: list[str], query: str) -> None:
+    """Matching a search's hits together (one vocabulary look-up for all their words)
+    finds in each text exactly what the definition finds in it alone."""
+    words = query_terms(query)
+    assert _matches_all(texts, words) == [_matches_word_by_word(text, words) for text in texts]
+
+
+def test_a_full_vocabulary_starts_afresh_and_still_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its limit the word table starts again: the words of this search are learnt
+    anew, none is lost (``rotating`` still matches ``rotate``)."""
+    monkeypatch.setattr(snippets, "_VOCABULARY", _Vocabulary(4))
+    words = query_terms("rotate the tenant keys")
+    for text in ("rotating keys of one tenant", "tenants rotate; a b c d e f keys", "nothing here at all"):
+        assert _matches(text, words) == _matches_word_by_word(text, words)
+    assert set(snippets._VOCABULARY._tables[0]) == {"nothing", "here", "at", "all"}  # the last text's words
+
+
+_SPACES = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(_SPACES + "ab-é\u200b"), max_size=30))
+def test_flat_collapses_exactly_the_whitespace_of_the_pattern(text: str) -> None:
+    """``_flat`` (``str.split``) collapses what ``re.sub(r"\\s+", " ", …)`` did, every Unicode
+    space included (U+001C-U+001F, U+0085, U+00A0, U+2028…), and nothing else (U+200B)."""
+    assert _flat(text) == re.sub(r"\s+", " ", text).strip()
 
 
 def test_search_hits_carry_plain_snippets_and_raw_content(tmp_path: Path) -> None:

@@ -17,8 +17,7 @@ The hit's ``content`` stays the raw chunk.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from itertools import chain
+from itertools import accumulate, chain
 
 from plait.analysis import analyse, explain_query
 from plait.fields import is_markdown_path
@@ -29,7 +28,6 @@ __all__ = ["DEFAULT_WIDTH", "query_terms", "snippet", "with_snippets"]
 
 DEFAULT_WIDTH = 240
 _WORD = re.compile(r"\w+(?:[-.]\w+)*")
-_SPACE = re.compile(r"\s+")
 
 
 def query_terms(query: str) -> list[frozenset[str]]:
@@ -46,37 +44,69 @@ def query_terms(query: str) -> list[frozenset[str]]:
     return list(words)
 
 
-@lru_cache(maxsize=1 << 16)
-def _word_terms(word: str) -> frozenset[str]:
-    """A word's terms in both lexical fields (words repeat across hits: analysed once)."""
-    fields = analyse(word)
-    return frozenset(fields.exact).union(fields.stems)
+class _Vocabulary:
+    """The words met in hits so far: each word's terms in both lexical fields, and each
+    term's words, so a query's matched words are set operations, not a loop over the
+    hits' words (words repeat across hits and queries: each is analysed once).
+
+    At most ``limit`` words: past it the tables start afresh. A search reads the pair of
+    tables it started with; a word's term entries are written before the word itself,
+    so a word another thread has listed is always complete.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._tables: tuple[dict[str, frozenset[str]], dict[str, set[str]]] = ({}, {})
+
+    def matching(self, words: set[str], wanted: frozenset[str]) -> dict[str, frozenset[str]]:
+        """The ``words`` sharing a term with ``wanted``, each with its terms."""
+        terms, words_of = self._tables
+        new = words.difference(terms)  # a dict argument: looked up, never copied to a set
+        if new:
+            if len(terms) + len(new) > self.limit:
+                terms, words_of = self._tables = ({}, {})
+                new = words
+            for word in new:
+                fields = analyse(word)
+                mine = frozenset(fields.exact).union(fields.stems)
+                for term in mine:
+                    words_of.setdefault(term, set()).add(word)
+                terms[word] = mine
+        found = set().union(*(words_of.get(term, ()) for term in wanted))
+        return {word: terms[word] for word in found & words}
 
 
+_VOCABULARY = _Vocabulary(1 << 16)
 Match = tuple[int, int, frozenset[int]]
+#: ``_WORD`` as a splitter: ``split(text)`` is [gap, word, gap, word, …, gap], the words
+#: exactly those ``_WORD.finditer`` finds (same scan, left to right, no empty match).
+_SPLIT = re.compile(f"({_WORD.pattern})")
 
 
 def _matches_all(texts: list[str], words: list[frozenset[str]]) -> list[list[Match]]:
     """Each text's matched words: their spans and which query words they match.
 
-    The texts' distinct words are looked up once (``_word_terms``); the ones sharing a
-    term with the query are then found again in every text, as whole words of ``_WORD``,
-    by one regular expression compiled once for all the texts (a word is never part of a
-    longer one: not after a letter or a ``-``/``.`` joined to one, not before either).
+    Each text is split once into its ``_WORD`` words and the gaps between them (one
+    regular-expression pass, no match objects); the offsets of the pieces are their
+    running lengths. A word is matched when one of its terms (``_Vocabulary``) is a
+    query term, and its spans are then read off the split: the same words, in the same
+    places, as ``_WORD.finditer`` finds.
     """
     if not words:
         return [[] for _ in texts]
     wanted = frozenset().union(*words)
-    matched: dict[str, frozenset[int]] = {}
-    for word in set(chain.from_iterable(map(_WORD.findall, texts))):
-        mine = _word_terms(word)
-        if not mine.isdisjoint(wanted):
-            matched[word] = frozenset(i for i, terms in enumerate(words) if terms & mine)
-    if not matched:
+    pieces = [_SPLIT.split(text) for text in texts]
+    found = _VOCABULARY.matching(set(chain.from_iterable(parts[1::2] for parts in pieces)), wanted)
+    if not found:
         return [[] for _ in texts]
-    alternatives = "|".join(map(re.escape, sorted(matched, key=len, reverse=True)))
-    pattern = re.compile(rf"(?<!\w)(?<!\w[-.])(?:{alternatives})(?!\w)(?![-.]\w)")
-    return [[(m.start(), m.end(), matched[m.group()]) for m in pattern.finditer(text)] for text in texts]
+    matched = {word: frozenset(i for i, terms in enumerate(words) if terms & mine) for word, mine in found.items()}
+    out: list[list[Match]] = []
+    for parts in pieces:
+        ends = list(accumulate(map(len, parts)))  # piece j spans [ends[j - 1], ends[j])
+        out.append([
+            (ends[j - 1], ends[j], matched[parts[j]]) for j in range(1, len(parts), 2) if parts[j] in matched
+        ])
+    return out
 
 
 def _matches(text: str, words: list[frozenset[str]]) -> list[Match]:
@@ -85,7 +115,9 @@ def _matches(text: str, words: list[frozenset[str]]) -> list[Match]:
 
 
 def _flat(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
+    """Runs of whitespace as one space, none at either end (``str.split``'s whitespace
+    is the ``\\s`` of a ``str`` pattern: both are Unicode's, ``str.isspace``)."""
+    return " ".join(text.split())
 
 
 def snippet(text: str, query: str, *, width: int = DEFAULT_WIDTH) -> tuple[str, list[list[int]]]:
