@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -136,6 +137,17 @@ class BaseEmbedder:
             for i in range(0, len(texts), self.batch_size)
         ]
         return np.vstack(parts)
+
+    def cached_query(self, text: str) -> np.ndarray | None:
+        """The query's vector when the query cache holds it (no provider call), else None.
+
+        The query guard (:mod:`plait.embeddings.guard`) answers from it without the
+        deadline thread a provider call needs."""
+        cached = self._query_cache.get(text)
+        if cached is not None:
+            with suppress(KeyError):  # evicted by another thread meanwhile: the vector is still right
+                self._query_cache.move_to_end(text)
+        return cached
 
     def embed_query(self, text: str) -> np.ndarray:
         cached = self._query_cache.get(text)

@@ -24,6 +24,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -184,6 +185,11 @@ class CachedEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """Not cached here: goes straight to the wrapped embedder."""
         return self.inner.embed_query(text)
+
+    def cached_query(self, text: str) -> np.ndarray | None:
+        """The wrapped embedder's held vector for the query (its query cache), else None."""
+        held = getattr(self.inner, "cached_query", None)
+        return None if held is None else cast("np.ndarray | None", held(text))
 
     def __len__(self) -> int:
         """How many vectors the cache holds for this provider and model."""

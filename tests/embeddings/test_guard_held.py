@@ -1,0 +1,93 @@
+"""The query guard takes a vector the embedder already holds without its deadline thread
+(the hot path: a repeated query paid a thread start, ~0.3 ms and up to milliseconds on a
+busy machine, for a dictionary look-up), and changes nothing else: the circuit, the
+dimension check and the provider calls stay as they were."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from plait.embeddings.base import TextKind
+from plait.embeddings.cache import CachedEmbedder
+from plait.embeddings.fake import FakeEmbedder
+from plait.embeddings.guard import QueryGuard
+from plait.errors import ProviderResponseError, ProviderUnavailableError
+from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, documents
+
+
+class _Failing(FakeEmbedder):
+    """A fake whose query embeddings fail while ``down`` is set."""
+
+    down = False
+
+    def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
+        if kind == "query" and self.down:
+            raise ProviderUnavailableError("provider down")
+        return super()._embed_batch(texts, kind)
+
+
+def _count_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts the guard embedded in its deadline thread, in order."""
+    threaded: list[str] = []
+    bounded = QueryGuard._bounded
+
+    def counting(self: QueryGuard, embedder: Any, text: str) -> np.ndarray:
+        threaded.append(text)
+        return bounded(self, embedder, text)
+
+    monkeypatch.setattr(QueryGuard, "_bounded", counting)
+    return threaded
+
+
+def test_a_repeated_query_takes_the_held_vector_without_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threaded = _count_threads(monkeypatch)
+    embedder = FakeEmbedder(dimension=32)
+    with Plait(str(tmp_path / "p.db"), embedder=embedder) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+        threaded.clear()  # indexing's own pseudo-queries (the arm estimate) are not searches
+        calls = embedder.calls
+        first = engine.search("why was my card declined", k=3)
+        second = engine.search("why was my card declined", k=3)
+    assert threaded == ["why was my card declined"]  # the second search started no thread
+    assert embedder.calls == calls + 1  # one provider call for both, as before
+    assert second.vector_available is True
+    assert [(h.chunk_id, h.score, h.ranks) for h in second.hits] == [(h.chunk_id, h.score, h.ranks) for h in first.hits]
+
+
+def test_an_open_circuit_refuses_a_held_vector_too() -> None:
+    guard = QueryGuard()
+    embedder = _Failing(dimension=8)
+    held = guard.embed_query(embedder, "alpha", dimension=8)
+    embedder.down = True
+    with pytest.raises(ProviderUnavailableError, match="provider down"):
+        guard.embed_query(embedder, "beta", dimension=8)
+    with pytest.raises(ProviderUnavailableError, match="circuit open"):
+        guard.embed_query(embedder, "alpha", dimension=8)  # held, but searches stay lexical
+    assert guard.state(embedder) == "open"
+    assert held.shape == (8,)
+
+
+def test_a_held_vector_of_the_wrong_dimension_opens_the_circuit() -> None:
+    guard = QueryGuard()
+    embedder = FakeEmbedder(dimension=8)
+    guard.embed_query(embedder, "alpha", dimension=8)
+    with pytest.raises(ProviderResponseError, match="the query vector has 8 dimensions, the collection's vectors 16"):
+        guard.embed_query(embedder, "alpha", dimension=16)
+    assert guard.state(embedder) == "open" and guard.failures == 1
+
+
+def test_the_embedding_cache_wrapper_shows_the_wrapped_embedders_held_vector() -> None:
+    inner = FakeEmbedder(dimension=8)
+    cached = CachedEmbedder(inner, path=":memory:")
+    assert cached.cached_query("alpha") is None
+    vector = cached.embed_query("alpha")
+    held = cached.cached_query("alpha")
+    assert held is not None and np.array_equal(held, vector)
