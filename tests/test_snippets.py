@@ -104,6 +104,30 @@ def test_search_hits_carry_plain_snippets_and_raw_content(tmp_path: Path) -> Non
     assert [hit.snippet[a:b] for a, b in hit.highlights] == ["EPP_POOL_SIZE", "EPP_POOL_SIZE", "guide"]
 
 
+def test_a_hit_text_is_split_once_and_follows_its_content(tmp_path: Path) -> None:
+    """The second search returning a chunk reuses its split text (a Markdown chunk's
+    CommonMark parse included), with the same snippet; a reindexed chunk whose content
+    changed under the same id gets its new text's snippet, never the cached one."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    page = root / "keys.md"
+    page.write_text("# Keys\n\nRotate the `API` keys every **90** days.\n", encoding="utf-8")
+    with Plait(str(tmp_path / "p.db"), embedder="none") as engine:
+        engine.index(root)
+        [first] = engine.search("rotate keys", k=1).hits
+        before = snippets._hit_words.cache_info()
+        [again] = engine.search("rotate keys", k=1).hits
+        after = snippets._hit_words.cache_info()
+        page.write_text("# Keys\n\nRotate the `API` keys every **30** days.\n", encoding="utf-8")
+        engine.index(root)
+        [changed] = engine.search("rotate keys", k=1).hits
+    assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+    assert (again.snippet, again.highlights) == (first.snippet, first.highlights)
+    assert first.snippet == "Keys Rotate the API keys every 90 days."  # the heading is in the chunk
+    assert changed.chunk_id == first.chunk_id and changed.snippet == "Keys Rotate the API keys every 30 days."
+    assert [changed.snippet[a:b] for a, b in changed.highlights] == ["Keys", "Rotate", "keys"]
+
+
 def test_safe_escapes_markup_and_replaces_control_characters() -> None:
     assert safe("[/bold].md") == "\\[/bold].md"
     assert safe("a\x1b[31mred\x07") == "a\ufffd[31mred\ufffd"  # "[31m" is no rich tag

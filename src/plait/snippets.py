@@ -17,6 +17,11 @@ The hit's ``content`` stays the raw chunk.
 from __future__ import annotations
 
 import re
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate, chain
 
 from plait.analysis import analyse, explain_query
@@ -81,37 +86,67 @@ Match = tuple[int, int, frozenset[int]]
 #: ``_WORD`` as a splitter: ``split(text)`` is [gap, word, gap, word, …, gap], the words
 #: exactly those ``_WORD.finditer`` finds (same scan, left to right, no empty match).
 _SPLIT = re.compile(f"({_WORD.pattern})")
+#: Hits' texts kept split (:func:`_hit_words`): about 7 kB each for a 1.5 kB chunk.
+TEXT_CACHE_SIZE = 4096
 
 
-def _matches_all(texts: list[str], words: list[frozenset[str]]) -> list[list[Match]]:
-    """Each text's matched words: their spans and which query words they match.
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """A text and its ``_WORD`` words in order: word ``i`` spans
+    ``[bounds[2i], bounds[2i + 1])`` (never changed once built)."""
 
-    Each text is split once into its ``_WORD`` words and the gaps between them (one
-    regular-expression pass, no match objects); the offsets of the pieces are their
-    running lengths. A word is matched when one of its terms (``_Vocabulary``) is a
-    query term, and its spans are then read off the split: the same words, in the same
-    places, as ``_WORD.finditer`` finds.
+    text: str
+    words: tuple[str, ...]
+    bounds: array[int]
+
+
+def _words_of(text: str) -> _Words:
+    """``text`` split once into its words and the gaps between them (one regular-expression
+    pass, no match objects); the offsets are the pieces' running lengths. Words are
+    interned: they repeat across texts, so the cached texts share them and sets of them
+    hash fast."""
+    parts = _SPLIT.split(text)
+    ends = list(accumulate(map(len, parts)))
+    return _Words(text, tuple(map(sys.intern, parts[1::2])), array("l", ends[:-1]))
+
+
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _hit_words(content: str, markdown: bool, fence: str | None) -> _Words:
+    """A hit's visible text, whitespace collapsed, split (:func:`_words_of`); kept for the
+    next search that returns the same chunk text (a chunk's text never changes under
+    its content, and a Markdown chunk costs a CommonMark parse)."""
+    return _words_of(_flat(plain_text(content, fence=fence) if markdown else content))
+
+
+def _match_words(texts: Sequence[_Words], words: list[frozenset[str]]) -> list[list[Match]]:
+    """Each split text's matched words: their spans and which query words they match.
+
+    A word is matched when one of its terms (``_Vocabulary``) is a query term: the
+    texts' distinct words are looked up together, and the spans are read off the split,
+    the same words in the same places as ``_WORD.finditer`` finds.
     """
     if not words:
         return [[] for _ in texts]
     wanted = frozenset().union(*words)
-    pieces = [_SPLIT.split(text) for text in texts]
-    found = _VOCABULARY.matching(set(chain.from_iterable(parts[1::2] for parts in pieces)), wanted)
+    found = _VOCABULARY.matching(set(chain.from_iterable(t.words for t in texts)), wanted)
     if not found:
         return [[] for _ in texts]
     matched = {word: frozenset(i for i, terms in enumerate(words) if terms & mine) for word, mine in found.items()}
     out: list[list[Match]] = []
-    for parts in pieces:
-        ends = list(accumulate(map(len, parts)))  # piece j spans [ends[j - 1], ends[j])
-        out.append([
-            (ends[j - 1], ends[j], matched[parts[j]]) for j in range(1, len(parts), 2) if parts[j] in matched
-        ])
+    for t in texts:
+        bounds = t.bounds
+        out.append([(bounds[2 * i], bounds[2 * i + 1], matched[w]) for i, w in enumerate(t.words) if w in matched])
     return out
 
 
+def _matches_all(texts: list[str], words: list[frozenset[str]]) -> list[list[Match]]:
+    """Each text's matched words (see :func:`_match_words`)."""
+    return _match_words([_words_of(text) for text in texts], words)
+
+
 def _matches(text: str, words: list[frozenset[str]]) -> list[Match]:
-    """The matched words of one text (see :func:`_matches_all`)."""
-    return _matches_all([text], words)[0]
+    """The matched words of one text (see :func:`_match_words`)."""
+    return _match_words([_words_of(text)], words)[0]
 
 
 def _flat(text: str) -> str:
@@ -157,22 +192,28 @@ def _window(flat: str, matches: list[Match], *, width: int) -> tuple[str, list[l
     return shown, highlights
 
 
-def visible_text(hit: Hit) -> str:
-    """The hit's visible text: Markdown rendered to plain text, other text as stored."""
+def _markdown_fence(hit: Hit) -> tuple[bool, str | None]:
+    """Whether the hit's text is Markdown (by its path), and its fence when it has one."""
     path = hit.metadata.get("path")
     if isinstance(path, str) and is_markdown_path(path):
         fence = hit.metadata.get("fence")
-        return plain_text(hit.content, fence=fence if isinstance(fence, str) else None)
-    return hit.content
+        return True, fence if isinstance(fence, str) else None
+    return False, None
+
+
+def visible_text(hit: Hit) -> str:
+    """The hit's visible text: Markdown rendered to plain text, other text as stored."""
+    markdown, fence = _markdown_fence(hit)
+    return plain_text(hit.content, fence=fence) if markdown else hit.content
 
 
 def with_snippets(result: SearchResult) -> SearchResult:
     """The result with every hit's ``snippet`` and ``highlights`` filled in (the query
-    analysed once, the hits' words matched together)."""
-    flats = [_flat(visible_text(hit)) for hit in result.hits]
-    found = _matches_all(flats, query_terms(result.query))
+    analysed once, the hits' words matched together, each hit's split text cached)."""
+    texts = [_hit_words(hit.content, *_markdown_fence(hit)) for hit in result.hits]
+    found = _match_words(texts, query_terms(result.query))
     hits = []
-    for hit, flat, matches in zip(result.hits, flats, found, strict=True):
-        shown, highlights = _window(flat, matches, width=DEFAULT_WIDTH)
+    for hit, text, matches in zip(result.hits, texts, found, strict=True):
+        shown, highlights = _window(text.text, matches, width=DEFAULT_WIDTH)
         hits.append(hit.model_copy(update={"snippet": shown, "highlights": highlights}))
     return result.model_copy(update={"hits": hits})
