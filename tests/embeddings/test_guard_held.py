@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plait.embeddings.base import TextKind
+from plait.embeddings.base import TextKind, held_query
 from plait.embeddings.cache import CachedEmbedder
 from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.guard import QueryGuard
@@ -91,3 +91,37 @@ def test_the_embedding_cache_wrapper_shows_the_wrapped_embedders_held_vector() -
     vector = cached.embed_query("alpha")
     held = cached.cached_query("alpha")
     assert held is not None and np.array_equal(held, vector)
+
+
+class _OwnQueries(FakeEmbedder):
+    """Answers ``embed_query`` its own way (down means down, cache or not), as the
+    observability test's switchable provider does."""
+
+    down = False
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if self.down:
+            raise ProviderUnavailableError("provider down")
+        return super().embed_query(text)
+
+
+def test_an_embedder_answering_queries_its_own_way_is_always_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its query cache holds the vector, but its ``embed_query`` says the provider is
+    down: the guard asks it (the search goes lexical), never the cache behind its back."""
+    threaded = _count_threads(monkeypatch)
+    guard = QueryGuard()
+    embedder = _OwnQueries(dimension=8)
+    guard.embed_query(embedder, "alpha", dimension=8)
+    assert embedder.cached_query("alpha") is not None and held_query(embedder, "alpha") is None
+    embedder.down = True
+    with pytest.raises(ProviderUnavailableError, match="provider down"):
+        guard.embed_query(embedder, "alpha", dimension=8)
+    assert threaded == ["alpha", "alpha"]
+
+
+def test_an_embed_query_patched_on_the_object_is_always_asked() -> None:
+    embedder = FakeEmbedder(dimension=8)
+    embedder.embed_query("alpha")
+    assert held_query(embedder, "alpha") is not None
+    embedder.embed_query = lambda text: np.zeros(8, dtype=np.float32)  # type: ignore[method-assign]
+    assert held_query(embedder, "alpha") is None

@@ -16,7 +16,15 @@ import numpy as np
 
 from plait.errors import ConfigError, ProviderResponseError
 
-__all__ = ["BaseEmbedder", "Embedder", "TextKind", "embedder_languages", "normalise_rows", "parse_languages"]
+__all__ = [
+    "BaseEmbedder",
+    "Embedder",
+    "TextKind",
+    "embedder_languages",
+    "held_query",
+    "normalise_rows",
+    "parse_languages",
+]
 
 TextKind = Literal["query", "passage"]
 
@@ -72,6 +80,30 @@ def parse_languages(value: str | Sequence[str] | None) -> frozenset[str] | None:
     if bad:
         raise ConfigError(f"languages must be ISO 639-1 codes such as en, pt; got {', '.join(map(repr, bad))}")
     return frozenset(codes) or None
+
+
+def _owner(embedder: object, name: str) -> type | None:
+    """The class (in ``embedder``'s MRO) that defines ``name``; None when the instance
+    itself holds it (patched on the object) or nothing does."""
+    if name in getattr(embedder, "__dict__", {}):
+        return None
+    return next((cls for cls in type(embedder).__mro__ if name in vars(cls)), None)
+
+
+def held_query(embedder: object, text: str) -> np.ndarray | None:
+    """The query's vector when ``embedder`` holds it already (its ``cached_query``: a
+    query cache, precomputed vectors), without a provider call; else None.
+
+    Only when ``cached_query`` is defined with (or below) the ``embed_query`` it stands
+    for: a subclass (or a patched object) that answers ``embed_query`` its own way —
+    failing while its provider is down, say — is always asked through ``embed_query``.
+    """
+    held = getattr(embedder, "cached_query", None)
+    query_owner, held_owner = _owner(embedder, "embed_query"), _owner(embedder, "cached_query")
+    if held is None or query_owner is None or held_owner is None or not issubclass(held_owner, query_owner):
+        return None
+    vector = held(text)
+    return None if vector is None else np.asarray(vector, dtype=np.float32)
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:

@@ -24,11 +24,10 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 
-from plait.embeddings.base import Embedder, embedder_languages
+from plait.embeddings.base import Embedder, embedder_languages, held_query
 from plait.errors import ConfigError
 
 __all__ = ["DEFAULT_CACHE_PATH", "CacheStats", "CachedEmbedder", "cache_path", "text_key"]
@@ -188,8 +187,7 @@ class CachedEmbedder:
 
     def cached_query(self, text: str) -> np.ndarray | None:
         """The wrapped embedder's held vector for the query (its query cache), else None."""
-        held = getattr(self.inner, "cached_query", None)
-        return None if held is None else cast("np.ndarray | None", held(text))
+        return held_query(self.inner, text)
 
     def __len__(self) -> int:
         """How many vectors the cache holds for this provider and model."""

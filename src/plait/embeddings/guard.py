@@ -6,8 +6,8 @@ search must answer *now*. :class:`QueryGuard` wraps each query embedding:
 * **deadline** — the whole call (every retry, every slow byte of a dripping answer) is
   bounded by ``deadline`` seconds (default :data:`DEFAULT_QUERY_DEADLINE`). The call
   runs in a daemon thread; past the deadline the search goes on without it. A vector
-  the embedder already holds (``cached_query``: its query cache) is taken without a
-  call, so without the thread, while the circuit is closed.
+  the embedder already holds (:func:`~plait.embeddings.base.held_query`: its query
+  cache) is taken without a call, so without the thread, while the circuit is closed.
 * **dimension** — a vector whose length is not the collection's is a
   :class:`~plait.errors.ProviderResponseError` (the search falls back to lexical and
   says why), never a failure deep in the vector search.
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from plait.embeddings.base import held_query
 from plait.errors import (
     ConfigError,
     ProviderError,
@@ -97,7 +98,7 @@ class QueryGuard:
         try:
             # A vector the embedder already holds needs no provider call, so no deadline
             # thread; a probe goes through the thread, as any call with the circuit open.
-            vector = _held(embedder, text) if opened is None else None
+            vector = held_query(embedder, text) if opened is None else None
             if vector is None:
                 vector = self._bounded(embedder, text)
             if dimension is not None and int(np.asarray(vector).shape[-1]) != dimension:
@@ -143,14 +144,6 @@ class QueryGuard:
         if "error" in outcome:
             raise outcome["error"]
         return np.asarray(outcome["vector"], dtype=np.float32)
-
-
-def _held(embedder: Any, text: str) -> np.ndarray | None:
-    """The query's vector when ``embedder`` holds it already (``cached_query``: its query
-    cache, or precomputed vectors), else None."""
-    held = getattr(embedder, "cached_query", None)
-    vector = held(text) if held is not None else None
-    return None if vector is None else np.asarray(vector, dtype=np.float32)
 
 
 class GuardedEmbedder:
