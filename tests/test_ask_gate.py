@@ -181,6 +181,43 @@ def test_extractive_answers_skip_lead_ins_and_table_dumps(repo: Plait) -> None:
     assert row.answer == "Name: node_pool_size; Description: Number of nodes in the default pool; Type: number; Default: 3 [1]"
 
 
+DIAGRAM = """# Overview
+
+## System context diagram
+
+How does the service integrate with other systems?
+
+```mermaid
+flowchart LR
+  publisher[Publisher staff] --> vacancies[Vacancy service]
+  vacancies --> notify[Mailer sending the email notifications]
+```
+"""
+
+
+def test_a_source_holding_only_code_is_named_not_pasted(tmp_path: Path) -> None:
+    """realrepo teaching-vacancies: a chunk holding a restated question and a mermaid
+    diagram passed the gate on the diagram's words; with no prose sentence to choose, the
+    answer was the chunk's first raw sentence, the fenced diagram pasted whole."""
+    root = write_repo(tmp_path / "repo")
+    (root / "docs" / "overview.md").write_text(DIAGRAM, encoding="utf-8")
+    with Plait(str(tmp_path / "p.db"), embedder=ConeFakeEmbedder(), llm="none") as engine:
+        engine.index(root, collection="r")
+        result = engine.ask("Which mailer sends the email notifications to publishers?", collection="r")
+    assert [c.passed for c in result.gate_checks].count(True) == 1
+    assert result.mode == "extractive"
+    assert result.answer == "The closest passage (“Overview › System context diagram”) holds no sentence to quote [1]"
+    assert [c.origin.source_path for c in result.citations] == ["docs/overview.md"]
+
+
+def test_a_hit_the_dense_arm_did_not_return_has_no_cosine_not_no_vector() -> None:
+    """A lexical-only hit of a fully embedded collection was said to have "no vector"."""
+    gate = Gate(min_cosine=0.9, min_term_coverage=0.5, cosine_source="calibrated", coverage_source="calibrated")
+    check = judge("c1", cosine=None, lexical_hit=True, text="Backups are kept for 14 days",
+                  question_stems=content_stems("How long are backups retained?"), gate=gate)
+    assert check.reason == "failed: no cosine (not a dense hit); term coverage 0.33 (1 of 3 words) < 0.50"
+
+
 def test_citations_are_numbered_in_order_of_use(repo: Plait) -> None:
     """Issue 22: an extractive answer numbered its citations [1], [3], [4]."""
     result = repo.ask("Terraform modules, backups retained for 14 days, changes applied from CI",

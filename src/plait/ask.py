@@ -30,7 +30,8 @@
 5. Without an LLM (or when it fails — ``note`` says so): an extractive answer
    (:mod:`plait.ask_extract`): the sentences of the passing hits chosen by their own
    relevance (both arms' evidence at sentence level), never a lead-in ending in ``:``,
-   a table row only when it holds the answer; ``mode: "extractive"``.
+   a table row only when it holds the answer, never raw Markdown (a source holding no
+   prose sentence, only code or a diagram, is named, not pasted); ``mode: "extractive"``.
 
 Citations are numbered ``[1]..[n]`` in order of use; ``sources`` are reordered to match
 (source ``n`` is ``sources[n - 1]``: the cited ones first, then the other passing hits).
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from plait.ask_extract import choose
+from plait.ask_extract import choose, opening
 from plait.ask_gate import (
     Gate,
     GateVerdict,
@@ -68,7 +69,7 @@ from plait.errors import ProviderError, ValidationError
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
-from plait.types import CardHit, Hit, Model, Origin, SearchMode
+from plait.types import CardHit, Hit, Model, Origin, SearchMode, heading_path
 from plait.usage import metering
 
 if TYPE_CHECKING:
@@ -236,9 +237,13 @@ def _extractive(
     """The chosen sentences, best first, each followed by its ``[n]`` (sources' numbers)."""
     embedder = engine.embedder_for(collection)[0] if mode != SearchMode.LEXICAL else None
     chosen = choose(question, sources, max_sentences=settings.max_sentences, embedder=embedder)
-    if not chosen:  # found by meaning only: the top source's opening statement
-        first = next((s for s in sentences(sources[0].content) if not s.endswith(("?", ":"))), None)
-        return f"{first or trim(sources[0].content, _QUOTE_CHARS)} [1]", [1]
+    if not chosen:  # found by meaning only: the first prose sentence, never raw Markdown
+        first = opening(question, sources)
+        if first is not None:
+            return f"{first.text} [{first.n}]", [first.n]
+        heading = " › ".join(heading_path(sources[0].origin))
+        where = f" (“{heading}”)" if heading else ""
+        return f"The closest passage{where} holds no sentence to quote [1]", [1]
     answer = " ".join(f"{c.text} [{c.n}]" for c in chosen)
     return answer, list(dict.fromkeys(c.n for c in chosen))
 

@@ -21,6 +21,11 @@ shared word, so a sentence holding more of the question's words (an identifier a
 all) always wins, and meaning breaks ties and ranks the sentences that share no word. The best ``max_sentences`` candidates are kept, best first,
 while they score at least ``KEEP_SHARE`` of the best one; with no embedder (or when it
 fails) only the lexical evidence counts and a sentence needs a shared word.
+
+When nothing is chosen (no embedder and no sentence sharing a word), :func:`opening`
+gives the first candidate of the first source that has one: a sentence of its prose,
+never its raw Markdown (a code fence, a heading, a table). A source holding no
+candidate at all (only headings, restated questions, code or diagrams) is not quoted.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from plait.types import Hit
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DENSE_WEIGHT", "KEEP_SHARE", "ROW_SHARE", "Candidate", "candidates", "choose"]
+__all__ = ["DENSE_WEIGHT", "KEEP_SHARE", "ROW_SHARE", "Candidate", "candidates", "choose", "opening"]
 
 #: A table row is a candidate only when it holds this share of the question's words.
 ROW_SHARE = 0.5
@@ -149,3 +154,10 @@ def choose(
             seen.add(candidate.text)
             chosen.append(candidate)
     return chosen
+
+
+def opening(question: str, sources: Sequence[Hit]) -> Candidate | None:
+    """The first candidate of the first source holding one (in source order), or None
+    when no source holds a sentence to quote (module docstring)."""
+    found = candidates(question, sources)
+    return min(found, key=lambda c: (c.n, c.position)) if found else None

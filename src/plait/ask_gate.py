@@ -421,14 +421,16 @@ def judge(
     """Whether a chunk passes ``gate``, and why (its figures against the gate values).
 
     ``text`` is the chunk as indexed (heading path included); the term coverage counts
-    only when the lexical arm found the chunk, the gate's ``unknown_terms`` twice. A
+    only when the lexical arm found the chunk, the gate's ``unknown_terms`` twice; the
+    cosine only when the dense arm returned it (``cosine`` None: "no cosine", whether
+    or not the chunk has a vector). A
     lexical hit holding every identifier the question names (:func:`question_identifiers`;
     as a whole token) passes too: a name like ``ERR-4012`` found verbatim is the answer's address, whatever
     the words around it ("what does … mean?")."""
     cosine = None if cosine is None else round(cosine, 4)
     unknown = question_stems & frozenset(gate.unknown_terms)
     coverage = term_coverage(text, question_stems, unknown) if lexical_hit and question_stems else None
-    cos_text = "no vector" if cosine is None else f"cosine {cosine:.4f}"
+    cos_text = "no cosine (not a dense hit)" if cosine is None else f"cosine {cosine:.4f}"
     cos_ok = cosine is not None and cosine >= gate.min_cosine
     cov_ok = coverage is not None and coverage >= gate.min_term_coverage
     held = f"{len(question_stems & text_stems(text))} of {len(question_stems)} words"
