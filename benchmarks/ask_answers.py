@@ -29,7 +29,21 @@ manage-get-gov and FaQuAD dev only; teaching-vacancies and FaQuAD test are held 
 judged offline by :func:`plait.ask_gate.verdict`: refused, and whether a relevant document
 passes the gate). ``diagnosis`` is the AUC, for each retrieval signal of the top 5 hits,
 of the answerable questions (natural-language ones on realrepo) against the unanswerable
-and out-of-corpus ones: how well the signal alone would separate them (0.5: not at all).
+and out-of-corpus ones: how well the signal alone would separate them (0.5: not at all);
+``bestSentenceCosine`` is the embedder's own cosine with the best sentence of the top hits
+(sentences as :func:`plait.ask_extract.candidates` reads them), not with whole chunks.
+
+For every answerable question not answered with a correct citation (extractive), the
+cause (``CAUSES``): ``retrieval`` (no relevant document among the hits the gate judged,
+with the rank of the first relevant one in the top 20), ``gateRefused`` (one was, and
+every hit was refused), ``gatePassedOthers`` (it failed the gate while an irrelevant hit
+passed) or ``citation`` (it passed, the answer cited others).
+
+``--sentence-judge minilm`` (an embedder, here the ``plait[minilm]`` extra's int8
+all-MiniLM-L6-v2, which ships its weights) measures a sentence-level judge next to the
+gate: a hit also passes when its best sentence reaches a cosine (``SENTENCE_THRESHOLDS``),
+judged offline like the sweep. No registry package ships a cross-encoder or an NLI model,
+so none is measured.
 
 Passage vectors go through the embedding cache (``--cache``), so each corpus is embedded
 once. Figures go to ``benchmarks/results/ask_answers.json`` and ``.md``.
@@ -54,6 +68,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.append(str(ROOT / "src"))
 
+import numpy as np
+
+from plait.ask import AskResult
+from plait.ask_extract import candidates
 from plait.ask_gate import (
     COVERAGE_QUANTILE,
     MIN_COVERAGE,
@@ -68,6 +86,7 @@ from plait.ask_gate import (
 from plait.chunk_build import index_text
 from plait.collection_settings import read_settings
 from plait.embeddings import make_embedder
+from plait.embeddings.base import Embedder
 from plait.embeddings.cache import CachedEmbedder
 from plait.llm import OllamaLLM
 from plait.refinery.extract import content_stems
@@ -79,9 +98,23 @@ RESULTS = ROOT / "benchmarks" / "results"
 REPOS = ("manage-get-gov", "teaching-vacancies")
 DATASETS = (*REPOS, "faquad-pt-dev", "faquad-pt-test")
 DEV = ("manage-get-gov", "faquad-pt-dev")
-#: (coverage quantile, unknown words counted twice) choices the sweep compares.
-CHOICES = ((0.95, False), (0.8, False), (0.5, False), (0.95, True), (0.8, True), (0.5, True))
+#: (coverage quantile, unknown words counted twice, coverage floor) choices the sweep compares.
+CHOICES = (
+    (0.95, False, MIN_COVERAGE), (0.8, False, MIN_COVERAGE), (0.5, False, MIN_COVERAGE),
+    (0.95, True, MIN_COVERAGE), (0.8, True, MIN_COVERAGE), (0.5, True, MIN_COVERAGE),
+    (0.0, True, 0.45), (0.0, True, 0.4), (0.0, True, 0.35),
+)
 KIND_OF: dict[str, str] = {}  # realrepo question → identifier | natural | unanswerable
+ID_OF: dict[str, str] = {}  # realrepo question → its id in queries.jsonl
+#: The sentence cosines ``--sentence-judge`` is tried at, as a second way through the gate.
+SENTENCE_THRESHOLDS = (0.7, 0.65, 0.6, 0.55, 0.5)
+#: Why an answerable question was not answered with a correct citation (extractive).
+CAUSES = {
+    "retrieval": "no relevant document among the hits the gate judged (top k)",
+    "gateRefused": "a relevant document among them, every hit refused by the gate",
+    "gatePassedOthers": "a relevant document among them failed the gate, an irrelevant one passed",
+    "citation": "a relevant document passed the gate, the answer cited others",
+}
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -116,6 +149,7 @@ def _questions(data: Path, name: str, faquad: int) -> list[tuple[str, str, set[s
             for q in _jsonl(folder / "queries.jsonl")
         ]
         KIND_OF.update({q["text"]: q["metadata"]["kind"] for q in _jsonl(folder / "queries.jsonl")})
+        ID_OF.update({q["text"]: q["_id"] for q in _jsonl(folder / "queries.jsonl")})
         other = data / "realrepo" / next(r for r in REPOS if r != name)
         other_qrels = _qrels(other / "qrels" / "test.tsv")
         out += [(q["text"], "out-of-corpus", set()) for q in _jsonl(other / "queries.jsonl") if q["_id"] in other_qrels]
@@ -199,6 +233,62 @@ def _signals(text: str, hits: list[Hit], unknown: list[str]) -> dict[str, float]
     }
 
 
+def _miss(engine: Plait, text: str, relevant: set[str], outcome: str, result: AskResult,
+          doc_of: Mapping[str, str]) -> dict[str, Any]:
+    """Why an answerable question was refused or cited only irrelevant documents (``CAUSES``)."""
+    judged = [(doc_of.get(c.chunk_id), c.passed) for c in result.gate_checks]
+    if not any(doc in relevant for doc, _ in judged):
+        cause = "retrieval"
+    elif outcome == "refused":
+        cause = "gateRefused"
+    elif not any(doc in relevant and passed for doc, passed in judged):
+        cause = "gatePassedOthers"
+    else:
+        cause = "citation"
+    deep = engine.search(text, k=20).hits
+    ranks = [n for n, h in enumerate(deep, start=1) if doc_of.get(h.chunk_id) in relevant]
+    return {"id": ID_OF.get(text), "queryKind": KIND_OF.get(text), "outcome": outcome, "cause": cause,
+            "firstRelevantRankTop20": ranks[0] if ranks else None, "question": text}
+
+
+def _sentence_cosines(embedder: Embedder, text: str, hits: list[Hit]) -> tuple[list[float], int | None]:
+    """Each hit's best sentence cosine with the question (sentences as
+    :func:`plait.ask_extract.candidates` reads them; 0 for a hit holding none) and the
+    number (1-based) of the hit holding the best sentence overall."""
+    found = candidates(text, hits)
+    best = [0.0] * len(hits)
+    if not found:
+        return best, None
+    query = np.asarray(embedder.embed_query(text), dtype=np.float32)
+    matrix = np.asarray(embedder.embed_documents([c.text for c in found]), dtype=np.float32)
+    cosines = matrix @ query / np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(query), 1e-12)
+    for candidate, cosine in zip(found, cosines, strict=True):
+        best[candidate.n - 1] = max(best[candidate.n - 1], round(float(cosine), 4))
+    return best, found[int(np.argmax(cosines))].n
+
+
+def _sentence_judge(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Mapping[str, str]
+                    ) -> list[dict[str, Any]]:
+    """The gate as calibrated, or a hit whose best ``--sentence-judge`` sentence reaches a
+    cosine (``SENTENCE_THRESHOLDS``): what a sentence-level judge added to the gate would do."""
+    out = []
+    for minimum in (None, *SENTENCE_THRESHOLDS):
+        table = _table()
+        for r in rows:
+            gate = Gate(min_cosine=calibration.min_cosine or 1.0, min_term_coverage=calibration.min_term_coverage,
+                        cosine_source="calibrated", coverage_source="calibrated", unknown_terms=r["unknown"])
+            named = question_identifiers(r["text"])
+            passing = [h for h, judged in zip(r["hits"], r["judgeCosines"], strict=True)
+                       if verdict(h, content_stems(r["text"]), gate, identifiers=named).passed
+                       or (minimum is not None and judged >= minimum)]
+            if not passing:
+                table[r["kind"]]["refused"] += 1
+            else:
+                table[r["kind"]]["correct" if {doc_of.get(h.chunk_id) for h in passing} & r["relevant"] else "wrong"] += 1
+        out.append({"minSentenceCosine": minimum, "table": table, **_shares(table)})
+    return out
+
+
 def _diagnosis(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     negative = [r for r in rows if r["kind"] != "answerable"]
     groups = {
@@ -214,8 +304,8 @@ def _diagnosis(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]
 
 def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
-    for quantile, twice in CHOICES:
-        coverage = threshold(calibration.inside_coverage, calibration.outside_coverage, floor=MIN_COVERAGE,
+    for quantile, twice, floor in CHOICES:
+        coverage = threshold(calibration.inside_coverage, calibration.outside_coverage, floor=floor,
                              quantile=quantile) or 1.0
         table = _table()
         for r in rows:
@@ -228,17 +318,20 @@ def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Map
                 table[r["kind"]]["refused"] += 1
             else:
                 table[r["kind"]]["correct" if {doc_of.get(h.chunk_id) for h in passing} & r["relevant"] else "wrong"] += 1
-        out.append({"coverageQuantile": quantile, "unknownWordsTwice": twice, "minTermCoverage": coverage,
+        out.append({"coverageQuantile": quantile, "unknownWordsTwice": twice, "coverageFloor": floor,
+                    "minTermCoverage": coverage,
                     "table": table, **_shares(table)})
     return out
 
 
-def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, faquad: int) -> dict[str, Any]:
+def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, faquad: int,
+                judge: Embedder | None = None) -> dict[str, Any]:
     questions = _questions(data, name, faquad)
     store = cache / f"ask-{'faquad-pt' if name.startswith('faquad') else name}.db"
     tables: dict[str, dict[str, dict[str, int]]] = {"extractive": _table(), "fake-llm": _table()}
     rows: list[dict[str, Any]] = []
     dropped = 0
+    misses: list[dict[str, Any]] = []
     by_query_kind: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
     with WireServer() as server:
@@ -266,13 +359,23 @@ def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, fa
                     if mode == "extractive" and kind == "answerable" and text in KIND_OF:
                         row = by_query_kind.setdefault(KIND_OF[text], {"correct": 0, "wrong": 0, "refused": 0})
                         row[outcome] += 1
+                    if mode == "extractive" and kind == "answerable" and outcome != "correct":
+                        misses.append(_miss(engine, text, relevant, outcome, result, doc_of))
                     if mode == "fake-llm":
                         dropped += len(result.dropped)
                 hits = engine.search(text, k=5).hits
                 unknown = unknown_terms(engine.store, "default", text, content_stems(text))
-                rows.append({"text": text, "kind": kind, "relevant": relevant, "hits": hits, "unknown": unknown,
-                             "queryKind": KIND_OF.get(text) if kind == "answerable" else None,
-                             "signals": _signals(text, hits, unknown)})
+                own, where = _sentence_cosines(embedder, text, hits)
+                signals = {**_signals(text, hits, unknown), "bestSentenceCosine": max(own, default=0.0)}
+                row = {"text": text, "kind": kind, "relevant": relevant, "hits": hits, "unknown": unknown,
+                       "queryKind": KIND_OF.get(text) if kind == "answerable" else None,
+                       "bestSentenceRelevant": where is not None and doc_of.get(hits[where - 1].chunk_id) in relevant}
+                if judge is not None:
+                    row["judgeCosines"], judged_where = _sentence_cosines(judge, text, hits)
+                    signals["bestSentenceCosineJudge"] = max(row["judgeCosines"], default=0.0)
+                    row["judgeSentenceRelevant"] = (judged_where is not None
+                                                    and doc_of.get(hits[judged_where - 1].chunk_id) in relevant)
+                rows.append({**row, "signals": signals})
     return {
         "dataset": name,
         "role": "dev (constants chosen here)" if name in DEV else "held out",
@@ -284,16 +387,41 @@ def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, fa
         "tables": tables,
         "shares": {mode: _shares(table) for mode, table in tables.items()},
         "extractiveAnswerableByQueryKind": by_query_kind,
+        "extractiveMisses": misses,
+        "extractiveMissCauses": {cause: sum(1 for m in misses if m["cause"] == cause) for cause in CAUSES},
+        "bestSentenceFromRelevantDocument": {
+            group: sum(1 for r in rows if r["kind"] == "answerable" and (r["queryKind"] or "natural") == group
+                       and r["bestSentenceRelevant"])
+            for group in ("natural", "identifier")
+        },
         "fakeLlmSentencesDropped": dropped,
         "diagnosisAuc": _diagnosis(rows),
         "sweepSourcesPassingGate": _sweep(calibration, rows, doc_of),
+        "sentenceJudge": None if judge is None else {
+            "embedder": f"{judge.provider}/{judge.model}",
+            "bestSentenceFromRelevantDocument": {
+                group: sum(1 for r in rows if r["kind"] == "answerable" and (r["queryKind"] or "natural") == group
+                           and r["judgeSentenceRelevant"])
+                for group in ("natural", "identifier")
+            },
+            "sweep": _sentence_judge(calibration, rows, doc_of),
+        },
         "seconds": round(time.perf_counter() - started, 1),
     }
 
 
+def _named_miss(miss: Mapping[str, Any]) -> str:
+    """A missed question's id, with where retrieval put its first relevant hit."""
+    if miss["cause"] != "retrieval":
+        return str(miss["id"])
+    rank = miss["firstRelevantRankTop20"]
+    return f"{miss['id']} ({'first relevant hit at rank ' + str(rank) if rank else 'none in the top 20'})"
+
+
 def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
     lines = ["# ask: refusals and citations", "", f"{meta['machine']} · {meta['date']} · embedder {meta['embedder']}"
-             f" · plait {meta['commit']} · busy machine (other helpers running)", ""]
+             f" · plait {meta['commit']} · busy machine (other helpers running; load average "
+             f"{meta['loadBefore']} at the start, {meta['loadAfter']} at the end)", ""]
     for r in results:
         g = r["gate"]
         lines += [f"## {r['dataset']} ({r['role']})", "",
@@ -309,16 +437,37 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
                 f"{kind} {row['correct']} correct / {row['wrong']} wrong / {row['refused']} refused"
                 for kind, row in r["extractiveAnswerableByQueryKind"].items()), ""]
         lines += [f"fake LLM: {r['fakeLlmSentencesDropped']} sentences dropped by the claim check", ""]
+        causes = r["extractiveMissCauses"]
+        lines += ["why answerable questions were not answered with a correct citation (extractive):", "",
+                  "| cause | questions | which |", "|---|---|---|"]
+        for cause, meaning in CAUSES.items():
+            named = ", ".join(_named_miss(m) for m in r["extractiveMisses"] if m["cause"] == cause and m["id"])
+            lines.append(f"| {cause}: {meaning} | {causes[cause]} | {named} |")
+        best = r["bestSentenceFromRelevantDocument"]
         groups = sorted({group for aucs in r["diagnosisAuc"].values() for group in aucs})
+        lines += ["", "the question's best e5 sentence among its top 5 hits comes from a relevant document: "
+                  + "; ".join(f"{group} {best[group]}" for group in groups), ""]
         lines += ["diagnosis (AUC of each top-5 signal, answerable against unanswerable + out-of-corpus):", "",
                   "| signal | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
         lines += [f"| {signal} | " + " | ".join(str(aucs.get(group)) for group in groups) + " |"
                   for signal, aucs in r["diagnosisAuc"].items()]
+        judged = r.get("sentenceJudge")
+        if judged:
+            lines += ["", f"sentence judge {judged['embedder']} (the gate, or a hit whose best sentence reaches the "
+                      "cosine; offline, relevant document among the sources passing): its best sentence comes from "
+                      "a relevant document: " + "; ".join(f"{g} {n}" for g, n in
+                                                          judged["bestSentenceFromRelevantDocument"].items()
+                                                          if g in groups), "",
+                      "| min sentence cosine | answerable correct | unanswerable refused | out-of-corpus refused |",
+                      "|---|---|---|---|"]
+            lines += [f"| {j['minSentenceCosine'] if j['minSentenceCosine'] is not None else 'gate alone'} | "
+                      f"{j['answeredWithCorrectCitation']} | {j['unanswerableRefused']} | {j['outOfCorpusRefused']} |"
+                      for j in judged["sweep"]]
         lines += ["", "sweep (offline, relevant document among the sources passing the gate):", "",
-                  "| coverage quantile | unknown words twice | min coverage | answerable correct | unanswerable refused | out-of-corpus refused |",
-                  "|---|---|---|---|---|---|"]
+                  "| coverage quantile | unknown words twice | floor | min coverage | answerable correct | unanswerable refused | out-of-corpus refused |",
+                  "|---|---|---|---|---|---|---|"]
         for s in r["sweepSourcesPassingGate"]:
-            lines.append(f"| {s['coverageQuantile']} | {s['unknownWordsTwice']} | {s['minTermCoverage']} | "
+            lines.append(f"| {s['coverageQuantile']} | {s['unknownWordsTwice']} | {s['coverageFloor']} | {s['minTermCoverage']} | "
                          f"{s['answeredWithCorrectCitation']} | {s['unanswerableRefused']} | {s['outOfCorpusRefused']} |")
         lines.append("")
     return "\n".join(lines) + "\n"
@@ -331,6 +480,8 @@ def main() -> None:
     parser.add_argument("--embedder", default="e5")
     parser.add_argument("--faquad", type=int, default=60, help="answerable FaQuAD test questions (and SciFact ones)")
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--sentence-judge", default=None,
+                        help="an embedder (e.g. minilm) whose best sentence cosine per hit is measured as a judge")
     args = parser.parse_args()
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -340,13 +491,21 @@ def main() -> None:
     embedder = CachedEmbedder(inner, path=cache / "embeddings.sqlite")
     embedder.embed_query("warm up")  # the model loads before the first timed query
     names = args.only or list(DATASETS)
-    results = [run_dataset(Path(args.data), name, cache, embedder, args.faquad) for name in names]
+    load_before = round(os.getloadavg()[0], 2)
+    judge = None
+    if args.sentence_judge:
+        inner_judge = make_embedder(args.sentence_judge)
+        if inner_judge is None:
+            raise SystemExit(f"no embedder {args.sentence_judge!r}")
+        judge = CachedEmbedder(inner_judge, path=cache / "embeddings.sqlite")
+    results = [run_dataset(Path(args.data), name, cache, embedder, args.faquad, judge) for name in names]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=False).stdout.strip()
     meta = {"embedder": args.embedder, "commit": commit or "unknown",
             "machine": f"{platform.machine()} · {platform.platform()} · Python {platform.python_version()} · "
                        f"{os.cpu_count()} cores",
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "loadBefore": load_before, "loadAfter": round(os.getloadavg()[0], 2)}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ask_answers.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n", encoding="utf-8")
     (RESULTS / "ask_answers.md").write_text(_markdown(results, meta), encoding="utf-8")
