@@ -75,6 +75,7 @@ from plait.ask_extract import candidates
 from plait.ask_gate import (
     COVERAGE_QUANTILE,
     MIN_COVERAGE,
+    OUTSIDE_QUANTILE,
     Gate,
     GateCalibration,
     question_identifiers,
@@ -98,11 +99,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 REPOS = ("manage-get-gov", "teaching-vacancies")
 DATASETS = (*REPOS, "faquad-pt-dev", "faquad-pt-test")
 DEV = ("manage-get-gov", "faquad-pt-dev")
-#: (coverage quantile, unknown words counted twice, coverage floor) choices the sweep compares.
-CHOICES = (
-    (0.95, False, MIN_COVERAGE), (0.8, False, MIN_COVERAGE), (0.5, False, MIN_COVERAGE),
-    (0.95, True, MIN_COVERAGE), (0.8, True, MIN_COVERAGE), (0.5, True, MIN_COVERAGE),
-    (0.0, True, 0.45), (0.0, True, 0.4), (0.0, True, 0.35),
+#: (coverage quantile, unknown words counted twice, coverage floor, cosine quantile) choices
+#: the sweep compares; a cosine quantile None turns the cosine path off.
+CHOICES: tuple[tuple[float, bool, float, float | None], ...] = (
+    (0.95, False, MIN_COVERAGE, OUTSIDE_QUANTILE), (0.8, False, MIN_COVERAGE, OUTSIDE_QUANTILE),
+    (0.5, False, MIN_COVERAGE, OUTSIDE_QUANTILE), (0.95, True, MIN_COVERAGE, OUTSIDE_QUANTILE),
+    (0.8, True, MIN_COVERAGE, OUTSIDE_QUANTILE), (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE),
+    (0.0, True, 0.45, OUTSIDE_QUANTILE), (0.0, True, 0.4, OUTSIDE_QUANTILE), (0.0, True, 0.35, OUTSIDE_QUANTILE),
+    (0.5, True, MIN_COVERAGE, 1.0), (0.5, True, MIN_COVERAGE, None),
 )
 KIND_OF: dict[str, str] = {}  # realrepo question → identifier | natural | unanswerable
 ID_OF: dict[str, str] = {}  # realrepo question → its id in queries.jsonl
@@ -304,12 +308,14 @@ def _diagnosis(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]
 
 def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
-    for quantile, twice, floor in CHOICES:
+    for quantile, twice, floor, cosine_quantile in CHOICES:
         coverage = threshold(calibration.inside_coverage, calibration.outside_coverage, floor=floor,
                              quantile=quantile) or 1.0
+        min_cosine = (threshold(calibration.inside_cosine, calibration.outside_cosine, quantile=cosine_quantile)
+                      if cosine_quantile is not None else None) or 1.01  # 1.01: no cosine reaches it
         table = _table()
         for r in rows:
-            gate = Gate(min_cosine=calibration.min_cosine or 1.0, min_term_coverage=coverage,
+            gate = Gate(min_cosine=min_cosine, min_term_coverage=coverage,
                         cosine_source="calibrated", coverage_source="calibrated",
                         unknown_terms=r["unknown"] if twice else [])
             named = question_identifiers(r["text"]) if twice else frozenset()
@@ -319,7 +325,8 @@ def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Map
             else:
                 table[r["kind"]]["correct" if {doc_of.get(h.chunk_id) for h in passing} & r["relevant"] else "wrong"] += 1
         out.append({"coverageQuantile": quantile, "unknownWordsTwice": twice, "coverageFloor": floor,
-                    "minTermCoverage": coverage,
+                    "minTermCoverage": coverage, "cosineQuantile": cosine_quantile,
+                    "minCosine": min_cosine if cosine_quantile is not None else None,
                     "table": table, **_shares(table)})
     return out
 
@@ -471,10 +478,12 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
                       f"{j['answeredWithCorrectCitation']} | {j['unanswerableRefused']} | {j['outOfCorpusRefused']} |"
                       for j in judged["sweep"]]
         lines += ["", "sweep (offline, relevant document among the sources passing the gate):", "",
-                  "| coverage quantile | unknown words twice | floor | min coverage | answerable correct | unanswerable refused | out-of-corpus refused |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| coverage quantile | unknown words twice | floor | min coverage | cosine gate | answerable correct "
+                  "| unanswerable refused | out-of-corpus refused |",
+                  "|---|---|---|---|---|---|---|---|"]
         for s in r["sweepSourcesPassingGate"]:
-            lines.append(f"| {s['coverageQuantile']} | {s['unknownWordsTwice']} | {s['coverageFloor']} | {s['minTermCoverage']} | "
+            cosine = "off" if s["cosineQuantile"] is None else f"{s['minCosine']} (quantile {s['cosineQuantile']})"
+            lines.append(f"| {s['coverageQuantile']} | {s['unknownWordsTwice']} | {s['coverageFloor']} | {s['minTermCoverage']} | {cosine} | "
                          f"{s['answeredWithCorrectCitation']} | {s['unanswerableRefused']} | {s['outOfCorpusRefused']} |")
         lines.append("")
     return "\n".join(lines) + "\n"
