@@ -124,3 +124,48 @@ def test_overload_gets_a_quick_503_and_the_server_recovers(tmp_path: Path) -> No
                 assert [a.status_code for a in answers] == [200, 200]
                 recovered = httpx.post(f"{url}/search", json={"query": "ERR-4012"}, timeout=30)
                 assert recovered.status_code == 200 and recovered.json()["hits"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "zombie"
+    return next((line for line in status.splitlines() if line.startswith("State:")), "").lower()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to follow an orphaned process")
+def test_worker_stops_when_its_test_is_gone(tmp_path: Path) -> None:
+    # An interrupted test run once left two workers searching for 20 minutes at full
+    # speed: a worker whose parent is gone must stop without its stop file.
+    corpus, db, stop = tmp_path / "corpus", tmp_path / "s.db", tmp_path / "stop"
+    write_corpus(corpus, version=1, n_docs=3)
+    with Plait(str(db), embedder="fake") as engine:
+        engine.index(corpus)
+    launcher = (
+        "import os, subprocess, sys\n"
+        "args = [sys.executable, *sys.argv[1:], str(os.getpid())]\n"
+        "p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", launcher, str(WORKER), str(db), "gamma", str(stop)],
+        env=_env(), capture_output=True, text=True, timeout=60, check=True,
+    )
+    pid = int(out.stdout)
+    _wait_for(Path(f"{stop}.ready.{pid}"), 60)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive and not stop.exists()
