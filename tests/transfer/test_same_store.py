@@ -92,3 +92,34 @@ def test_one_postgres_database_under_every_spelling_is_one_store(pg_dsn: str, tm
             for name in (schema, schema + "_b"):
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(other_db)))
+
+
+def test_a_server_denying_pg_control_system_is_named_by_its_start_time(pg_dsn: str) -> None:
+    """Managed servers may revoke ``pg_control_system()``: the identity falls back to the
+    postmaster's start time, still the same for two spellings of one database."""
+    name = f"plait_deny_{uuid.uuid4().hex[:8]}"
+    role = f"plait_user_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(name), sql.Identifier(role)))
+        started = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
+    assert started is not None
+    with psycopg.connect(make_conninfo(pg_dsn, dbname=name), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC")
+    parts = conninfo_to_dict(make_conninfo(pg_dsn, dbname=name, user=role))
+    stores = [
+        PostgresStore(make_conninfo(**parts), schema="plait_deny"),
+        PostgresStore(" ".join(f"{k}={v}" for k, v in reversed(list(parts.items()))), schema="plait_deny"),
+    ]
+    try:
+        first, second = (store.identity() for store in stores)
+        assert first == second == (f"started:{started[0]}", name, "plait_deny")
+        assert same_store(stores[0], stores[1])
+    finally:
+        for store in stores:
+            store.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
