@@ -58,3 +58,26 @@ def test_copy_from_a_store_to_itself_is_refused_and_loses_nothing(tmp_path: Path
     with Plait(str(source), embedder=FakeEmbedder(dimension=16)) as engine:
         [kb] = engine.collections()
         assert (kb.name, kb.chunks, kb.sources) == ("kb", 5, 5)
+
+
+def test_copy_as_another_name_within_one_store(tmp_path: Path) -> None:
+    """``plait copy --as NAME``: the only way to copy within one store from the CLI."""
+    store = str(tmp_path / "kb.db")
+    with Plait(store, embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="other")
+    done = runner.invoke(app, ["copy", "--store", store, "--to", store, "-c", "kb", "--as", "kb2", "--json"])
+    assert done.exit_code == 0, done.output
+    [report] = json.loads(done.stdout)
+    assert (report["collection"], report["targetCollection"], report["chunksCopied"]) == ("kb", "kb2", 5)
+    assert report["verification"]["ok"] is True
+    human = runner.invoke(app, ["copy", "--store", store, "--to", store, "-c", "other", "--as", "other2"])
+    assert human.exit_code == 0 and "other -> other2: 1 sources copied" in " ".join(human.output.split())
+    with Plait(store, embedder=FakeEmbedder(dimension=16)) as engine:
+        counts = {c.name: (c.chunks, c.sources) for c in engine.collections()}
+    assert counts == {"kb": (5, 5), "kb2": (5, 5), "other": (1, 1), "other2": (1, 1)}
+    for args in (["--as", "x"], ["-c", "kb", "-c", "other", "--as", "x"]):
+        refused = runner.invoke(app, ["copy", "--store", store, "--to", store, *args])
+        assert refused.exit_code == 1
+        assert "--as NAME needs exactly one --collection" in refused.output
+        assert len(refused.output.strip().splitlines()) == 1

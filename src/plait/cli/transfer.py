@@ -49,6 +49,10 @@ def copy(
     collection: Annotated[
         list[str] | None, typer.Option("--collection", "-c", help="Collection(s) to copy (default: all of them).")
     ] = None,
+    target_name: Annotated[
+        str | None,
+        typer.Option("--as", help="Copy under this name (exactly one --collection); needed within one store."),
+    ] = None,
     replace: ReplaceOpt = False,
     store: StoreOpt = None,
     embedder: EmbedderOpt = None,
@@ -61,6 +65,8 @@ def copy(
 
     if not to_store:
         fail("--to STORE is required")
+    if target_name is not None and len(collection or []) != 1:
+        fail("--as NAME needs exactly one --collection")
     del embedder  # nothing is embedded
     source = _run(debug, lambda: _open(Settings.resolve(store=from_store or store).store))
     try:
@@ -80,7 +86,9 @@ def copy(
                         bar.update(task, completed=done, total=total, chunks=chunks)
 
                     def one(name: str = name, tick: CopyProgress = tick) -> CopyReport:
-                        return copy_collection(source, target, name, replace=replace, progress=tick)
+                        return copy_collection(
+                            source, target, name, target_name=target_name, replace=replace, progress=tick
+                        )
 
                     reports.append(_run(debug, one))
         finally:
@@ -96,7 +104,8 @@ def copy(
         verdict = "verified" if check is not None and check.ok else "VERIFICATION FAILED"
         failed |= not (check is not None and check.ok)
         console.print(
-            f"{r.collection}: {r.sources_copied} sources copied, {r.sources_already_there} already there, "
+            f"{r.collection}{'' if r.target_collection == r.collection else ' -> ' + r.target_collection}: "
+            f"{r.sources_copied} sources copied, {r.sources_already_there} already there, "
             f"{r.chunks_copied} chunks ({r.vectors_copied} vectors, {r.chunks_per_second:g} chunks/s), "
             f"{r.cards} cards, {r.keys} keys, {r.usage_rows} usage rows — {verdict}",
             highlight=False,
