@@ -25,9 +25,8 @@ deterministic for a given index state.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from plait.analysis import is_identifier, stopword_language
 from plait.fusion_adaptive import (
@@ -57,9 +56,11 @@ __all__ = [
 Ranked = Sequence[tuple[str, float]]
 
 
-@dataclass(frozen=True, slots=True)
-class Fused:
-    """One fused candidate: its fused score and where each arm put it."""
+class Fused(NamedTuple):
+    """One fused candidate: its fused score and where each arm put it.
+
+    A named tuple (immutable, built several times faster than a frozen dataclass: a
+    search fuses some hundred candidates)."""
 
     chunk_id: str
     score: float
@@ -82,7 +83,6 @@ def _positions(ranked: Ranked) -> dict[str, tuple[int, float]]:
 
 
 _NO_RANK = 1 << 62  # "not in this arm": worse than any real rank
-_ORDER = operator.itemgetter(0, 1, 2)
 
 
 def _assemble(
@@ -90,27 +90,26 @@ def _assemble(
     lexical: dict[str, tuple[int, float]],
     dense: dict[str, tuple[int, float]],
 ) -> list[Fused]:
-    # Order: score descending, then the better of the two arm ranks, then chunk id.
+    # Order: score descending, then the better of the two arm ranks, then chunk id (the
+    # tuples compare on these three alone: chunk ids are unique).
     keyed = []
     for chunk_id, score in scores.items():
         lex = lexical.get(chunk_id)
         den = dense.get(chunk_id)
         best = min(lex[0] if lex else _NO_RANK, den[0] if den else _NO_RANK)
         keyed.append((-score, best, chunk_id, lex, den))
-    keyed.sort(key=_ORDER)
-    out = []
-    for negative, _, chunk_id, lex, den in keyed:
-        out.append(
-            Fused(
-                chunk_id=chunk_id,
-                score=-negative,
-                lexical_rank=lex[0] if lex else None,
-                dense_rank=den[0] if den else None,
-                lexical_score=lex[1] if lex else None,
-                dense_score=den[1] if den else None,
-            )
+    keyed.sort()
+    return [
+        Fused(
+            chunk_id,
+            -negative,
+            lex[0] if lex else None,
+            den[0] if den else None,
+            lex[1] if lex else None,
+            den[1] if den else None,
         )
-    return out
+        for negative, _, chunk_id, lex, den in keyed
+    ]
 
 
 def rrf(

@@ -19,7 +19,6 @@ the dense arm judged it. Order ties break as in :mod:`plait.fusion`.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import replace
 
 from plait.fusion import Fused, arm_weights
 from plait.types import FusionMethod, FusionSettings
@@ -80,7 +79,7 @@ def not_penalised(fuser: Fuser, pending: Collection[str]) -> Fuser:
             scale = (w_lex + w_dense) / w_lex
             for cid, item in out.items():
                 if cid in waiting and item.dense_rank is None and item.lexical_rank is not None:
-                    out[cid] = replace(item, score=item.score * scale)
+                    out[cid] = item._replace(score=item.score * scale)
         return sorted(out.values(), key=_key)
 
     return fuse
