@@ -67,7 +67,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from plait.analysis import analyse_query, explain_query
-from plait.calibration import pseudo_query
+from plait.calibration import pseudo_query, searchable_chunks
 from plait.chunk_build import index_text
 from plait.collection_settings import CollectionSettings, read_settings, write_settings
 from plait.embeddings.base import Embedder
@@ -243,10 +243,15 @@ def _coverage(question: str, text: str) -> float:
 
 
 def _best(
-    store: Store, collection: str, text: str, embedder: Embedder | None, texts: dict[str, str]
+    store: Store,
+    collection: str,
+    text: str,
+    embedder: Embedder | None,
+    texts: dict[str, str],
+    hidden: frozenset[str],
 ) -> tuple[float | None, float]:
     vector = embedder.embed_query(text) if embedder is not None else None
-    plan = plan_for_text(text, FusionSettings(), vector=vector)
+    plan = plan_for_text(text, FusionSettings(), vector=vector, hidden=hidden)
     lexical, dense = run_arms(store, collection, plan, depth=_LEXICAL_DEPTH)
     missing = [cid for cid, _ in lexical if cid not in texts]
     if missing:
@@ -266,7 +271,8 @@ def calibrate_gate(
 ) -> GateCalibration:
     """Measure ``samples`` pseudo-questions and as many shuffled texts (module docstring).
 
-    Deterministic for an index state (sorted ids, seeded sample). Raises
+    Deterministic for an index state (sorted ids of the chunks a search can return,
+    :func:`~plait.calibration.searchable_chunks`; seeded sample). Raises
     :class:`~plait.errors.ConfigError` for a collection with no chunk long enough.
     """
     if not 4 <= samples <= 1000:
@@ -276,7 +282,7 @@ def calibrate_gate(
         raise NotFoundError(f"collection {collection!r} does not exist")
     has_vectors = embedder is not None and info.chunks > info.chunks_without_vector
     dense = embedder if has_vectors else None
-    ids = sorted(store.chunk_ids(collection))
+    ids, hidden = searchable_chunks(store, collection)
     rng = random.Random(seed)
     sample = sorted(rng.sample(ids, min(samples, len(ids))))
     chunks = store.get_chunks(collection, sample)
@@ -290,12 +296,12 @@ def calibrate_gate(
         words.append(sorted({w for w in chunk.content.split() if w.isalpha() and len(w) > 3}))
         question = pseudo_query(chunk.content, rng)
         if question is not None:
-            inside.append(_best(store, collection, question, dense, texts))
+            inside.append(_best(store, collection, question, dense, texts, hidden))
     outside: list[tuple[float | None, float]] = []
     for _ in range(len(inside)):
         text = shuffled_text(words, rng, length=min(8, max(2, len(words) // 2)))
         if text is not None:
-            outside.append(_best(store, collection, text, dense, texts))
+            outside.append(_best(store, collection, text, dense, texts, hidden))
     if not inside:
         raise ConfigError(f"collection {collection!r} has no chunk long enough for a pseudo-question")
     in_cos = sorted(c for c, _ in inside if c is not None)

@@ -4,8 +4,9 @@ A user who indexes a corpus has no relevance judgements, but the corpus can judg
 itself: a sentence cut from a chunk, with part of its words masked, is a query whose
 answer is known — the chunk it came from. :func:`calibrate`
 
-1. samples ``samples`` chunks (seeded, from the sorted chunk ids: the same index state
-   gives the same sample);
+1. samples ``samples`` chunks (seeded, from the sorted ids of the chunks a search that
+   names no scope can return, :func:`searchable_chunks`: the same index state gives the
+   same sample);
 2. makes one pseudo-query per chunk (:func:`pseudo_query`: a sentence of 6–40 words,
    each word kept with probability ``keep``, seeded);
 3. asks each arm through the search pipeline's own stage
@@ -33,7 +34,7 @@ from plait.collection_settings import read_settings, write_settings
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, NotFoundError
 from plait.retrieval.pipeline import run_arms
-from plait.retrieval.plan import plan_for_text
+from plait.retrieval.plan import hidden_chunks, plan_for_text
 from plait.stores.base import Store
 from plait.types import FusionSettings, Model, to_json
 
@@ -43,6 +44,7 @@ __all__ = [
     "calibrate",
     "estimate_arms",
     "pseudo_query",
+    "searchable_chunks",
     "weight_from_mrr",
 ]
 
@@ -98,6 +100,19 @@ def weight_from_mrr(lexical_mrr: float, dense_mrr: float) -> float:
     return round(min(0.5, max(0.1, 0.5 * ratio)), 4)
 
 
+def searchable_chunks(store: Store, collection: str) -> tuple[list[str], frozenset[str]]:
+    """The sorted ids of the chunks of ``collection`` an ordinary search can return, and
+    the ids it hides (:func:`plait.retrieval.plan.hidden_chunks`: FAQ cards' ``searchHidden``).
+
+    What calibrations sample from and search with: a hidden chunk is never a question and
+    never a candidate. The ids left are hashes of the source id and the chunk's place in
+    it (:func:`plait.chunk_build.chunk_id`), the same for every build of one corpus; card
+    chunk ids hash ``card:<uuid4>``, so sorted among them they moved from build to build.
+    """
+    hidden = hidden_chunks(read_settings(store, collection), None)
+    return sorted(set(store.chunk_ids(collection)) - hidden), hidden
+
+
 def _mrr(ranked: Sequence[tuple[str, float]], target: str) -> float:
     for rank, (chunk_id, _) in enumerate(ranked[:10], start=1):
         if chunk_id == target:
@@ -116,8 +131,8 @@ def calibrate(
 ) -> Calibration:
     """Measure both arms on pseudo-queries of ``collection`` and choose the dense weight.
 
-    Deterministic for a given index state (sorted ids, seeded sample and masks, exact
-    search). Raises :class:`~plait.errors.ConfigError` when there is nothing to
+    Deterministic for a given index state (sorted ids of the searchable chunks, seeded
+    sample and masks, exact search). Raises :class:`~plait.errors.ConfigError` when there is nothing to
     calibrate on (no chunks, no vectors).
     """
     if not 1 <= samples <= 10_000:
@@ -132,7 +147,7 @@ def calibrate(
             f"collection {collection!r} has {info.chunks} chunks and "
             f"{info.chunks - info.chunks_without_vector} vectors: calibration needs both arms"
         )
-    ids = sorted(store.chunk_ids(collection))
+    ids, hidden = searchable_chunks(store, collection)
     rng = random.Random(seed)
     sample = sorted(rng.sample(ids, min(samples, len(ids))))
     chunks = store.get_chunks(collection, sample)
@@ -143,7 +158,7 @@ def calibrate(
         text = pseudo_query(chunk.content, rng, keep=keep) if chunk is not None else None
         if text is None:
             continue
-        plan = plan_for_text(text, FusionSettings(), vector=embedder.embed_query(text))
+        plan = plan_for_text(text, FusionSettings(), vector=embedder.embed_query(text), hidden=hidden)
         lexical, dense = run_arms(store, collection, plan, depth=10)
         lexical_total += _mrr(lexical, chunk_id)
         dense_total += _mrr(dense, chunk_id)

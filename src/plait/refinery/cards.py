@@ -85,8 +85,9 @@ def card_document(card: FaqCard) -> SourceDocument:
 def sync_cards(engine: Searcher, collection: str, cards: Sequence[FaqCard]) -> None:
     """Bring the index in line with ``cards``: rejected ones out, the others (re)indexed.
 
-    Unchanged questions are not embedded again (the indexer keeps their vectors).
-    Then the collection's ``searchHidden`` list of card chunk ids is refreshed.
+    Unchanged questions are not embedded again (the indexer keeps their vectors). The
+    cards' chunk ids (:func:`card_chunk_id`) join ``searchHidden`` before the index run,
+    whose end calibrates the collection; then the list is refreshed from the index.
     """
     if not cards:
         return
@@ -96,6 +97,11 @@ def sync_cards(engine: Searcher, collection: str, cards: Sequence[FaqCard]) -> N
         if card.status == CardStatus.REJECTED:
             store.delete_source(collection, card_source_id(card.id))
     if keep:
+        # Hidden before they are indexed: the index run's calibrations (ask gate, arm
+        # estimate) run at its end and sample only what a search can return.
+        hidden = dict(read_settings(store, collection).search_hidden)
+        hidden[CARD_SCOPE] = sorted({*hidden.get(CARD_SCOPE, ()), *(card_chunk_id(card.id) for card in keep)})
+        write_settings(store, collection, search_hidden=hidden)
         engine.index_documents([card_document(card) for card in keep], collection=collection)
     refresh_hidden(engine, collection)
 
