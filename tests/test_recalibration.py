@@ -164,3 +164,21 @@ def test_deciding_on_the_gate_reads_no_chunk_id(tmp_path: Path, notes: Path) -> 
             store.delete_source("kb", f"n{i:03d}.md")
         again = ensure_gate(store, "kb", embedder)
         assert again is not None and again.chunks == 100 and again.calibrated_by == "ask"
+
+
+def test_chunks_deleted_outside_an_index_run_count_in_what_the_gate_shows(
+    engine: tuple[Plait, CountingEmbedder],
+) -> None:
+    # the staleness decision counts chunks removed without an index run (a rejected FAQ
+    # card: the counter does not see them); the share ask and explain show must be that
+    # same share, not the counter's alone (it said 0.0 here)
+    e, _ = engine
+    gate = _gate(e)
+    sources = sorted(s.source_id for s in e.store.list_sources("kb"))
+    for source_id in sources[:15]:  # 15 of 300: 0.05, not stale
+        e.store.delete_source("kb", source_id)
+    answer = e.ask("What is note 7 about?", collection="kb")
+    assert _gate(e) == gate  # kept: not more than a tenth changed
+    assert answer.gate is not None and answer.gate.changed_since == round(15 / FILES, 4) == 0.05
+    shown = e.explain("What is note 7 about?", path="n007.md", collection="kb")
+    assert shown.ask_gate is not None and shown.ask_gate.gate.changed_since == 0.05

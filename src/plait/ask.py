@@ -334,7 +334,13 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
         ensure_gate(engine.store, collection, engine.embedder_for(collection)[0])
     saved = read_settings(engine.store, collection)
     settings = _settings(saved, req)
-    gate = resolve_gate(saved, min_cosine=req.min_cosine, min_term_coverage=req.min_term_coverage)
+    info = engine.store.get_collection(collection)
+    gate = resolve_gate(
+        saved,
+        min_cosine=req.min_cosine,
+        min_term_coverage=req.min_term_coverage,
+        chunks=info.chunks if info is not None else None,
+    )
     search = {"query": req.question, "k": settings.k, "scopes": req.scopes, "rerank": req.rerank, "mode": req.mode}
     # an answer is built from approved cards only, unless drafts count (as for qa_first);
     # cards are searched only when their scope is named (no refinery is opened otherwise)

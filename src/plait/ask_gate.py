@@ -325,11 +325,17 @@ def calibrate_gate(
 
 
 def resolve_gate(
-    saved_settings: CollectionSettings, *, min_cosine: float | None = None, min_term_coverage: float | None = None
+    saved_settings: CollectionSettings,
+    *,
+    min_cosine: float | None = None,
+    min_term_coverage: float | None = None,
+    chunks: int | None = None,
 ) -> Gate:
     """The gate for one ask: the call's values, else the collection's ``ask`` setting
     (``minCosine``, ``minTermCoverage``), else its calibration (``askGate``), else the
-    uncalibrated defaults."""
+    uncalibrated defaults. ``chunks``, the collection's chunk count now, makes
+    ``changed_since`` the share the staleness decision uses (chunks deleted outside an
+    index run, a rejected FAQ card, count too)."""
     ask = saved_settings.ask
     raw = saved_settings.ask_gate
     calibration = GateCalibration.model_validate(raw) if raw else None
@@ -360,7 +366,7 @@ def resolve_gate(
         calibrated_at=calibration.calibrated_at if calibration else None,
         calibrated_by=calibration.calibrated_by if calibration else None,
         changed_since=(
-            changed_share(saved_settings.chunk_changes, calibration.changes_at, calibration.chunks)
+            changed_share(saved_settings.chunk_changes, calibration.changes_at, calibration.chunks, now=chunks)
             if calibration
             else None
         ),

@@ -32,7 +32,8 @@ def ask_gate_stage(
 
     if embedder is not None:
         ensure_gate(store, collection, embedder)
-    gate = resolve_gate(read_settings(store, collection))
+    info = store.get_collection(collection)
+    gate = resolve_gate(read_settings(store, collection), chunks=info.chunks if info is not None else None)
     wanted = content_stems(query)
     if lexical:
         gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, query, wanted)})
