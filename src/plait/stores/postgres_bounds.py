@@ -1,6 +1,7 @@
 """Migration 8 of the PostgreSQL store: a tighter per-term pruning bound.
 
-The lexical arm's pruning (:mod:`plait.stores.postgres_lexical`) needs, for each query
+The SQL lexical statement's pruning (``benchmarks/postgres_lexical_sql.py``; the store's
+lexical arm is in process since schema 9, and no query reads these bounds now) needs, for each query
 term, an upper bound of any one posting's BM25 contribution. Schema 5 stored the largest
 term frequency ``max_tf`` and the smallest field length ``min_len`` of each term's
 postings, taken separately, so the bound pairs a long chunk's ``tf`` with a short chunk's
