@@ -2,14 +2,15 @@
 
 One row per chunk (:mod:`plait.stores.postgres_schema`) holds the content, origin,
 metadata, content hash, the vector and the generated lexical document, so a write
-touches both arms in one transaction. The two arms are two independent queries,
-each on its own index (ADR 0080 §4):
+touches both arms in one transaction. The two arms are independent, each on its own
+index (ADR 0080 §4):
 
 * lexical — Okapi BM25 over the postings table (one primary-key range per query
-  term, kept by triggers in the chunk rows' transaction), with the document
-  frequencies and length totals read in the same snapshot, exactly as
-  :mod:`plait.stores.lexical` scores them (``ts_rank`` ignores document frequency
-  and ranks far worse; see ``docs/postgres.md``);
+  term, kept by triggers in the chunk rows' transaction), scored in this process by
+  the SQLite store's :class:`~plait.stores.lexical_index.LexicalIndex`, cached per
+  collection generation and reloaded in one snapshot when the generation moves
+  (:mod:`plait.stores.postgres_search`; ``ts_rank`` ignores document frequency and
+  ranks far worse; see ``docs/postgres.md``);
 * dense — cosine through a per-collection partial HNSW index on
   ``(vector::vector(d))``, created when the collection's dimension becomes known;
   filtered, unlimited or very large requests (and dimensions past HNSW's 2,000) use
