@@ -33,6 +33,7 @@ __all__ = [
     "portable_settings",
     "read_settings",
     "restore_settings",
+    "settings_update",
     "write_settings",
 ]
 
@@ -101,6 +102,13 @@ def read_settings(store: Store, collection: str) -> CollectionSettings:
 def write_settings(store: Store, collection: str, **changes: Any) -> CollectionSettings:
     """Change some fields (snake_case names of :class:`CollectionSettings`); the others,
     and keys this version does not know, are kept. Returns the settings as stored."""
+    return parse_settings(store.update_settings(collection, settings_update(**changes)), collection=collection)
+
+
+def settings_update(**changes: Any) -> dict[str, Any]:
+    """The stored bag's keys :func:`write_settings` would merge for ``changes`` (checked
+    first): for a store call that merges them with another write in one transaction
+    (``Store.add_usage(..., settings=...)``)."""
     unknown = sorted(set(changes) - set(_FIELDS) - {"settings_version"})
     if unknown:
         raise ValidationError(f"unknown collection setting(s) {unknown}; known: {sorted(_FIELDS)}")
@@ -111,7 +119,7 @@ def write_settings(store: Store, collection: str, **changes: Any) -> CollectionS
         raise ValidationError("invalid collection settings: " + "; ".join(parts)) from None
     update = {_FIELDS[name]: getattr(checked, name) for name in changes}
     update["settingsVersion"] = SETTINGS_VERSION
-    return parse_settings(store.update_settings(collection, update), collection=collection)
+    return update
 
 
 def portable_settings(store: Store, collection: str) -> dict[str, Any]:

@@ -53,7 +53,13 @@ import numpy as np
 from pydantic import Field
 
 from plait.analysis import analyse, analyse_query
-from plait.collection_settings import portable_settings, read_settings, restore_settings, write_settings
+from plait.collection_settings import (
+    portable_settings,
+    read_settings,
+    restore_settings,
+    settings_update,
+    write_settings,
+)
 from plait.errors import ConflictError, NotFoundError, ValidationError
 from plait.fields import lexical_text
 from plait.refinery.cards import card_chunk_id, card_source_id
@@ -366,8 +372,7 @@ def copy_collection(
     usage = 0
     marker = read_settings(target, name).copy_in_progress or {}
     if not marker.get("usageCopied"):  # added once: a resume must not add them again
-        usage = copy_usage(source, target, collection, target_name=name)
-        write_settings(target, name, copy_in_progress={**marker, "usageCopied": True})
+        usage = copy_usage(source, target, collection, target_name=name, marker={**marker, "usageCopied": True})
     seconds = time.perf_counter() - started
     checked = verify_copy(source, target, collection, target_name=name, sample_queries=sample_queries) if verify else None
     write_settings(target, name, copy_in_progress=None)  # finished: a later copy into it is refused again
@@ -389,16 +394,25 @@ def copy_collection(
     )
 
 
-def copy_usage(source: Store, target: Store, collection: str, *, target_name: str | None = None) -> int:
+def copy_usage(
+    source: Store,
+    target: Store,
+    collection: str,
+    *,
+    target_name: str | None = None,
+    marker: dict[str, Any] | None = None,
+) -> int:
     """Add the source collection's usage rows (``plait usage``, its history of provider
     calls) to the target collection's, and return how many rows that was. The rows are
     added to what the target holds (its own calls in the same hour stay counted):
-    :func:`copy_collection` calls this once per copy, recording in the copy marker that
-    it did, so a resumed copy does not add them again. (A kill between the two writes
-    — the rows added, the marker not yet updated — adds them a second time on resume.)"""
+    :func:`copy_collection` calls this once per copy with ``marker``, the copy marker
+    saying so, written in the same transaction of the target as the rows
+    (``Store.add_usage(settings=...)``): a crash leaves both or neither, so a resumed
+    copy adds them once."""
     name = target_name or collection
     rows = source.usage(collection)
-    target.add_usage(name, rows)
+    update = settings_update(copy_in_progress=marker) if marker is not None else None
+    target.add_usage(name, rows, settings=update)
     return len(rows)
 
 

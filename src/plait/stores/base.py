@@ -321,9 +321,14 @@ class Store(Protocol):
         ...
 
     # usage ---------------------------------------------------------------------
-    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
+    def add_usage(
+        self, collection: str, rows: Sequence[UsageRow], *, settings: Mapping[str, Any] | None = None
+    ) -> None:
         """Add ``rows`` to the collection's usage (summed into the row of the same bucket,
-        kind, purpose, provider, model and ``estimated``), in one transaction."""
+        kind, purpose, provider, model and ``estimated``), in one transaction — with
+        ``settings`` merged into the collection's settings (as :meth:`update_settings`)
+        in the same one: a copy's "usage copied" marker is written with the rows or not
+        at all (Milvus: in the same upsert request; it has no transactions)."""
         ...
 
     def usage(self, collection: str, *, since: str | None = None) -> list[UsageRow]:

@@ -139,22 +139,33 @@ class MilvusStore(MilvusBase):
             return dict(rec["settings"])
 
     # usage -----------------------------------------------------------------------------
-    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
+    def add_usage(
+        self, collection: str, rows: Sequence[UsageRow], *, settings: Mapping[str, Any] | None = None
+    ) -> None:
         """One metadata entity per usage key, summed under the store's lock (Milvus has no
-        transactions: the rows of one call are upserted together)."""
-        if not rows:
+        transactions: the rows of one call, and the collection record carrying
+        ``settings``, are upserted together in one request)."""
+        if not rows and not settings:
             return
         with self._lock:
             rec = self._record(collection)
             keys = {self._usage_key(rec, r): r for r in rows}
-            stored = self._call("get", self._client.get, self._meta, ids=list(keys), output_fields=["key", "body"])
+            stored = (
+                self._call("get", self._client.get, self._meta, ids=list(keys), output_fields=["key", "body"])
+                if keys else []
+            )
             current = {s["key"]: UsageRow.model_validate_json(s["body"]) for s in stored}
+            entries: list[tuple[str, str, str, Mapping[str, Any]]] = []
             for key, row in keys.items():
                 seen = current.get(key)
                 if seen is not None:
                     counts = [a + b for a, b in zip(usage_counts(seen), usage_counts(row), strict=True)]
                     row = row.model_copy(update=dict(zip(USAGE_COUNTS, counts, strict=True)))
-                self._put_meta(key, "usage", rec["id"], row.model_dump(mode="json"))
+                entries.append((key, "usage", rec["id"], row.model_dump(mode="json")))
+            if settings:
+                rec["settings"].update(settings)
+                entries.append((f"c/{rec['name']}", "collection", rec["id"], rec))
+            self._put_metas(entries)
 
     def usage(self, collection: str, *, since: str | None = None) -> list[UsageRow]:
         rec = self._record(collection)

@@ -232,8 +232,16 @@ class MilvusBase:
         return int(rows[0]["count(*)"]) if rows else 0
 
     def _put_meta(self, key: str, kind: str, coll: str, body: Mapping[str, Any]) -> None:
-        row = {"key": key, "kind": kind, "coll": coll, "body": json_body(body), "dummy": [1.0, 0.0]}
-        self._call("upsert", self._client.upsert, self._meta, [row])
+        self._put_metas([(key, kind, coll, body)])
+
+    def _put_metas(self, entries: Sequence[tuple[str, str, str, Mapping[str, Any]]]) -> None:
+        """Metadata entities ``(key, kind, coll, body)`` in one upsert request."""
+        rows = [
+            {"key": key, "kind": kind, "coll": coll, "body": json_body(body), "dummy": [1.0, 0.0]}
+            for key, kind, coll, body in entries
+        ]
+        if rows:
+            self._call("upsert", self._client.upsert, self._meta, rows)
 
     def _get_record(self, name: str) -> dict[str, Any] | None:
         rows = self._call("get", self._client.get, self._meta, ids=[f"c/{name}"], output_fields=["body"])

@@ -218,12 +218,18 @@ class PostgresStore(PostgresSearch):
             return dict(row[0])
 
     # usage -------------------------------------------------------------------------
-    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
-        if not rows:
+    def add_usage(
+        self, collection: str, rows: Sequence[UsageRow], *, settings: Mapping[str, Any] | None = None
+    ) -> None:
+        if not rows and not settings:
             return
         with self._tx() as conn:
-            cid, _ = self._collection(conn, collection)
+            cid, _ = self._collection(conn, collection, lock=bool(settings))
             self._write_usage(conn, cid, rows)
+            if settings:
+                conn.execute(
+                    "UPDATE plait_collections SET settings = settings || %s WHERE id = %s", (Jsonb(dict(settings)), cid)
+                )
 
     @staticmethod
     def _write_usage(conn: psycopg.Connection, cid: int, rows: Sequence[UsageRow]) -> None:

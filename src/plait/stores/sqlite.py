@@ -158,23 +158,26 @@ class SQLiteStore(SQLiteSearch):
     def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
         cid = self._cid(name)
         with self._tx() as db:
-            current = json.loads(
-                db.execute("SELECT settings FROM collections WHERE id = ?", (cid,)).fetchone()[0]
-            )
-            current.update(settings)
-            db.execute(
-                "UPDATE collections SET settings = ? WHERE id = ?",
-                (json.dumps(current, sort_keys=True), cid),
-            )
+            return self._merge_settings(db, cid, settings)
+
+    @staticmethod
+    def _merge_settings(db: sqlite3.Connection, cid: int, settings: Mapping[str, Any]) -> dict[str, Any]:
+        current = json.loads(db.execute("SELECT settings FROM collections WHERE id = ?", (cid,)).fetchone()[0])
+        current.update(settings)
+        db.execute("UPDATE collections SET settings = ? WHERE id = ?", (json.dumps(current, sort_keys=True), cid))
         return dict(current)
 
     # usage -----------------------------------------------------------------------
-    def add_usage(self, collection: str, rows: Sequence[UsageRow]) -> None:
-        if not rows:
+    def add_usage(
+        self, collection: str, rows: Sequence[UsageRow], *, settings: Mapping[str, Any] | None = None
+    ) -> None:
+        if not rows and not settings:
             return
         cid = self._cid(collection)
         with self._tx() as db:
             self._write_usage(db, cid, rows)
+            if settings:
+                self._merge_settings(db, cid, settings)
 
     @staticmethod
     def _write_usage(db: sqlite3.Connection, cid: int, rows: Sequence[UsageRow]) -> None:
