@@ -233,7 +233,8 @@ def same_store(a: Store, b: Store) -> bool:
     a hard link to it is the same store); the same PostgreSQL server cluster, database
     and schema (asked of the servers: host order, ``localhost`` or ``127.0.0.1``, a port
     given or left to its default and the order of parameters do not matter); the same
-    Milvus URI and prefix."""
+    milvus-lite file (by file identity, its path resolved when the store opened: relative,
+    absolute or through a symlink) and prefix; the same Milvus server URI and prefix."""
     if a is b:
         return True
     if type(a) is not type(b):
@@ -252,6 +253,14 @@ def same_store(a: Store, b: Store) -> bool:
         if getattr(a, "dsn", None) == getattr(b, "dsn", None) and getattr(a, "schema", None) == getattr(b, "schema", None):
             return True
         return bool(identity_a() == identity_b())
+    lite_a, lite_b = getattr(a, "lite_path", None), getattr(b, "lite_path", None)
+    if isinstance(lite_a, Path) and isinstance(lite_b, Path):  # milvus-lite: the file it opened
+        if getattr(a, "_prefix", None) != getattr(b, "_prefix", None):
+            return False
+        try:
+            return os.path.samefile(lite_a, lite_b)
+        except OSError:  # not there (yet): the paths resolved when the stores opened
+            return lite_a == lite_b
     uri_a, uri_b = getattr(a, "uri", None), getattr(b, "uri", None)
     if uri_a is not None and uri_b is not None:
         if not str(uri_a).startswith(("http:", "https:", "tcp:", "unix:")):

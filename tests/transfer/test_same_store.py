@@ -1,4 +1,5 @@
-"""The copy's same-store guard recognises one storage under two spellings: a SQLite
+"""The copy's same-store guard recognises one storage under two spellings: a milvus-lite
+file by its path resolved at open (relative, absolute, symlinked; its prefix too), a SQLite
 file by its identity (a relative path opened in a folder since left, a symlink), a PostgreSQL database by the server's identity (URI or key/value form, the
 parameters in another order, the port written out, the socket folder through a
 symlink), while another file, database or schema stays another store."""
@@ -123,3 +124,40 @@ def test_a_server_denying_pg_control_system_is_named_by_its_start_time(pg_dsn: s
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def test_one_milvus_lite_file_under_every_spelling_is_one_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """milvus-lite: a relative path opened in a folder since left, the absolute path, a
+    symlink (to the file, or to its folder) are one store; another prefix or file is not."""
+    pytest.importorskip("milvus_lite")
+    from plait.stores.milvus import MilvusStore
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    relative = MilvusStore("kb.db", prefix="t")  # opened from data/, used after leaving it
+    relative.ensure_collection("kb")
+    relative.replace_source("kb", "a.md", "docs", [make_chunk("a-0", "alpha beta", source_id="a.md")])
+    monkeypatch.chdir(tmp_path)
+    os.symlink(folder, tmp_path / "linked")
+    os.symlink(folder / "kb.db", tmp_path / "link.db")
+    absolute = MilvusStore(str(folder / "kb.db"), prefix="t")
+    dotted = MilvusStore("./data/../data/kb.db", prefix="t")
+    other_prefix = MilvusStore(str(folder / "kb.db"), prefix="u")
+    other_file = MilvusStore(str(tmp_path / "other.db"), prefix="t")
+    opened = [relative, absolute, dotted, other_prefix, other_file]
+    try:
+        linked = [MilvusStore(str(tmp_path / "linked" / "kb.db"), prefix="t"), MilvusStore(str(tmp_path / "link.db"), prefix="t")]
+        opened += linked
+        for twin in (absolute, dotted, *linked):
+            assert same_store(relative, twin) and same_store(twin, relative)
+        assert not same_store(relative, other_prefix) and not same_store(absolute, other_file)
+        with pytest.raises(ValidationError, match="same store"):
+            copy_collection(relative, absolute, "kb", replace=True)
+        info = absolute.get_collection("kb")
+        assert info is not None and info.chunks == 1  # nothing lost
+    finally:
+        for store in opened:
+            store.close()

@@ -7,6 +7,7 @@ See :mod:`plait.stores.milvus` for the design (versions, visibility, the two arm
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,6 +47,13 @@ MAX_TOPK = 16384
 _BATCH = 500
 _PLACEHOLDER_DIM = 2
 """Dimension of a collection's first layout while no vector or dimension is known yet."""
+
+
+def _lite_path(uri: str) -> Path:
+    """The absolute path of a milvus-lite file, symlinks followed where that still names
+    a ``.db`` (milvus-lite recognises its files by the suffix)."""
+    real = os.path.realpath(uri)
+    return Path(real if real.endswith(".db") else os.path.abspath(uri))
 
 
 def _sidecar(uri: str, prefix: str) -> Path:
@@ -116,8 +124,14 @@ class MilvusBase:
         self.uri = uri
         self.records_path = Path(records) if records is not None else _sidecar(uri, prefix)
         self._lite = uri.endswith(".db")
+        self.lite_path = _lite_path(uri) if self._lite else None
+        """The milvus-lite file, resolved when the store opened (the working folder then,
+        symlinks followed): what the same-store check compares; None for a server."""
         try:
-            self._client = MilvusClient(uri=uri, token=token or "", timeout=timeout)
+            client_uri = str(self.lite_path) if self.lite_path is not None else uri
+            # one spelling for milvus-lite, which keys its in-process server on the path
+            # text: a second spelling of an open file would not open (its folder is locked)
+            self._client = MilvusClient(uri=client_uri, token=token or "", timeout=timeout)
         except Exception as exc:  # pymilvus raises several types for a dead endpoint
             raise StoreUnavailableError(f"cannot reach Milvus at {uri}: {exc}") from exc
         self._bm25 = bm25 or BM25Params()
