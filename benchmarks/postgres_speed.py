@@ -83,6 +83,9 @@ def run(tmp: Path, corpus: Path, texts: list[str], *, dim: int, scale: int = 11,
             hit = vectors.get(text)  # index-time pseudo-queries (arm estimate) are not timed
             return FakeEmbedder.embed_query(self, text) if hit is None else hit
 
+        def cached_query(self, text: str) -> np.ndarray | None:
+            return vectors.get(text)  # held: the query guard takes it without a thread (as run_all's)
+
     terms = [lexical_terms(q) for q in texts]
     out: dict[str, Any] = {"queries": len(texts), "k": 10, "lexical_limit": 50,
                            "load_average_start": [round(x, 1) for x in os.getloadavg()], "cpus": os.cpu_count()}

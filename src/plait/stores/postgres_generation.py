@@ -12,19 +12,30 @@ new value exactly when they see the new rows: a snapshot that reads the generati
 the postings reads them consistently.
 
 What does not bump it, and why that is right: updates of a chunk's scope, ordinal,
-origin, metadata or vector leave its lexical fields, lengths and postings as they were
-(``lex_exact`` / ``lex_stems`` are never updated in place; a trigger refuses it), and
-the lexical cache holds nothing else (filters are evaluated in SQL on every filtered
-query). Deleting a collection deletes its row (its id is never reused: a re-created
-collection has a new id, so no cache keyed by id can be mistaken for it).
+origin, metadata or vector leave its lexical fields, lengths and postings as they were,
+and the lexical cache holds nothing else (filters are evaluated in SQL on every filtered
+query). What the cache does hold — ``lex_exact`` / ``lex_stems`` (so the generated
+``len_exact`` / ``len_stems``), ``chunk_id``, ``collection_id`` — is never updated in
+place: a trigger refuses it (delete the row and insert it again). ``TRUNCATE`` of ``plait_chunks``,
+``plait_postings`` or ``plait_lex_terms`` fires no row or statement ``DELETE`` trigger,
+so it is refused too (a statement trigger raises): no raw SQL can change what a serving
+process caches without moving the generation. Deleting a collection deletes its row (its
+id is never reused: a re-created collection has a new id, so no cache keyed by id can be
+mistaken for it).
 
 The migration also adds ``plait_chunks_lengths``, ``(collection_id, id) INCLUDE (len_exact,
 len_stems, chunk_id)``: what a serving process reads when it (re)loads a collection's
 index is every chunk's row id, field lengths and chunk id, and from this index that is an
 index-only scan in row-id order (about 95 bytes per chunk) instead of a scan of the wide
-chunk rows and a sort — 100k chunks: 69 against 413 ms (synthetic 1.2 kB chunks, 2-core
-machine, other jobs running). Built inside the migration's transaction (not
-``CONCURRENTLY``): writes to ``plait_chunks`` wait for it, seconds per 100k chunks.
+chunk rows and a sort. It is built inside the migration's transaction (not
+``CONCURRENTLY``), seconds per 100k chunks, and the locks are ordered so that searches go
+on meanwhile: the migration first takes ``EXCLUSIVE`` on ``plait_collections`` (which
+blocks writers and ``SELECT … FOR UPDATE``, in the order the store's writers lock:
+collection row first, then chunks; plain ``SELECT`` s are not blocked), then builds the
+index (``SHARE`` on ``plait_chunks``: writes wait, reads do not), and only then adds the
+column, the one statement needing ``ACCESS EXCLUSIVE`` on ``plait_collections`` — for a
+moment, since a column with a constant default does not rewrite the table — before
+replacing the functions and triggers. Every lock is held until the migration commits.
 """
 
 from __future__ import annotations
@@ -32,8 +43,32 @@ from __future__ import annotations
 __all__ = ["MIGRATION_9"]
 
 MIGRATION_9 = r"""
-ALTER TABLE plait_collections ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+LOCK TABLE plait_collections IN EXCLUSIVE MODE;
 CREATE INDEX plait_chunks_lengths ON plait_chunks (collection_id, id) INCLUDE (len_exact, len_stems, chunk_id);
+ALTER TABLE plait_collections ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+
+CREATE OR REPLACE FUNCTION plait_lex_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'plait_chunks.lex_exact / lex_stems / chunk_id / collection_id'
+        ' are never updated in place: delete the row and insert it again so the '
+        'BM25 statistics and the collection''s generation follow';
+END $$;
+DROP TRIGGER plait_chunks_lex_immutable ON plait_chunks;
+CREATE TRIGGER plait_chunks_lex_immutable
+    BEFORE UPDATE OF lex_exact, lex_stems, chunk_id, collection_id ON plait_chunks
+    FOR EACH ROW EXECUTE FUNCTION plait_lex_immutable();
+
+CREATE FUNCTION plait_refuse_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'TRUNCATE % is refused: it would bypass the BM25 statistics and the '
+        'collections'' generation; delete the collections (or their rows) instead', TG_TABLE_NAME;
+END $$;
+CREATE TRIGGER plait_chunks_no_truncate BEFORE TRUNCATE ON plait_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION plait_refuse_truncate();
+CREATE TRIGGER plait_postings_no_truncate BEFORE TRUNCATE ON plait_postings
+    FOR EACH STATEMENT EXECUTE FUNCTION plait_refuse_truncate();
+CREATE TRIGGER plait_lex_terms_no_truncate BEFORE TRUNCATE ON plait_lex_terms
+    FOR EACH STATEMENT EXECUTE FUNCTION plait_refuse_truncate();
 
 CREATE OR REPLACE FUNCTION plait_lex_stats_add() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
