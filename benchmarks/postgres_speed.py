@@ -151,10 +151,11 @@ def _index_bytes(store: Any, name: str) -> dict[str, Any]:
         return {}
     index = held[1]
     per_chunk = index.rowids.nbytes + index.lengths.nbytes + sum(sys.getsizeof(i) + 8 for i in index.chunk_ids)
-    postings = sum(p.nbytes + t.nbytes for p, t in index._postings.values())
-    rows = sum(r.scores.nbytes for table in index._rows.values() for r in table.values())
-    cached = sum(p.size for p, _ in index._postings.values())
-    return {"chunks": index.size, "per_chunk_bytes": per_chunk, "terms_cached": len(index._postings),
+    terms = list(index._terms.values())
+    postings = sum(t.positions.nbytes + t.tfs.nbytes for t in terms)
+    rows = sum(r.scores.nbytes for t in terms for r in t.rows.values())
+    cached = sum(t.positions.size for t in terms)
+    return {"chunks": index.size, "per_chunk_bytes": per_chunk, "terms_cached": len(terms),
             "postings_cached": int(cached), "postings_bytes": postings, "score_row_bytes": rows,
             "total_mb": round((per_chunk + postings + rows) / 1e6, 1)}
 

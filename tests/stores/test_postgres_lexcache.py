@@ -227,13 +227,53 @@ def test_weights_and_unlimited_queries_equal_the_embedded_store(pg_dsn: str, sch
         exact_only = BM25Params(stems_weight=0.0)
         assert _search(pg, "declined payment cards", params=exact_only) == _search(lite, "declined payment cards", params=exact_only)
         index = pg._lexicon[pg._known["c"][0]][1]
-        assert sorted(index._postings) == sorted((0, t) for t in set(q.exact))  # no stems read
+        assert sorted([*index._terms, *index._misses]) == sorted((0, t) for t in set(q.exact))  # no stems read
         for params in (BM25Params(), BM25Params(k1=1.5, b=1.0, exact_weight=2.0), exact_only):
             for limit in (None, 2):
                 assert _search(pg, "declined payment cards", params=params, limit=limit) == _search(
                     lite, "declined payment cards", params=params, limit=limit)
-        assert sorted(index._postings) == sorted({(0, t) for t in q.exact} | {(1, t) for t in q.stems})
-        assert len(index._rows) == 3  # one table of score rows per parameter set
+        assert sorted([*index._terms, *index._misses]) == sorted({(0, t) for t in q.exact} | {(1, t) for t in q.stems})
+        assert len({p for term in index._terms.values() for p in term.rows}) == 3  # score rows per parameter set
+    finally:
+        pg.close()
+        lite.close()
+
+
+def test_the_cache_stays_bounded_and_exact_under_a_tiny_budget(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """With ``lexical_cache_bytes=0`` every term is evicted as the next loads (so a query
+    ranks partly from postings it found cached and no longer are): every ranking still
+    equals the embedded store's; one query naming 3,000 unknown words leaves at most
+    MAX_MISSES misses and no cached bytes beyond the last term; the store keeps the
+    indexes of its MAX_INDEXES most recently searched collections."""
+    from plait.stores.lexical_index import ENTRY_OVERHEAD, MAX_MISSES
+    from plait.stores.postgres_search import MAX_INDEXES
+
+    pg = PostgresStore(pg_dsn, schema=schema, lexical_cache_bytes=0)
+    lite = SQLiteStore(tmp_path / "ref.db")
+    try:
+        texts = ["declined payments", "payment declined twice", "cards declining", "ledger card"]
+        for store in (pg, lite):
+            store.ensure_collection("c")
+            store.replace_source("c", "s", "docs", [
+                make_chunk(f"d{i}", text, source_id="s", ordinal=i) for i, text in enumerate(texts)
+            ])
+        for text in ("card", "declined card", "card payment ledger", "declined card", "twice ledger card"):
+            assert _search(pg, text) == _search(lite, text)
+        index = pg._lexicon[pg._known["c"][0]][1]
+        assert index.cached_terms[0] == 1
+        unknown = " ".join(f"zz{i}q" for i in range(3000))
+        assert _search(pg, unknown) == []
+        assert index.cached_terms[1] == MAX_MISSES  # 6,000 pairs (two fields), 4,096 kept
+        assert index.cached_bytes <= ENTRY_OVERHEAD + 64
+        assert _search(pg, "declined card") == _search(lite, "declined card")
+        for i in range(MAX_INDEXES + 2):
+            pg.ensure_collection(f"k{i}")
+            pg.replace_source(f"k{i}", "s", "docs", [make_chunk(f"k{i}", "card", source_id="s")])
+            q = analyse_query("card")
+            assert [cid for cid, _ in pg.lexical_search(f"k{i}", q.exact, q.stems, limit=5)] == [f"k{i}"]
+        assert len(pg._lexicon) == MAX_INDEXES
+        assert pg._known["c"][0] not in pg._lexicon  # the least recently searched went first
+        assert _search(pg, "declined card") == _search(lite, "declined card")  # reloaded
     finally:
         pg.close()
         lite.close()

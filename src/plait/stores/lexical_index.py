@@ -14,6 +14,15 @@ term change with it), and the store then starts a fresh :class:`LexicalIndex`: t
 query reloads the chunk lengths (one scan of the collection's chunk rows) and each
 distinct query term costs one postings read until it is cached again.
 
+The cache is bounded: each index holds at most ``budget`` bytes of postings and score
+rows (default :data:`DEFAULT_BUDGET`, 256 MiB; 16 bytes per posting for the postings
+plus 8 per posting per :class:`BM25Params` for the score rows, and about
+:data:`ENTRY_OVERHEAD` bytes per term) and evicts the least recently used terms past it;
+terms a collection does not hold (no postings) are remembered in a separate LRU of at
+most :data:`MAX_MISSES` entries, so a stream of unknown query words costs no memory past
+it. An evicted term is simply read again on its next query (the same postings, so the
+same scores).
+
 Results are the same floating-point values as :func:`plait.stores.lexical.bm25_rank`:
 contributions are added in query-term order starting from 0.0, and ties break by chunk
 rowid (positions are in rowid order).
@@ -21,15 +30,24 @@ rowid (positions are in rowid order).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from plait.stores.base import BM25Params
 from plait.stores.lexical import term_scores, top_k
 
-__all__ = ["LexicalIndex", "Postings", "ScoreRow"]
+__all__ = ["DEFAULT_BUDGET", "ENTRY_OVERHEAD", "MAX_MISSES", "LexicalIndex", "Postings", "ScoreRow"]
+
+#: Bytes of postings and score rows one :class:`LexicalIndex` keeps by default.
+DEFAULT_BUDGET = 256 * 2**20
+#: Bytes counted per cached term on top of its arrays (dict entry, tuple, array headers).
+ENTRY_OVERHEAD = 400
+#: Terms without postings remembered per index (least recently used dropped past it).
+MAX_MISSES = 4096
 
 #: A loader of one term's raw postings in one field: ``load(field, term)`` gives
 #: (ascending chunk rowids, term frequencies).
@@ -45,6 +63,17 @@ class ScoreRow:
 
 
 _EMPTY = ScoreRow(np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float64))
+_NO_POSTINGS = (_EMPTY.positions, _EMPTY.scores)
+
+
+@dataclass(slots=True)
+class _Term:
+    """One cached term: its postings (positions, tfs) and score rows per parameter set."""
+
+    positions: np.ndarray
+    tfs: np.ndarray
+    rows: dict[BM25Params, ScoreRow] = field(default_factory=dict)
+    nbytes: int = 0
 
 
 class LexicalIndex:
@@ -53,12 +82,25 @@ class LexicalIndex:
     ``rowids`` (ascending) and ``lengths`` (``(n, 2)``: exact, stems) describe every
     chunk; ``chunk_ids[i]`` is the id of the chunk at position ``i``. Postings are
     fetched through the loader given to :meth:`row` on first use and cached with the
-    score rows computed from them (per field, term and :class:`BM25Params`).
-    Safe to share between threads: the caches only grow (a race computes a row twice,
-    with the same result) and each query accumulates into a buffer no other query holds.
+    score rows computed from them (per field, term and :class:`BM25Params`), within
+    ``budget`` bytes (least recently used terms evicted; see the module's docstring).
+    Safe to share between threads: the cache's bookkeeping is under a lock, rows are
+    computed outside it (a race computes a row twice, with the same result), a row
+    handed out stays valid when its term is evicted, and each query accumulates into
+    a buffer no other query holds.
     """
 
-    def __init__(self, rowids: np.ndarray, lengths: np.ndarray, chunk_ids: Sequence[str]) -> None:
+    def __init__(
+        self,
+        rowids: np.ndarray,
+        lengths: np.ndarray,
+        chunk_ids: Sequence[str],
+        *,
+        budget: int = DEFAULT_BUDGET,
+        max_misses: int = MAX_MISSES,
+    ) -> None:
+        if budget < 0 or max_misses < 0:
+            raise ValueError(f"budget and max_misses must be >= 0, got {budget}, {max_misses}")
         self.rowids = rowids
         self.lengths = lengths
         self.chunk_ids: list[str] = list(chunk_ids)
@@ -66,8 +108,12 @@ class LexicalIndex:
         self.avgdl: tuple[float, float] = (
             (float(lengths[:, 0].mean()), float(lengths[:, 1].mean())) if n else (0.0, 0.0)
         )
-        self._postings: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
-        self._rows: dict[BM25Params, dict[tuple[int, str], ScoreRow]] = {}
+        self.budget = budget
+        self.max_misses = max_misses
+        self._terms: OrderedDict[tuple[int, str], _Term] = OrderedDict()
+        self._misses: OrderedDict[tuple[int, str], None] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
         self._free: list[tuple[np.ndarray, np.ndarray]] = []
 
     @property
@@ -75,42 +121,114 @@ class LexicalIndex:
         """The number of chunks."""
         return int(self.rowids.size)
 
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes the cached terms count against the budget (misses not included)."""
+        return self._bytes
+
+    @property
+    def cached_terms(self) -> tuple[int, int]:
+        """(terms with postings cached, terms remembered as holding none)."""
+        with self._lock:
+            return len(self._terms), len(self._misses)
+
+    def _touch(self, key: tuple[int, str]) -> _Term | None:
+        """The cached term (marked most recently used), :data:`None` if not cached;
+        a remembered miss gives an empty term. Called under the lock."""
+        found = self._terms.get(key)
+        if found is not None:
+            self._terms.move_to_end(key)
+            return found
+        if key in self._misses:
+            self._misses.move_to_end(key)
+            return _Term(*_NO_POSTINGS)
+        return None
+
+    def _evict(self, keep: tuple[int, str] | None) -> None:
+        """Drop least recently used terms until within budget (never ``keep``). Under the lock."""
+        while self._bytes > self.budget and self._terms:
+            key, victim = next(iter(self._terms.items()))
+            if key == keep:
+                if len(self._terms) == 1:
+                    return
+                self._terms.move_to_end(key)
+                continue
+            del self._terms[key]
+            self._bytes -= victim.nbytes
+
+    def held(self, pairs: Sequence[tuple[int, str]]) -> dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]:
+        """The cached (positions, term frequencies) of those ``pairs`` that are cached
+        (a term known to hold none gives empty arrays). A caller holding them can
+        rank without the cache even if they are evicted meanwhile."""
+        out: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        with self._lock:
+            for pair in pairs:
+                found = self._touch(pair)
+                if found is not None:
+                    out[pair] = (found.positions, found.tfs)
+        return out
+
     def missing(self, pairs: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
         """The ``(field, term)`` pairs of ``pairs`` whose postings are not loaded yet."""
-        return [pair for pair in pairs if pair not in self._postings]
+        held = self.held(pairs)
+        return [pair for pair in pairs if pair not in held]
+
+    def _entry(self, field_: int, term: str, load: Postings) -> _Term:
+        key = (field_, term)
+        with self._lock:
+            found = self._touch(key)
+        if found is not None:
+            return found
+        ids, tfs = load(field_, term)
+        if len(ids) == 0:
+            with self._lock:
+                self._misses[key] = None
+                self._misses.move_to_end(key)
+                while len(self._misses) > self.max_misses:
+                    self._misses.popitem(last=False)
+            return _Term(*_NO_POSTINGS)
+        positions = np.searchsorted(self.rowids, ids).astype(np.intp, copy=False)
+        entry = _Term(positions, np.asarray(tfs, dtype=np.float64))
+        entry.nbytes = positions.nbytes + entry.tfs.nbytes + ENTRY_OVERHEAD
+        with self._lock:
+            raced = self._terms.get(key)
+            if raced is not None:  # another thread loaded it meanwhile: keep one
+                return raced
+            self._terms[key] = entry
+            self._bytes += entry.nbytes
+            self._evict(key)
+        return entry
 
     def postings(self, field: int, term: str, load: Postings) -> tuple[np.ndarray, np.ndarray]:
-        """The term's (positions, term frequencies as float64), loaded once."""
-        key = (field, term)
-        found = self._postings.get(key)
-        if found is None:
-            ids, tfs = load(field, term)
-            positions = np.searchsorted(self.rowids, ids).astype(np.intp, copy=False)
-            found = (positions, np.asarray(tfs, dtype=np.float64))
-            self._postings[key] = found
-        return found
+        """The term's (positions, term frequencies as float64), loaded once while cached."""
+        entry = self._entry(field, term, load)
+        return entry.positions, entry.tfs
 
     def row(self, field: int, term: str, params: BM25Params, load: Postings) -> ScoreRow:
-        """The term's score row in ``field`` under ``params`` (computed once)."""
-        table = self._rows.setdefault(params, {})
-        found = table.get((field, term))
+        """The term's score row in ``field`` under ``params`` (computed once while cached)."""
+        entry = self._entry(field, term, load)
+        found = entry.rows.get(params)
         if found is not None:
             return found
         weight = (params.exact_weight, params.stems_weight)[field]
-        positions, tfs = self.postings(field, term, load)
-        if weight == 0 or positions.size == 0:
-            found = _EMPTY
-        else:
-            scores = term_scores(
-                tfs,
-                self.lengths[positions, field],
-                n_docs=self.size,
-                weight=weight,
-                mean_len=self.avgdl[field],
-                params=params,
-            )
-            found = ScoreRow(positions, scores)
-        table[(field, term)] = found
+        if weight == 0 or entry.positions.size == 0:
+            return _EMPTY
+        scores = term_scores(
+            entry.tfs,
+            self.lengths[entry.positions, field],
+            n_docs=self.size,
+            weight=weight,
+            mean_len=self.avgdl[field],
+            params=params,
+        )
+        found = ScoreRow(entry.positions, scores)
+        with self._lock:
+            if params not in entry.rows:
+                entry.rows[params] = found
+                entry.nbytes += scores.nbytes
+                if self._terms.get((field, term)) is entry:  # still cached: counts
+                    self._bytes += scores.nbytes
+                    self._evict((field, term))
         return found
 
     def rows(
@@ -120,15 +238,21 @@ class LexicalIndex:
 
         With ``load`` None nothing is read: None unless every row is already cached.
         """
-        table = self._rows.get(params, {})
         out: list[ScoreRow] = []
-        for field, names in enumerate(terms):
+        for field_, names in enumerate(terms):
+            weight = (params.exact_weight, params.stems_weight)[field_]
             for term in dict.fromkeys(names):
-                found = table.get((field, term))
+                found: ScoreRow | None = None
+                with self._lock:
+                    entry = self._touch((field_, term))
+                if entry is not None:
+                    found = entry.rows.get(params)
+                    if found is None and (weight == 0 or entry.positions.size == 0):
+                        found = _EMPTY
                 if found is None:
                     if load is None:
                         return None
-                    found = self.row(field, term, params, load)
+                    found = self.row(field_, term, params, load)
                 out.append(found)
         return out
 

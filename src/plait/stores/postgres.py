@@ -44,6 +44,7 @@ from plait.stores.base import (
     SourceWrite,
     StoredChunk,
 )
+from plait.stores.lexical_index import DEFAULT_BUDGET
 from plait.stores.postgres_base import now as _now
 from plait.stores.postgres_base import vec as _vec
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
@@ -74,6 +75,8 @@ class PostgresStore(PostgresSearch):
     5,000) make the next :meth:`mark_scope_indexed` (the end of an index run) run
     ``VACUUM (ANALYZE)`` on the lexical tables, so their index-only scans need no heap
     visits right after a large load; None leaves it to autovacuum.
+    ``lexical_cache_bytes`` bounds each collection's in-process lexical cache (postings
+    and score rows; default 256 MiB, least recently used terms evicted and read again).
     """
 
     def __init__(
@@ -87,9 +90,11 @@ class PostgresStore(PostgresSearch):
         max_connections: int = 4,
         prepare: bool = True,
         vacuum_after: int | None = 5000,
+        lexical_cache_bytes: int = DEFAULT_BUDGET,
     ) -> None:
         super().__init__(
             dsn,
+            lexical_cache_bytes=lexical_cache_bytes,
             schema=schema,
             statement_timeout=statement_timeout,
             connect_timeout=connect_timeout,

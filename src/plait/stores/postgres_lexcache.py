@@ -28,7 +28,7 @@ import numpy as np
 from psycopg import sql
 
 from plait.stores.base import BM25Params, Filters
-from plait.stores.lexical_index import LexicalIndex
+from plait.stores.lexical_index import DEFAULT_BUDGET, LexicalIndex
 from plait.stores.postgres_queries import FIELD_PREFIX, filter_sql
 
 __all__ = [
@@ -85,14 +85,15 @@ def _ints(blob: bytes | None, dtype: str) -> np.ndarray:
     return np.frombuffer(blob, dtype=dtype).astype(dtype.replace(">", "="))
 
 
-def index_from(row: Sequence[Any] | None) -> LexicalIndex:
-    """The :class:`LexicalIndex` (no postings yet) of :data:`LENGTHS`'s row."""
+def index_from(row: Sequence[Any] | None, *, budget: int = DEFAULT_BUDGET) -> LexicalIndex:
+    """The :class:`LexicalIndex` (no postings yet, at most ``budget`` bytes cached) of
+    :data:`LENGTHS`'s row."""
     if row is None or row[0] is None:
-        return LexicalIndex(_NO_IDS, np.zeros((0, 2), dtype=np.float64), [])
+        return LexicalIndex(_NO_IDS, np.zeros((0, 2), dtype=np.float64), [], budget=budget)
     rowids = _ints(row[0], ">i8")
     lengths = np.column_stack((_ints(row[1], ">i4"), _ints(row[2], ">i4"))).astype(np.float64)
     chunk_ids = bytes(row[3]).decode("utf-8").split("\x00")
-    return LexicalIndex(rowids, lengths, chunk_ids)
+    return LexicalIndex(rowids, lengths, chunk_ids, budget=budget)
 
 
 def postings_keys(pairs: Sequence[tuple[int, str]]) -> list[str]:

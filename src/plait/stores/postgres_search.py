@@ -21,12 +21,19 @@ The collection's id and dimension are remembered per store; a collection deleted
 re-created, or given its dimension, by another process is caught by the same check and
 the arms run again with the new values. :meth:`lexical_search` and :meth:`vector_search`
 are the same pipeline with one arm.
+
+Memory: each cached index keeps at most ``lexical_cache_bytes`` of postings and score
+rows (default :data:`~plait.stores.lexical_index.DEFAULT_BUDGET`, least recently used
+terms evicted and read again when queried), and the store keeps the indexes of the
+:data:`MAX_INDEXES` collections it searched most recently (a collection another process
+deleted is dropped once this process stops searching it).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -36,7 +43,7 @@ import psycopg
 
 from plait.errors import NotFoundError, StoreError
 from plait.stores.base import BM25Params, Filters
-from plait.stores.lexical_index import LexicalIndex
+from plait.stores.lexical_index import DEFAULT_BUDGET, LexicalIndex
 from plait.stores.postgres_base import PostgresBase, vec
 from plait.stores.postgres_lexcache import (
     LENGTHS,
@@ -51,16 +58,33 @@ from plait.stores.postgres_lexcache import (
 )
 from plait.stores.postgres_queries import uses_hnsw, vector_query
 
-__all__ = ["PostgresSearch"]
+__all__ = ["MAX_INDEXES", "PostgresSearch"]
+
+#: Collections whose lexical index one store keeps (least recently searched dropped).
+MAX_INDEXES = 16
 
 Ranked = list[tuple[str, float]]
 _CHECK = "SELECT id, dimension, generation FROM plait_collections WHERE name = %s"
 _GENERATION = "SELECT generation FROM plait_collections WHERE id = %s"
 
 
-def _loaded_already(field: int, term: str) -> tuple[np.ndarray, np.ndarray]:
-    """The loader given to :meth:`LexicalIndex.rows`: every pair it may ask for was loaded."""
-    raise StoreError(f"postings of {term!r} (field {field}) were not loaded")
+Loaded = dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]
+
+
+def _loader(index: LexicalIndex, read: Loaded, held: Loaded) -> Any:
+    """The loader given to :meth:`LexicalIndex.rows`: the postings this query read, else
+    the ones it found cached (held by the query, so an eviction since changes nothing)."""
+
+    def load(field: int, term: str) -> tuple[np.ndarray, np.ndarray]:
+        found = read.get((field, term))
+        if found is not None:
+            return found
+        pinned = held.get((field, term))
+        if pinned is None:  # pragma: no cover - every pair was either held or read
+            raise StoreError(f"postings of {term!r} (field {field}) were not loaded")
+        return index.rowids[pinned[0]], pinned[1]
+
+    return load
 
 
 class _Lexical:
@@ -75,12 +99,16 @@ class _Lexical:
 class PostgresSearch(PostgresBase):
     """The arms of :class:`~plait.stores.postgres.PostgresStore`."""
 
-    def __init__(self, dsn: str, **options: Any) -> None:
+    def __init__(self, dsn: str, *, lexical_cache_bytes: int = DEFAULT_BUDGET, **options: Any) -> None:
+        if lexical_cache_bytes < 0:
+            raise StoreError(f"lexical_cache_bytes must be >= 0, got {lexical_cache_bytes}")
         super().__init__(dsn, **options)
+        self._lexical_budget = lexical_cache_bytes
         self._known: dict[str, tuple[int, int | None]] = {}
         self._ef: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
-        # collection id -> (generation, its lexical index); swapped under the lock
-        self._lexicon: dict[int, tuple[int, LexicalIndex]] = {}
+        # collection id -> (generation, its lexical index), most recently used last;
+        # swapped under the lock
+        self._lexicon: OrderedDict[int, tuple[int, LexicalIndex]] = OrderedDict()
         self._lexicon_lock = threading.Lock()
 
     def _forget(self, name: str) -> None:
@@ -91,7 +119,10 @@ class PostgresSearch(PostgresBase):
 
     def _cached(self, cid: int) -> tuple[int, LexicalIndex] | None:
         with self._lexicon_lock:
-            return self._lexicon.get(cid)
+            found = self._lexicon.get(cid)
+            if found is not None:
+                self._lexicon.move_to_end(cid)
+            return found
 
     def _keep(self, cid: int, generation: int, index: LexicalIndex) -> None:
         """Cache ``index`` unless a newer generation's index is cached already."""
@@ -99,6 +130,9 @@ class PostgresSearch(PostgresBase):
             held = self._lexicon.get(cid)
             if held is None or held[0] <= generation:
                 self._lexicon[cid] = (generation, index)
+                self._lexicon.move_to_end(cid)
+                while len(self._lexicon) > MAX_INDEXES:
+                    self._lexicon.popitem(last=False)
 
     def search_arms(
         self,
@@ -136,7 +170,8 @@ class PostgresSearch(PostgresBase):
                 if query_vector is not None:
                     self._check_query(collection, query_vector, dimension)
                 held = self._cached(cid) if lexical else None
-                missing = pairs if held is None else held[1].missing(pairs)
+                pinned: Loaded = {} if held is None else held[1].held(pairs)
+                missing = [pair for pair in pairs if pair not in pinned]
                 reads = _Lexical()
                 snapshot = lexical and (held is None or bool(missing) or filtered)
                 with conn.pipeline():
@@ -168,15 +203,18 @@ class PostgresSearch(PostgresBase):
                 ranked: Ranked = []
                 if lexical:
                     generation = int(now[2])
-                    index = self._index_from(cid, generation, held, reads, missing)
+                    built = self._index_from(cid, generation, held, reads, missing)
                     allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
-                    if index is None:  # the generation moved: reload, in one snapshot
+                    if built is None:  # the generation moved: reload, in one snapshot
                         loaded = self._reload(conn, cid, pairs, filters if filtered else None)
                         if loaded is None:
                             self._forget(collection)
                             continue  # deleted meanwhile: the check says so next time
-                        index, allowed = loaded
-                    rows = index.rows(terms, bm25, _loaded_already) or []
+                        (index, read), allowed = loaded
+                        pinned = {}
+                    else:
+                        index, read = built
+                    rows = index.rows(terms, bm25, _loader(index, read, pinned)) or []
                     ranked = index.rank(rows, limit=limit, allowed=allowed)
             dense_rows.sort(key=lambda r: (-r[1], r[2]))
             return ranked, [(r[0], float(r[1])) for r in dense_rows]
@@ -208,11 +246,12 @@ class PostgresSearch(PostgresBase):
         held: tuple[int, LexicalIndex] | None,
         reads: _Lexical,
         missing: Sequence[tuple[int, str]],
-    ) -> LexicalIndex | None:
-        """The index of ``generation`` with every pair of ``missing`` loaded, from the
-        cached one and ``reads``; None when the cached one is of another generation."""
+    ) -> tuple[LexicalIndex, Loaded] | None:
+        """The index of ``generation`` (the cached one, or one from ``reads``' lengths)
+        and the postings of ``missing`` ``reads`` holds (the ranking caches them); None
+        when the cached index is of another generation."""
         if reads.lengths is not None:
-            index = index_from(reads.lengths.fetchone())
+            index = index_from(reads.lengths.fetchone(), budget=self._lexical_budget)
         elif held is not None and held[0] == generation:
             index = held[1]
         else:
@@ -220,12 +259,9 @@ class PostgresSearch(PostgresBase):
                 if self._lexicon.get(cid) is held:
                     self._lexicon.pop(cid, None)
             return None
-        if missing:
-            found = postings_from(reads.postings.fetchall() if reads.postings else [], missing)
-            for field, term in missing:
-                index.postings(field, term, lambda f, t: found[(f, t)])
+        found = postings_from(reads.postings.fetchall() if reads.postings else [], missing) if missing else {}
         self._keep(cid, generation, index)
-        return index
+        return index, found
 
     def _reload(
         self,
@@ -233,7 +269,7 @@ class PostgresSearch(PostgresBase):
         cid: int,
         pairs: Sequence[tuple[int, str]],
         filters: Filters | None,
-    ) -> tuple[LexicalIndex, np.ndarray | None] | None:
+    ) -> tuple[tuple[LexicalIndex, Loaded], np.ndarray | None] | None:
         """A fresh index of the collection's current generation with ``pairs`` loaded
         (and the filter's row ids), all read in one snapshot; None if it is gone."""
         reads = _Lexical()
@@ -244,11 +280,11 @@ class PostgresSearch(PostgresBase):
         now = check.fetchone()
         if now is None:
             return None
-        index = self._index_from(cid, int(now[0]), None, reads, pairs)
-        if index is None:  # pragma: no cover - lengths were read, so an index is built
+        built = self._index_from(cid, int(now[0]), None, reads, pairs)
+        if built is None:  # pragma: no cover - lengths were read, so an index is built
             return None
         allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
-        return index, allowed
+        return built, allowed
 
     @staticmethod
     def _stored_dimension(conn: psycopg.Connection, cid: int) -> int | None:
