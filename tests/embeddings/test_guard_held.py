@@ -125,3 +125,42 @@ def test_an_embed_query_patched_on_the_object_is_always_asked() -> None:
     assert held_query(embedder, "alpha") is not None
     embedder.embed_query = lambda text: np.zeros(8, dtype=np.float32)  # type: ignore[method-assign]
     assert held_query(embedder, "alpha") is None
+
+
+def test_a_held_vector_leaves_a_circuit_another_search_opened_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    # review-4: the held path ran the success bookkeeping and closed the circuit; a cache
+    # look-up is no news of the provider, so a circuit opened meanwhile (here: while the
+    # look-up runs, by another query failing) must stay open
+    guard = QueryGuard(deadline=5.0)
+    embedder = _Failing(dimension=32)
+    vector = embedder.embed_query("held question")  # cached now
+    import plait.embeddings.guard as guard_module
+
+    def look_up_while_another_search_fails(inner: Any, text: str) -> np.ndarray | None:
+        if text == "held question":
+            embedder.down = True
+            with pytest.raises(ProviderUnavailableError):
+                guard.embed_query(embedder, "a new question", dimension=32)
+            assert guard.state(embedder) == "open"
+        return held_query(inner, text)
+
+    monkeypatch.setattr(guard_module, "held_query", look_up_while_another_search_fails)
+    got = guard.embed_query(embedder, "held question", dimension=32)
+    assert np.array_equal(got, vector)
+    assert guard.state(embedder) == "open"
+
+
+class _Evicting(dict[str, np.ndarray]):
+    """A query cache whose entry another thread evicts between the look-up and the reorder."""
+
+    def move_to_end(self, key: str, last: bool = True) -> None:
+        raise KeyError(key)
+
+
+def test_a_cached_vector_evicted_meanwhile_is_still_returned() -> None:
+    # review-4: embed_query's cache hit reordered without the guard cached_query has, so
+    # a concurrent eviction raised KeyError out of a search
+    embedder = FakeEmbedder(dimension=32)
+    vector = embedder.embed_query("question")
+    embedder._query_cache = _Evicting({"question": vector})  # type: ignore[assignment]
+    assert np.array_equal(embedder.embed_query("question"), vector)

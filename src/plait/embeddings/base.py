@@ -182,12 +182,12 @@ class BaseEmbedder:
         return cached
 
     def embed_query(self, text: str) -> np.ndarray:
-        cached = self._query_cache.get(text)
+        cached = BaseEmbedder.cached_query(self, text)  # this class's cache, whatever a subclass holds
         if cached is not None:
-            self._query_cache.move_to_end(text)
             return cached
         vector: np.ndarray = self._checked([text], "query")[0]
         self._query_cache[text] = vector
         if len(self._query_cache) > self.query_cache_size:
-            self._query_cache.popitem(last=False)
+            with suppress(KeyError):  # emptied by another thread's eviction meanwhile
+                self._query_cache.popitem(last=False)
         return vector

@@ -99,6 +99,7 @@ class QueryGuard:
             # A vector the embedder already holds needs no provider call, so no deadline
             # thread; a probe goes through the thread, as any call with the circuit open.
             vector = held_query(embedder, text) if opened is None else None
+            held = vector is not None
             if vector is None:
                 vector = self._bounded(embedder, text)
             if dimension is not None and int(np.asarray(vector).shape[-1]) != dimension:
@@ -115,6 +116,10 @@ class QueryGuard:
             if not was_open:
                 logger.info("query embeddings: circuit opened (searches go lexical): %s", exc)
             raise
+        if held:
+            # a look-up says nothing about the provider: a circuit another search opened
+            # meanwhile stays open (closing it made every new query wait the deadline)
+            return vector
         with self._lock:
             closed = self._open.pop(key, None) is not None
             self._probing.discard(key)
