@@ -92,3 +92,39 @@ def test_a_failure_before_the_usage_marker_adds_the_rows_once_postgres(
         target.close()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_milvus_writes_the_usage_rows_and_the_marker_in_one_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Milvus has no transactions: the rows and the marker go in one upsert request, so a
+    failed request (injected) leaves neither, and the resumed copy adds the rows once."""
+    pytest.importorskip("milvus_lite")
+    from plait.stores.milvus import MilvusStore
+
+    source = _source(tmp_path / "from.db")
+    target = MilvusStore(str(tmp_path / "to.db"), prefix="t")
+    upsert = target._client.upsert
+    requests: list[list[str]] = []
+
+    def failing(name: str, rows: list[dict[str, object]], *args: object, **kwargs: object) -> object:
+        keys = [str(r.get("key", "")) for r in rows]
+        if any("usageCopied" in str(r.get("body", "")) for r in rows):
+            requests.append(keys)
+            raise RuntimeError("injected")
+        return upsert(name, rows, *args, **kwargs)
+
+    monkeypatch.setattr(target._client, "upsert", failing)
+    try:
+        with pytest.raises(Exception, match="injected"):
+            copy_collection(source, target, "kb")
+        [keys] = requests
+        assert sum(k.startswith("c/") for k in keys) == 1 and len(keys) == 1 + len(source.usage("kb"))
+        assert target.usage("kb") == []
+        monkeypatch.setattr(target._client, "upsert", upsert)
+        report = copy_collection(source, target, "kb")
+        assert report.verification is not None and report.verification.ok
+        assert target.usage("kb") == source.usage("kb")
+    finally:
+        source.close()
+        target.close()
