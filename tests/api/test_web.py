@@ -235,3 +235,19 @@ def test_faq_review_by_a_maintainer_and_a_reader_refused(
     page.locator("#faq-status").select_option("approved")
     expect(page.locator("#faq-cards li")).to_have_count(1)
     expect(page.locator("#faq-cards .card-question")).to_have_text(ROTATE)
+
+
+def test_highlights_count_code_points_like_the_api(served: Served, page: Page) -> None:
+    # The API's highlight offsets are Python string offsets (code points); the page sliced
+    # UTF-16 units, so an emoji (two units) before a match shifted it: "😀 ERR-4012" with
+    # [[2, 10]] showed " ERR-401" (review-4 finding 6)
+    page.goto(served.url + "/")
+    shown = page.evaluate(
+        """async () => {
+            const { marked } = await import("/web/dom.js");
+            const text = "\\u{1F600} ERR-4012 and \\u{1F680}\\u{1F680} token";
+            const node = marked(text, [[2, 10], [18, 23]], "snippet");
+            return [...node.querySelectorAll("mark")].map((m) => m.textContent).concat([node.textContent === text]);
+        }"""
+    )
+    assert shown == ["ERR-4012", "token", True]

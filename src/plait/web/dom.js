@@ -53,15 +53,19 @@ export function originTrail(origin, className) {
 
 // Plain text with the [start, end) highlight ranges wrapped in <mark>.
 export function marked(text, highlights, className) {
+  // The API's offsets count Unicode code points (Python's str), not the UTF-16 units
+  // String.slice counts: slice by code point, or each emoji before a match shifts it.
+  const chars = Array.from(text);
+  const part = (a, b) => chars.slice(a, b).join("");
   const node = el("p", className);
   let at = 0;
   const spans = (highlights || []).slice().sort((a, b) => a[0] - b[0]);
   for (const [start, end] of spans) {
-    if (start < at || end > text.length || end <= start) continue;
-    node.append(document.createTextNode(text.slice(at, start)), el("mark", null, text.slice(start, end)));
+    if (start < at || end > chars.length || end <= start) continue;
+    node.append(document.createTextNode(part(at, start)), el("mark", null, part(start, end)));
     at = end;
   }
-  node.append(document.createTextNode(text.slice(at)));
+  node.append(document.createTextNode(part(at)));
   return node;
 }
 
