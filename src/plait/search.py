@@ -104,6 +104,7 @@ class SearchService:
         embedder_note: str | None = None,
         info: CollectionInfo | None = None,
         also_hidden: frozenset[str] = frozenset(),
+        saved_settings: CollectionSettings | None = None,
     ) -> Trace:
         """Run the search and return the trace of every stage (see :mod:`plait.retrieval`)."""
         req = _validated(request)
@@ -111,7 +112,7 @@ class SearchService:
         timings: dict[str, float] = {}
         plan = plan_query(
             self.store, collection, req, embedder=embedder, embedder_note=embedder_note,
-            info=info, timings=timings, also_hidden=also_hidden,
+            info=info, saved_settings=saved_settings, timings=timings, also_hidden=also_hidden,
         )
         reranker = self._reranker(req.rerank) if req.rerank is not None else None
         trace = run(self.store, collection, plan, reranker=reranker, timings=timings)
@@ -127,14 +128,17 @@ class SearchService:
         embedder_note: str | None = None,
         info: CollectionInfo | None = None,
         also_hidden: frozenset[str] = frozenset(),
+        saved_settings: CollectionSettings | None = None,
     ) -> SearchResult:
         """Search ``collection``; ``embedder`` None means lexical-only (``embedder_note`` says why).
 
-        ``info`` is the collection as the caller just read it (saves reading it again).
+        ``info`` and ``saved_settings`` are the collection and its settings as the caller
+        just read them (saves reading them again).
         """
         req = _validated(request)
         trace = self.trace(
-            collection, req, embedder=embedder, embedder_note=embedder_note, info=info, also_hidden=also_hidden
+            collection, req, embedder=embedder, embedder_note=embedder_note, info=info, also_hidden=also_hidden,
+            saved_settings=saved_settings,
         )
         return result_of(trace, req, collection)
 

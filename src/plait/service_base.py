@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plait.chunking import ChunkSettings
-from plait.collection_settings import read_settings
+from plait.collection_settings import CollectionSettings, read_settings
 from plait.embeddings import DEFAULT_EMBEDDER, Embedder, make_embedder, registry_name
 from plait.embeddings.guard import QueryGuard
 from plait.errors import NotFoundError, PlaitError
@@ -95,11 +95,16 @@ class EngineBase:
         return self._embedders[name]
 
     def embedder_for(
-        self, collection: str, *, info: CollectionInfo | None = None
+        self,
+        collection: str,
+        *,
+        info: CollectionInfo | None = None,
+        saved_settings: CollectionSettings | None = None,
     ) -> tuple[Embedder | None, str]:
         """The embedder to use for a collection, and its name.
 
-        ``info`` is the collection as the caller just read it (saves reading it again).
+        ``info`` and ``saved_settings`` are the collection and its settings as the caller
+        just read them (saves reading them again).
         """
         choice = self._embedder_choice
         if isinstance(choice, str):
@@ -108,7 +113,11 @@ class EngineBase:
             return choice, registry_name(choice) or CUSTOM
         if info is None:
             info = self.store.get_collection(collection)
-        recorded = read_settings(self.store, collection).embedder if info else None
+        if info is None:
+            recorded = None
+        else:
+            settings = read_settings(self.store, collection) if saved_settings is None else saved_settings
+            recorded = settings.embedder
         name = recorded or DEFAULT_EMBEDDER
         return self._by_name(name), name
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from plait._text import valid_text
+from plait.collection_settings import CollectionSettings, parse_settings
 from plait.embeddings import Embedder
 from plait.embeddings.guard import GuardedEmbedder
 from plait.errors import NotFoundError
@@ -17,6 +18,7 @@ from plait.search import SearchRequest
 from plait.service_base import NONE as _NONE
 from plait.service_base import EngineBase
 from plait.snippets import with_snippets
+from plait.stores.base import CollectionReadStore
 from plait.types import CollectionInfo, SearchResult
 
 if TYPE_CHECKING:
@@ -91,14 +93,17 @@ class QueryingMixin(EngineBase):
 
         ``drafts_visible=False`` (a reader over HTTP or MCP) hides the FAQ cards not yet
         approved from a search that names the ``faq-card`` scope."""
-        info = self._collection(collection)
+        info, raw = self._collection_and_settings(collection)
         if _wants_qa_first(request):
             return self.refinery.search(collection, request, drafts_visible=drafts_visible)
-        setup = self._query_setup(collection, request, info=info, drafts_visible=drafts_visible)
+        saved = None if raw is None else parse_settings(raw, collection=collection)
+        setup = self._query_setup(
+            collection, request, info=info, drafts_visible=drafts_visible, saved_settings=saved
+        )
         with self.metered(collection, "query"):
             result = self._search.search(
                 collection, request, embedder=setup.embedder, embedder_note=setup.note, info=info,
-                also_hidden=setup.hidden,
+                also_hidden=setup.hidden, saved_settings=saved,
             )
         empty = self._empty_scopes(collection, validated(request).scopes)
         if empty:
@@ -113,6 +118,17 @@ class QueryingMixin(EngineBase):
             raise NotFoundError(f"collection {collection!r} does not exist")
         return info
 
+    def _collection_and_settings(self, collection: str) -> tuple[CollectionInfo, dict[str, Any] | None]:
+        """The collection (or NotFoundError) and, from a store that reads both in one
+        round trip (:class:`~plait.stores.base.CollectionReadStore`), its stored settings;
+        None for them otherwise (read when needed, as before)."""
+        if isinstance(self.store, CollectionReadStore):
+            both = self.store.collection_with_settings(collection)
+            if both is None:
+                raise NotFoundError(f"collection {collection!r} does not exist")
+            return both
+        return self._collection(collection), None
+
     def _query_setup(
         self,
         collection: str,
@@ -120,11 +136,12 @@ class QueryingMixin(EngineBase):
         *,
         info: CollectionInfo,
         drafts_visible: bool,
+        saved_settings: CollectionSettings | None = None,
     ) -> _QuerySetup:
         """What a search, explain or arms view of ``request`` runs with: the collection's
         embedder (its model checked against the stored vectors, guarded), the note when it
         is ``none``, and the draft cards hidden from a caller who may not see them."""
-        embedder, name = self.embedder_for(collection, info=info)
+        embedder, name = self.embedder_for(collection, info=info, saved_settings=saved_settings)
         check_model(self.store, collection, embedder, info=info)
         return _QuerySetup(
             embedder=self._guarded(embedder, info),

@@ -26,6 +26,7 @@ __all__ = [
     "BulkStore",
     "Change",
     "ChunkState",
+    "CollectionReadStore",
     "Filters",
     "ReplaceCounts",
     "ScopeInfo",
@@ -356,6 +357,17 @@ class TwoArmStore(Protocol):
     ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
         """``(lexical_search(...), vector_search(...))`` with the same arguments, in one
         request; the dense list is empty when ``vector`` is None."""
+        ...
+
+
+@runtime_checkable
+class CollectionReadStore(Protocol):
+    """A store that reads a collection and its settings together (one round trip to a
+    server store instead of :meth:`Store.get_collection` then :meth:`Store.get_settings`)."""
+
+    def collection_with_settings(self, name: str) -> tuple[CollectionInfo, dict[str, Any]] | None:
+        """``(get_collection(name), get_settings(name))`` read in one statement (one
+        snapshot); None when the collection does not exist."""
         ...
 
 

@@ -118,6 +118,10 @@ class PostgresStore(PostgresSearch):
         "FROM plait_collections p"
     )
 
+    _INFO_SETTINGS = _INFO.replace(" FROM plait_collections p", ", p.settings FROM plait_collections p") + (
+        " WHERE p.name = %s"
+    )
+
     @staticmethod
     def _info(row: Sequence[Any]) -> CollectionInfo:
         return CollectionInfo(
@@ -147,6 +151,12 @@ class PostgresStore(PostgresSearch):
         with self._read() as conn:
             row = conn.execute(self._INFO + " WHERE p.name = %s", (name,), prepare=self._prepare).fetchone()
         return self._info(row) if row else None
+
+    def collection_with_settings(self, name: str) -> tuple[CollectionInfo, dict[str, Any]] | None:
+        """The collection and its settings in one statement (a search's first read)."""
+        with self._read() as conn:
+            row = conn.execute(self._INFO_SETTINGS, (name,), prepare=self._prepare).fetchone()
+        return None if row is None else (self._info(row), dict(row[9]))
 
     def list_collections(self) -> list[CollectionInfo]:
         with self._read() as conn:
