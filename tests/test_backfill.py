@@ -54,7 +54,7 @@ def _texts(log: Path, event: str = "done") -> dict[int, list[str]]:
     return out
 
 
-def _wait(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+def _wait(what: str, check: Callable[[], bool], timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -254,7 +254,7 @@ def test_ctrl_c_in_the_cli_keeps_a_searchable_index_and_says_how_to_resume(tmp_p
     try:
         _wait("batch 2 to start", lambda: 2 in _texts(log, "start"))
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
