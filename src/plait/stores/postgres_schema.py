@@ -50,6 +50,10 @@ Migration 9 (:mod:`plait.stores.postgres_generation`) adds ``plait_collections.g
 bumped by the same triggers in the same transaction as every change of a collection's
 chunk rows and postings: the serving process's lexical cache is keyed by it.
 
+Migration 10 (:mod:`plait.stores.postgres_changes`) adds ``plait_changes``, the log of
+each generation's inserted and deleted chunk row ids, written by the same triggers:
+a serving process applies only the changes since its cached generation.
+
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
@@ -61,6 +65,7 @@ from __future__ import annotations
 import psycopg
 
 from plait.stores.postgres_bounds import MIGRATION_8
+from plait.stores.postgres_changes import MIGRATION_10
 from plait.stores.postgres_generation import MIGRATION_9
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
@@ -472,7 +477,7 @@ CREATE TABLE plait_usage (
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
     _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
-    MIGRATION_8, MIGRATION_9,
+    MIGRATION_8, MIGRATION_9, MIGRATION_10,
 )
 LATEST_VERSION = len(MIGRATIONS)
 
