@@ -10,9 +10,17 @@ costs O(postings of its terms + k·log k): no SQL, no sort of concatenated ids, 
 proportional to the corpus.
 
 Every write bumps the collection's generation (N, the mean lengths and the idf of every
-term change with it), and the store then starts a fresh :class:`LexicalIndex`: the next
-query reloads the chunk lengths (one scan of the collection's chunk rows) and each
-distinct query term costs one postings read until it is cached again.
+term change with it). The store then either starts a fresh :class:`LexicalIndex` (the
+next query reloads the chunk lengths, one scan of the collection's chunk rows, and each
+distinct query term costs one postings read until it is cached again) or, knowing which
+chunk rows the write added and removed, derives the next generation's index with
+:meth:`LexicalIndex.apply`: the lengths of the added rows, the removed rows dropped, and
+the postings of every term this index holds *carried* — merged on the term's first use
+in the new generation (positions remapped, the added rows' postings of the term
+included), so a write costs the next query O(chunks) array copies plus O(postings) per
+term it uses, and no read of the rows that did not change. Score rows are always
+recomputed in the new generation (N, avgdl and df moved), by the same function, so the
+scores are those of an index built fresh.
 
 The cache is bounded: each index holds at most ``budget`` bytes of postings and score
 rows (default :data:`DEFAULT_BUDGET`, 256 MiB; 16 bytes per posting for the postings
@@ -30,9 +38,10 @@ rowid (positions are in rowid order).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +49,10 @@ import numpy as np
 from plait.stores.base import BM25Params
 from plait.stores.lexical import term_scores, top_k
 
-__all__ = ["DEFAULT_BUDGET", "ENTRY_OVERHEAD", "MAX_MISSES", "LexicalIndex", "Postings", "ScoreRow"]
+__all__ = [
+    "DEFAULT_BUDGET", "ENTRY_OVERHEAD", "MAX_CARRY", "MAX_MISSES", "AddedPostings", "LexicalIndex", "Postings",
+    "ScoreRow",
+]
 
 #: Bytes of postings and score rows one :class:`LexicalIndex` keeps by default.
 DEFAULT_BUDGET = 256 * 2**20
@@ -48,10 +60,17 @@ DEFAULT_BUDGET = 256 * 2**20
 ENTRY_OVERHEAD = 400
 #: Terms without postings remembered per index (least recently used dropped past it).
 MAX_MISSES = 4096
+#: Generations a term's postings are carried without being used before they are dropped
+#: (read again on the term's next query): bounds the old position maps kept alive.
+MAX_CARRY = 4
 
 #: A loader of one term's raw postings in one field: ``load(field, term)`` gives
 #: (ascending chunk rowids, term frequencies).
 Postings = Callable[[int, str], tuple[np.ndarray, np.ndarray]]
+#: What :meth:`LexicalIndex.apply` asks about the added chunks: given the ``(field, term)``
+#: keys the index holds, each key's postings among the added chunks (ascending row ids,
+#: term frequencies), keys without any left out.
+AddedPostings = Callable[[Collection[tuple[int, str]]], Mapping[tuple[int, str], tuple[np.ndarray, np.ndarray]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +83,29 @@ class ScoreRow:
 
 _EMPTY = ScoreRow(np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float64))
 _NO_POSTINGS = (_EMPTY.positions, _EMPTY.scores)
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """Part of a carried term's postings: ``positions`` of an earlier generation's index
+    mapped through ``maps`` in order (each an array: old position -> next generation's
+    position, -1 for a removed chunk) give positions in the holding index."""
+
+    maps: tuple[np.ndarray, ...]
+    positions: np.ndarray
+    tfs: np.ndarray
+
+
+@dataclass(slots=True)
+class _Carried:
+    """A term's postings carried from earlier generations, merged on first use."""
+
+    pieces: list[_Piece]
+    nbytes: int
+
+
+def _carried(pieces: list[_Piece]) -> _Carried:
+    return _Carried(pieces, sum(p.positions.nbytes + p.tfs.nbytes for p in pieces) + ENTRY_OVERHEAD)
 
 
 @dataclass(slots=True)
@@ -112,6 +154,8 @@ class LexicalIndex:
         self.max_misses = max_misses
         self._terms: OrderedDict[tuple[int, str], _Term] = OrderedDict()
         self._misses: OrderedDict[tuple[int, str], None] = OrderedDict()
+        self._carried: OrderedDict[tuple[int, str], _Carried] = OrderedDict()
+        self._depth = 0  # generations since the oldest carried piece's index
         self._bytes = 0
         self._lock = threading.Lock()
         self._free: list[tuple[np.ndarray, np.ndarray]] = []
@@ -132,9 +176,23 @@ class LexicalIndex:
         with self._lock:
             return len(self._terms), len(self._misses)
 
+    @property
+    def carried_terms(self) -> int:
+        """Terms carried from an earlier generation and not used in this one yet."""
+        with self._lock:
+            return len(self._carried)
+
+    def _miss(self, key: tuple[int, str]) -> None:
+        """Remember ``key`` as holding no postings. Under the lock."""
+        self._misses[key] = None
+        self._misses.move_to_end(key)
+        while len(self._misses) > self.max_misses:
+            self._misses.popitem(last=False)
+
     def _touch(self, key: tuple[int, str]) -> _Term | None:
         """The cached term (marked most recently used), :data:`None` if not cached;
-        a remembered miss gives an empty term. Called under the lock."""
+        a remembered miss gives an empty term; a carried term is merged now. Called
+        under the lock."""
         found = self._terms.get(key)
         if found is not None:
             self._terms.move_to_end(key)
@@ -142,10 +200,45 @@ class LexicalIndex:
         if key in self._misses:
             self._misses.move_to_end(key)
             return _Term(*_NO_POSTINGS)
-        return None
+        carried = self._carried.pop(key, None)
+        if carried is None:
+            return None
+        self._bytes -= carried.nbytes
+        positions, tfs = self._merge(carried.pieces)
+        if positions.size == 0:
+            self._miss(key)
+            return _Term(*_NO_POSTINGS)
+        entry = _Term(positions, tfs)
+        entry.nbytes = positions.nbytes + tfs.nbytes + ENTRY_OVERHEAD
+        self._terms[key] = entry
+        self._bytes += entry.nbytes
+        self._evict(key)
+        return entry
+
+    def _merge(self, pieces: Sequence[_Piece]) -> tuple[np.ndarray, np.ndarray]:
+        """A carried term's (ascending positions in this index, term frequencies)."""
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        for piece in pieces:
+            positions, tfs = piece.positions, piece.tfs
+            for mapping in piece.maps:
+                positions = mapping[positions]
+                kept = positions >= 0
+                if not kept.all():
+                    positions, tfs = positions[kept], tfs[kept]
+            parts.append((positions, tfs))
+        if len(parts) == 1:
+            return parts[0][0].astype(np.intp, copy=False), parts[0][1]
+        positions = np.concatenate([p for p, _ in parts])
+        tfs = np.concatenate([t for _, t in parts])
+        order = np.argsort(positions, kind="stable")
+        return positions[order].astype(np.intp, copy=False), tfs[order]
 
     def _evict(self, keep: tuple[int, str] | None) -> None:
-        """Drop least recently used terms until within budget (never ``keep``). Under the lock."""
+        """Drop carried terms not used yet, then least recently used terms, until within
+        budget (never ``keep``). Under the lock."""
+        while self._bytes > self.budget and self._carried:
+            _, carried = self._carried.popitem(last=False)
+            self._bytes -= carried.nbytes
         while self._bytes > self.budget and self._terms:
             key, victim = next(iter(self._terms.items()))
             if key == keep:
@@ -173,6 +266,86 @@ class LexicalIndex:
         held = self.held(pairs)
         return [pair for pair in pairs if pair not in held]
 
+    def apply(
+        self,
+        removed: np.ndarray,
+        rowids: np.ndarray,
+        lengths: np.ndarray,
+        chunk_ids: Sequence[str],
+        postings: AddedPostings,
+    ) -> LexicalIndex:
+        """The index of the next generation: this one's chunks without the row ids
+        ``removed`` (all held here), plus the chunks of row ids ``rowids`` (ascending,
+        none held here) with their ``lengths`` (``(n, 2)``) and ``chunk_ids``.
+
+        ``postings(keys)`` gives the added chunks' postings of those of ``keys`` (the
+        terms this index holds: cached, carried or known to hold none) that occur in
+        them. Every held term is carried into the new index and merged on its first use
+        there; the new index gives exactly the scores of one built from the new
+        generation's rows (its lengths, mean lengths and score rows are computed as
+        for a fresh index). This index is not changed: queries of its generation go on.
+        Raises :class:`ValueError` if ``removed`` names a row not held or ``rowids`` one
+        held already (the caller reloads in full). Nothing to apply gives this index.
+        """
+        if not removed.size and not rowids.size:
+            return self
+        n_old = self.size
+        gone = np.isin(self.rowids, removed)
+        kept_positions = np.flatnonzero(~gone)
+        if n_old - kept_positions.size != np.unique(removed).size:
+            raise ValueError("removed row ids the index does not hold")
+        base_ids = self.rowids[kept_positions]
+        base_lengths = self.lengths[kept_positions]
+        base_chunks = list(itertools.compress(self.chunk_ids, (~gone).tolist())) if removed.size else list(self.chunk_ids)
+        added_lengths = np.asarray(lengths, dtype=np.float64).reshape(-1, 2)
+        new_ids = np.concatenate([base_ids, rowids.astype(np.int64, copy=False)])
+        new_lengths = np.ascontiguousarray(np.concatenate([base_lengths, added_lengths]))
+        combined = base_chunks + list(chunk_ids)
+        if rowids.size and base_ids.size and rowids[0] <= base_ids[-1]:  # added amid the held rows
+            order = np.argsort(new_ids, kind="stable")
+            new_ids, new_lengths = new_ids[order], new_lengths[order]
+            combined = [combined[i] for i in order.tolist()]
+            where = np.empty_like(order)
+            where[order] = np.arange(order.size)
+        else:
+            where = np.arange(new_ids.size)
+        if new_ids.size > 1 and not bool(np.all(new_ids[1:] > new_ids[:-1])):
+            raise ValueError("added row ids the index holds already")
+        mapping = np.full(n_old, -1, dtype=np.intp)
+        mapping[kept_positions] = where[: kept_positions.size]
+        index = LexicalIndex(new_ids, new_lengths, combined, budget=self.budget, max_misses=self.max_misses)
+        with self._lock:
+            carry_old = self._depth < MAX_CARRY
+            carried = list(self._carried.items()) if carry_old else []
+            terms = [(key, entry.positions, entry.tfs) for key, entry in self._terms.items()]
+            misses = list(self._misses)
+        keys = [key for key, _ in carried] + [key for key, _, _ in terms] + misses
+        found = postings(keys) if rowids.size else {}
+
+        def plus(key: tuple[int, str]) -> list[_Piece]:
+            hit = found.get(key)
+            if hit is None or not len(hit[0]):
+                return []
+            positions = np.searchsorted(new_ids, hit[0]).astype(np.intp, copy=False)
+            return [_Piece((), positions, np.asarray(hit[1], dtype=np.float64))]
+
+        with index._lock:
+            for key, old in carried:  # oldest first: the first evicted past the budget
+                pieces = [_Piece((*p.maps, mapping), p.positions, p.tfs) for p in old.pieces]
+                index._carried[key] = _carried(pieces + plus(key))
+            for key, positions, tfs in terms:
+                index._carried[key] = _carried([_Piece((mapping,), positions, tfs), *plus(key)])
+            for key in misses:
+                extra = plus(key)
+                if extra:
+                    index._carried[key] = _carried(extra)
+                else:
+                    index._miss(key)
+            index._bytes = sum(c.nbytes for c in index._carried.values())
+            index._depth = self._depth + 1 if carried else 1
+            index._evict(None)
+        return index
+
     def _entry(self, field_: int, term: str, load: Postings) -> _Term:
         key = (field_, term)
         with self._lock:
@@ -182,10 +355,7 @@ class LexicalIndex:
         ids, tfs = load(field_, term)
         if len(ids) == 0:
             with self._lock:
-                self._misses[key] = None
-                self._misses.move_to_end(key)
-                while len(self._misses) > self.max_misses:
-                    self._misses.popitem(last=False)
+                self._miss(key)
             return _Term(*_NO_POSTINGS)
         positions = np.searchsorted(self.rowids, ids).astype(np.intp, copy=False)
         entry = _Term(positions, np.asarray(tfs, dtype=np.float64))

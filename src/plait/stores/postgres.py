@@ -47,6 +47,7 @@ from plait.stores.base import (
 from plait.stores.lexical_index import DEFAULT_BUDGET
 from plait.stores.postgres_base import now as _now
 from plait.stores.postgres_base import vec as _vec
+from plait.stores.postgres_incremental import DEFAULT_SHARE
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
 from plait.stores.postgres_search import PostgresSearch
@@ -77,6 +78,9 @@ class PostgresStore(PostgresSearch):
     visits right after a large load; None leaves it to autovacuum.
     ``lexical_cache_bytes`` bounds each collection's in-process lexical cache (postings
     and score rows; default 256 MiB, least recently used terms evicted and read again).
+    ``incremental_share``: after a write of at most this share of a collection's chunks
+    (rows added + removed; default 0.1, at least 1,000 rows), a search applies the
+    change log to its cached lexical index instead of reloading it (0: always reload).
     """
 
     def __init__(
@@ -91,10 +95,12 @@ class PostgresStore(PostgresSearch):
         prepare: bool = True,
         vacuum_after: int | None = 5000,
         lexical_cache_bytes: int = DEFAULT_BUDGET,
+        incremental_share: float = DEFAULT_SHARE,
     ) -> None:
         super().__init__(
             dsn,
             lexical_cache_bytes=lexical_cache_bytes,
+            incremental_share=incremental_share,
             schema=schema,
             statement_timeout=statement_timeout,
             connect_timeout=connect_timeout,

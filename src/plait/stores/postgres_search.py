@@ -31,6 +31,7 @@ deleted is dropped once this process stops searching it).
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections import OrderedDict
@@ -45,6 +46,8 @@ from plait.errors import NotFoundError, StoreError
 from plait.stores.base import BM25Params, Filters
 from plait.stores.lexical_index import DEFAULT_BUDGET, LexicalIndex
 from plait.stores.postgres_base import PostgresBase, vec
+from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
+from plait.stores.postgres_incremental import ADDED, DEFAULT_SHARE, advance, most_rows
 from plait.stores.postgres_lexcache import (
     LENGTHS,
     POSTINGS,
@@ -66,6 +69,9 @@ MAX_INDEXES = 16
 Ranked = list[tuple[str, float]]
 _CHECK = "SELECT id, dimension, generation FROM plait_collections WHERE name = %s"
 _GENERATION = "SELECT generation FROM plait_collections WHERE id = %s"
+_STATE = "SELECT generation, n_chunks FROM plait_collections WHERE id = %s"
+
+log = logging.getLogger(__name__)
 
 
 Loaded = dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]
@@ -99,11 +105,21 @@ class _Lexical:
 class PostgresSearch(PostgresBase):
     """The arms of :class:`~plait.stores.postgres.PostgresStore`."""
 
-    def __init__(self, dsn: str, *, lexical_cache_bytes: int = DEFAULT_BUDGET, **options: Any) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        lexical_cache_bytes: int = DEFAULT_BUDGET,
+        incremental_share: float = DEFAULT_SHARE,
+        **options: Any,
+    ) -> None:
         if lexical_cache_bytes < 0:
             raise StoreError(f"lexical_cache_bytes must be >= 0, got {lexical_cache_bytes}")
+        if not 0.0 <= incremental_share <= 1.0:
+            raise StoreError(f"incremental_share must be between 0 and 1, got {incremental_share}")
         super().__init__(dsn, **options)
         self._lexical_budget = lexical_cache_bytes
+        self._incremental_share = incremental_share
         self._known: dict[str, tuple[int, int | None]] = {}
         self._ef: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
         # collection id -> (generation, its lexical index), most recently used last;
@@ -205,13 +221,12 @@ class PostgresSearch(PostgresBase):
                     generation = int(now[2])
                     built = self._index_from(cid, generation, held, reads, missing)
                     allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
-                    if built is None:  # the generation moved: reload, in one snapshot
-                        loaded = self._reload(conn, cid, pairs, filters if filtered else None)
+                    if built is None:  # the generation moved: apply its changes, or reload
+                        loaded = self._advance(conn, cid, held, pairs, filters if filtered else None)
                         if loaded is None:
                             self._forget(collection)
                             continue  # deleted meanwhile: the check says so next time
-                        (index, read), allowed = loaded
-                        pinned = {}
+                        (index, read, pinned), allowed = loaded
                     else:
                         index, read = built
                     rows = index.rows(terms, bm25, _loader(index, read, pinned)) or []
@@ -285,6 +300,71 @@ class PostgresSearch(PostgresBase):
             return None
         allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
         return built, allowed
+
+    def _advance(
+        self,
+        conn: psycopg.Connection,
+        cid: int,
+        stale: tuple[int, LexicalIndex] | None,
+        pairs: Sequence[tuple[int, str]],
+        filters: Filters | None,
+    ) -> tuple[tuple[LexicalIndex, Loaded, Loaded], np.ndarray | None] | None:
+        """The index of the collection's current generation with ``pairs`` available (read
+        or held), and the filter's row ids, all from one snapshot: ``stale`` (the index
+        of an older generation) with only the changes since applied
+        (:mod:`plait.stores.postgres_incremental`), else a full :meth:`_reload`; None if
+        the collection is gone."""
+        if stale is None or self._incremental_share <= 0:
+            return self._full(conn, cid, pairs, filters)
+        since, old = stale
+        most = most_rows(old.size, self._incremental_share)
+        unknown = old.missing(pairs)  # the rest are held or carried by the new index
+        reads = _Lexical()
+        with conn.pipeline(), conn.transaction():
+            conn.execute(READ_SNAPSHOT)
+            check = conn.execute(_STATE, (cid,), prepare=self._prepare)
+            logged = conn.execute(CHANGES, changes_params(cid, since, most), prepare=self._prepare)
+            added = conn.execute(ADDED, changes_params(cid, since, most), prepare=self._prepare)
+            self._send_reads(conn, reads, cid, False, unknown, filters)
+        now = check.fetchone()
+        if now is None:
+            return None
+        generation, chunks = int(now[0]), int(now[1])
+        changes = changes_from(logged.fetchone(), since=since, generation=generation)
+        added_row = added.fetchone()
+        if changes is None:  # the log does not reach back, or the change is large
+            return self._full(conn, cid, pairs, filters)
+        try:
+            index = advance(old, changes, added_row)
+        except ValueError as error:
+            log.warning("reloading the lexical index of collection %s in full: %s", cid, error)
+            return self._full(conn, cid, pairs, filters)
+        if index.size != chunks:
+            log.warning(
+                "reloading the lexical index of collection %s in full: %s chunks after the change log, %s counted",
+                cid, index.size, chunks,
+            )
+            return self._full(conn, cid, pairs, filters)
+        read = postings_from(reads.postings.fetchall() if reads.postings else [], unknown) if unknown else {}
+        pinned = index.held([pair for pair in pairs if pair not in read])
+        if any(pair not in read and pair not in pinned for pair in pairs):  # evicted meanwhile
+            return self._full(conn, cid, pairs, filters)
+        self._keep(cid, generation, index)
+        allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
+        return (index, read, pinned), allowed
+
+    def _full(
+        self,
+        conn: psycopg.Connection,
+        cid: int,
+        pairs: Sequence[tuple[int, str]],
+        filters: Filters | None,
+    ) -> tuple[tuple[LexicalIndex, Loaded, Loaded], np.ndarray | None] | None:
+        loaded = self._reload(conn, cid, pairs, filters)
+        if loaded is None:
+            return None
+        (index, read), allowed = loaded
+        return (index, read, {}), allowed
 
     @staticmethod
     def _stored_dimension(conn: psycopg.Connection, cid: int) -> int | None:

@@ -1,0 +1,113 @@
+"""The PostgreSQL store's lexical index after a write: only the changed rows read.
+
+When a search finds the collection's generation moved past its cached
+:class:`~plait.stores.lexical_index.LexicalIndex`, the store reads, in one
+``REPEATABLE READ`` snapshot with the current generation (one round trip): the change
+log since the cached generation (:data:`~plait.stores.postgres_changes.CHANGES`),
+:data:`ADDED` — the row id, field lengths, chunk id and analysed fields of each chunk
+row added since, in the layout of :data:`~plait.stores.postgres_lexcache.LENGTHS` — and
+the postings of the query's terms the cached index does not hold. :func:`advance` then
+derives the new generation's index (:meth:`LexicalIndex.apply`): the added rows'
+postings of the terms it holds are counted here from their ``lex_exact`` /
+``lex_stems`` exactly as the triggers' ``plait_lex_postings`` counts them (tokens split
+on single spaces, term frequency = occurrences), so no posting is read again.
+
+A change too large to be worth it falls back to the full reload: more row ids than
+:func:`most_rows` (``share`` of the collection's chunks, at least :data:`MIN_ROWS`;
+``share`` is the store's ``incremental_share``, default :data:`DEFAULT_SHARE`), and so
+does a log that no longer reaches back to the cached generation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from plait.stores.lexical_index import LexicalIndex
+from plait.stores.postgres_changes import Changes
+from plait.stores.postgres_lexcache import index_from
+
+__all__ = ["ADDED", "DEFAULT_SHARE", "MIN_ROWS", "added_postings", "advance", "most_rows"]
+
+#: Largest change (row ids added + removed) applied in place of a reload, as a share of
+#: the cached index's chunks (see ``benchmarks/results/postgres_after_write.md``).
+DEFAULT_SHARE = 0.1
+#: ... but never fewer rows than this (a small collection reloads cheaply either way).
+MIN_ROWS = 1000
+
+_LOG = "FROM plait_changes WHERE collection_id = %(cid)s AND generation > %(since)s"
+
+#: The chunk rows added since generation ``%(since)s`` that the snapshot holds, as one
+#: row (columns of :data:`~plait.stores.postgres_lexcache.LENGTHS`, then the analysed
+#: fields as two ``text[]``), or nothing when the log names more than ``%(most)s`` ids.
+ADDED = (
+    "SELECT string_agg(int8send(c.id), ''::bytea ORDER BY c.id), "
+    "string_agg(int4send(c.len_exact), ''::bytea ORDER BY c.id), "
+    "string_agg(int4send(c.len_stems), ''::bytea ORDER BY c.id), "
+    "string_agg(convert_to(c.chunk_id, 'UTF8'), '\\x00'::bytea ORDER BY c.id), "
+    "array_agg(c.lex_exact ORDER BY c.id), array_agg(c.lex_stems ORDER BY c.id) "
+    f"FROM plait_chunks c WHERE c.collection_id = %(cid)s AND c.id = ANY(ARRAY(SELECT unnest(added) {_LOG})) "
+    "AND (SELECT coalesce(sum(cardinality(added) + cardinality(removed) + cardinality(updated)), 0) "
+    f"{_LOG}) <= %(most)s"
+)
+
+
+def most_rows(size: int, share: float) -> int:
+    """The largest change (row ids) applied to an index of ``size`` chunks."""
+    return max(MIN_ROWS, int(share * size))
+
+
+def _tokens(text: str) -> list[str]:
+    # string_to_array(text, ' '): '' is no token at all, otherwise every space splits
+    return text.split(" ") if text else []
+
+
+def added_postings(
+    rowids: np.ndarray, exact: Sequence[str], stems: Sequence[str], keys: Collection[tuple[int, str]]
+) -> dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]:
+    """Each of ``keys``'s (ascending row ids, term frequencies) among the chunks of
+    ``rowids`` (ascending) whose analysed fields are ``exact[i]`` / ``stems[i]``; keys
+    occurring in none are left out."""
+    wanted: tuple[set[str], set[str]] = (set(), set())
+    for field, term in keys:
+        wanted[field].add(term)
+    found: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
+    for field, texts in enumerate((exact, stems)):
+        if not wanted[field]:
+            continue
+        for rowid, text in zip(rowids.tolist(), texts, strict=True):
+            counts = Counter(_tokens(text))
+            for term in counts.keys() & wanted[field]:
+                ids, tfs = found.setdefault((field, term), ([], []))
+                ids.append(rowid)
+                tfs.append(counts[term])
+    return {
+        key: (np.array(ids, dtype=np.int64), np.array(tfs, dtype=np.float64)) for key, (ids, tfs) in found.items()
+    }
+
+
+def advance(index: LexicalIndex, changes: Changes, row: Sequence[Any] | None) -> LexicalIndex:
+    """The index of ``changes.generation`` from ``index`` (of ``changes.since``) and
+    :data:`ADDED`'s row. Raises :class:`ValueError` when they disagree (the caller
+    reloads in full)."""
+    if not changes.added.size:
+        if not changes.removed.size:
+            return index  # nothing lexical changed: the same index serves the new generation
+        empty = np.empty(0, dtype=np.int64)
+        return index.apply(changes.removed, empty, np.zeros((0, 2)), [], lambda keys: {})
+    if row is None or row[0] is None:
+        raise ValueError("the change log names added rows the snapshot does not hold")
+    added = index_from(row[:4], budget=0)
+    if not np.array_equal(added.rowids, changes.added):
+        raise ValueError("the change log names added rows the snapshot does not hold")
+    exact, stems = list(row[4]), list(row[5])
+    return index.apply(
+        changes.removed,
+        added.rowids,
+        added.lengths,
+        added.chunk_ids,
+        lambda keys: added_postings(added.rowids, exact, stems, keys),
+    )

@@ -1,0 +1,130 @@
+"""``LexicalIndex.apply``: the next generation's index from this one and the changed rows.
+
+Each case builds a corpus of token lists, an index of it with some terms cached, applies
+a change (rows removed, rows added — also amid the held row ids, as another id sequence
+could give), possibly several generations in a row without using the carried terms, and
+checks that every query ranks exactly (ids and float scores) as a fresh index of the
+final corpus, and as the uncached reference :func:`plait.stores.lexical.bm25_rank`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping
+
+import numpy as np
+import pytest
+
+from plait.stores.base import BM25Params
+from plait.stores.lexical import bm25_rank
+from plait.stores.lexical_index import MAX_CARRY, LexicalIndex
+
+Corpus = dict[int, tuple[list[str], list[str]]]  # row id -> (exact tokens, stems tokens)
+QUERIES = [(["card", "checkout"], ["card"]), (["zebra"], ["zebr"]), (["refund", "card", "ledger"], []), (["nothing"], ["x"])]
+
+
+def _corpus() -> Corpus:
+    texts = ["card checkout", "checkout checkout session", "refund ledger card", "card card card", "zebra",
+             "inventory stock", "checkout refund", "ledger"]
+    return {10 * (i + 1): (t.split(), [w[:4] for w in t.split()]) for i, t in enumerate(texts)}
+
+
+def _postings(corpus: Corpus, field: int, term: str) -> tuple[np.ndarray, np.ndarray]:
+    ids = [r for r in sorted(corpus) if term in corpus[r][field]]
+    tfs = [Counter(corpus[r][field])[term] for r in ids]
+    return np.array(ids, dtype=np.int64), np.array(tfs, dtype=np.float64)
+
+
+def _index(corpus: Corpus, budget: int = 2**30) -> LexicalIndex:
+    rows = sorted(corpus)
+    lengths = np.array([[len(corpus[r][0]), len(corpus[r][1])] for r in rows], dtype=np.float64).reshape(-1, 2)
+    return LexicalIndex(np.array(rows, dtype=np.int64), lengths, [f"c{r}" for r in rows], budget=budget)
+
+
+def _rank(index: LexicalIndex, corpus: Corpus, query: tuple[list[str], list[str]], params: BM25Params) -> list[tuple[str, float]]:
+    rows = index.rows(query, params, lambda f, t: _postings(corpus, f, t)) or []
+    return index.rank(rows, limit=None)
+
+
+def _reference(corpus: Corpus, query: tuple[list[str], list[str]], params: BM25Params) -> list[tuple[str, float]]:
+    index = _index(corpus)
+    postings = {f: [_postings(corpus, f, t) for t in dict.fromkeys(query[f])] for f in (0, 1)}
+    return [(f"c{r}", s) for r, s in bm25_rank(index.rowids, index.lengths, postings, params, limit=None)]
+
+
+def _apply(index: LexicalIndex, corpus: Corpus, removed: list[int], added: Corpus) -> LexicalIndex:
+    """Apply the change to ``index`` and to ``corpus`` (in place)."""
+    for r in removed:
+        del corpus[r]
+    corpus.update(added)
+    rows = sorted(added)
+
+    def postings(keys: Collection[tuple[int, str]]) -> Mapping[tuple[int, str], tuple[np.ndarray, np.ndarray]]:
+        out = {}
+        for field, term in keys:
+            ids, tfs = _postings({r: added[r] for r in rows}, field, term)
+            if ids.size:
+                out[(field, term)] = (ids, tfs)
+        return out
+
+    lengths = np.array([[len(added[r][0]), len(added[r][1])] for r in rows], dtype=np.float64).reshape(-1, 2)
+    return index.apply(np.array(removed, dtype=np.int64), np.array(rows, dtype=np.int64), lengths,
+                       [f"c{r}" for r in rows], postings)
+
+
+def _check(index: LexicalIndex, corpus: Corpus) -> None:
+    fresh = _index(corpus)
+    assert index.size == fresh.size and index.avgdl == fresh.avgdl
+    assert np.array_equal(index.rowids, fresh.rowids) and np.array_equal(index.lengths, fresh.lengths)
+    assert index.chunk_ids == fresh.chunk_ids
+    for params in (BM25Params(), BM25Params(k1=1.5, b=1.0, exact_weight=2.0)):
+        for query in QUERIES:
+            got = _rank(index, corpus, query, params)
+            assert got == _rank(fresh, corpus, query, params) == _reference(corpus, query, params), query
+
+
+@pytest.mark.parametrize("amid", [False, True])
+def test_removed_and_added_rows_rank_as_a_fresh_index(amid: bool) -> None:
+    corpus = _corpus()
+    index = _index(corpus)
+    _check(index, corpus)  # every query term cached (and "nothing"/"x" remembered as misses)
+    first = 15 if amid else 100
+    added = {first: (["card", "zebra", "nothing"], ["card"]), first + 60: (["refund", "refund"], ["refu"])}
+    nxt = _apply(index, corpus, [20, 50], added)
+    assert nxt.carried_terms > 0 and index.size == 8  # the old index is left as it was
+    _check(nxt, corpus)
+    assert nxt.carried_terms == 0
+
+
+def test_several_generations_without_using_the_carried_terms() -> None:
+    """Terms carried through generations unused are merged through every position map;
+    past MAX_CARRY generations they are dropped (and read again), same scores."""
+    corpus = _corpus()
+    index = _index(corpus)
+    _check(index, corpus)
+    for g in range(MAX_CARRY + 2):
+        index = _apply(index, corpus, [sorted(corpus)[g % 3]], {200 + g: (["card", "ledger"] * (g + 1), ["card"])})
+        if g < MAX_CARRY:
+            assert index.carried_terms > 0
+    _check(index, corpus)
+
+
+def test_nothing_to_apply_keeps_the_index_and_bad_changes_raise() -> None:
+    corpus = _corpus()
+    index = _index(corpus)
+    empty = np.empty(0, dtype=np.int64)
+    assert index.apply(empty, empty, np.zeros((0, 2)), [], lambda keys: {}) is index
+    with pytest.raises(ValueError, match="does not hold"):
+        index.apply(np.array([11]), empty, np.zeros((0, 2)), [], lambda keys: {})
+    with pytest.raises(ValueError, match="holds already"):
+        index.apply(empty, np.array([10]), np.ones((1, 2)), ["again"], lambda keys: {})
+
+
+def test_carried_terms_count_against_the_budget() -> None:
+    """A tiny budget: carried terms are dropped first, then read again on use; still exact."""
+    corpus = _corpus()
+    index = _index(corpus, budget=0)
+    _check(index, corpus)
+    nxt = _apply(index, corpus, [10], {90: (["card"], ["card"])})
+    assert nxt.cached_bytes <= max(nxt.budget, 0) + 2000
+    _check(nxt, corpus)
