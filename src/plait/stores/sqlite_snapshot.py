@@ -17,15 +17,18 @@ All functions take an open connection and run inside the caller's read transacti
 from __future__ import annotations
 
 import sqlite3
+import threading
 from typing import Any
 
 import numpy as np
 
 from plait.stores.base import Filters
+from plait.stores.dense_bound import BoundedScan, build_bounded_scan
 from plait.stores.lexical import top_k
 from plait.stores.lexical_index import LexicalIndex
 
 __all__ = [
+    "BOUNDED_FROM",
     "LENGTHS_SQL",
     "DenseMatrix",
     "Snapshot",
@@ -36,19 +39,41 @@ __all__ = [
 ]
 
 
+#: Rows from which the exact dense arm first rules rows out with an int8 copy of the
+#: matrix (:mod:`plait.stores.dense_bound`); below it the full scan is as fast.
+BOUNDED_FROM = 2048
+_BOUNDED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 #: Every chunk's rowid, field lengths and id: answered from the covering index
 #: ``chunks_lengths`` (schema migration 3), in that index's order.
 LENGTHS_SQL = "SELECT rowid, len_exact, len_stems, chunk_id FROM chunks WHERE collection_id = ?"
 
 
 class DenseMatrix:
-    """The collection's vectors: ``matrix[i]`` is chunk ``chunk_ids[i]`` (rowid ``rowids[i]``)."""
+    """The collection's vectors: ``matrix[i]`` is chunk ``chunk_ids[i]`` (rowid ``rowids[i]``).
 
-    def __init__(self, rowids: np.ndarray, matrix: np.ndarray, chunk_ids: list[str]) -> None:
+    ``bounded_from`` (rows): at or above it, :meth:`rank` with a ``limit`` first asks an
+    int8 copy of the matrix which rows can be in the top ``limit`` and scores only those
+    exactly (:mod:`plait.stores.dense_bound`: same rows, scores and order as the full
+    scan); the copy is built on the first such query. None: always the full scan.
+    """
+
+    def __init__(
+        self,
+        rowids: np.ndarray,
+        matrix: np.ndarray,
+        chunk_ids: list[str],
+        *,
+        bounded_from: int | None = BOUNDED_FROM,
+    ) -> None:
         self.rowids = rowids
         self.matrix = matrix
         self.chunk_ids = chunk_ids
         self._by_rowid: dict[int, str] | None = None
+        self._bounded_from = bounded_from
+        self._bounded: BoundedScan | None = None
+        self._bounded_built = False
+        self._build_lock = threading.Lock()
 
     def rank(
         self, query: np.ndarray, *, limit: int | None, allowed: np.ndarray | None = None
@@ -59,18 +84,44 @@ class DenseMatrix:
         einsum, not BLAS, computes the scores: one thread by construction. A
         multi-threaded sgemv at this size (memory-bound, well under a millisecond) gains
         little on an idle machine and stalls for milliseconds when the other cores are
-        busy; the scores also no longer depend on the BLAS thread count.
+        busy; the scores also no longer depend on the BLAS thread count. With the int8
+        first pass (``bounded_from``) only the rows it cannot rule out are scored, by
+        the same einsum, so every score is the full scan's to the bit.
         """
-        scores = np.einsum("ij,j->i", self.matrix, query)
-        if allowed is None:
-            candidates = np.arange(self.rowids.size)
-            sub = scores
+        among = None if allowed is None else np.flatnonzero(np.isin(self.rowids, allowed))
+        candidates = self._candidates(query, limit, among)
+        if candidates is not None:
+            sub = np.einsum("ij,j->i", self.matrix[candidates], query)
+            order = top_k(candidates, sub, limit)
+            best, best_scores = candidates[order], sub[order]
         else:
-            candidates = np.flatnonzero(np.isin(self.rowids, allowed))
-            sub = scores[candidates]
-        best = candidates[top_k(candidates, sub, limit)]
+            scores = np.einsum("ij,j->i", self.matrix, query)
+            if among is None:
+                among = np.arange(self.rowids.size)
+                sub = scores
+            else:
+                sub = scores[among]
+            best = among[top_k(among, sub, limit)]
+            best_scores = scores[best]
         ids = self.chunk_ids
-        return [(ids[i], s) for i, s in zip(best.tolist(), scores[best].tolist(), strict=True)]
+        return [(ids[i], s) for i, s in zip(best.tolist(), best_scores.tolist(), strict=True)]
+
+    def _candidates(
+        self, query: np.ndarray, limit: int | None, among: np.ndarray | None
+    ) -> np.ndarray | None:
+        """The rows the first pass cannot rule out, ascending; None: scan them all."""
+        if limit is None or self._bounded_from is None or self.rowids.size < self._bounded_from:
+            return None
+        if np.result_type(self.matrix.dtype, query.dtype) not in _BOUNDED_DTYPES:
+            return None
+        if not self._bounded_built:
+            with self._build_lock:
+                if not self._bounded_built:
+                    self._bounded = build_bounded_scan(self.matrix)
+                    self._bounded_built = True
+        if self._bounded is None:
+            return None
+        return self._bounded.candidates(query, limit, among)
 
     def id_of(self, rowid: int) -> str:
         """The chunk id of a rowid that has a vector."""
