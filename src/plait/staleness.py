@@ -27,10 +27,13 @@ written (the run's end writes it); the next run, or a full reindex, counts again
 
 from __future__ import annotations
 
-from plait.collection_settings import read_settings, write_settings
+from plait.collection_settings import SETTINGS_VERSION, parse_settings, read_settings
 from plait.stores.base import Store
 
-__all__ = ["RECALIBRATE_FRACTION", "changed_share", "is_stale", "record_changes"]
+__all__ = ["COUNTER_KEY", "RECALIBRATE_FRACTION", "changed_share", "is_stale", "record_changes"]
+
+#: The stored key of the counter (:attr:`CollectionSettings.chunk_changes`).
+COUNTER_KEY = "chunkChanges"
 
 #: A calibration is measured again once more than this share of its chunks changed.
 RECALIBRATE_FRACTION = 0.1
@@ -38,12 +41,14 @@ RECALIBRATE_FRACTION = 0.1
 
 def record_changes(store: Store, collection: str, changed: int) -> int:
     """Add ``changed`` chunks (added, updated or deleted by one run) to the collection's
-    ``chunkChanges`` counter; returns the counter."""
-    current = read_settings(store, collection).chunk_changes
+    ``chunkChanges`` counter, atomically (:meth:`~plait.stores.base.Store.increment_settings`:
+    two runs ending at once on one collection both count); returns the counter."""
     if changed <= 0:
-        return current
-    write_settings(store, collection, chunk_changes=current + changed)
-    return current + changed
+        return read_settings(store, collection).chunk_changes
+    stored = store.increment_settings(
+        collection, {COUNTER_KEY: changed}, settings={"settingsVersion": SETTINGS_VERSION}
+    )
+    return parse_settings(stored, collection=collection).chunk_changes
 
 
 def changed_share(counter: int, changes_at: int | None, chunks: int | None, now: int | None = None) -> float:

@@ -35,10 +35,22 @@ __all__ = [
     "Store",
     "StoredChunk",
     "TwoArmStore",
+    "add_count",
     "replace_changes",
 ]
 
 R = TypeVar("R")
+
+
+def add_count(stored: Any, amount: int) -> int:
+    """A counter setting after :meth:`Store.increment_settings` adds ``amount`` to its
+    stored value (absent, or not an integer: 0).
+
+    >>> add_count(None, 3), add_count(4, 3), add_count("x", 3), add_count(True, 3)
+    (3, 7, 3, 3)
+    """
+    base = stored if isinstance(stored, int) and not isinstance(stored, bool) else 0
+    return base + int(amount)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +215,16 @@ class Store(Protocol):
 
     def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``settings`` into the collection's stored settings and return them."""
+        ...
+
+    def increment_settings(
+        self, name: str, increments: Mapping[str, int], *, settings: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Add each of ``increments`` to the integer setting of that key (absent or not an
+        integer: 0) and merge ``settings``, in one atomic step: two writers counting at once
+        both count (a read then a write of the settings would lose one). Returns the
+        settings as stored (Milvus, which has no transactions: atomic within the process,
+        under the store's lock; one writer per collection across processes)."""
         ...
 
     # writes --------------------------------------------------------------------

@@ -39,6 +39,7 @@ from plait.stores.base import (
     ScopeInfo,
     SourceInfo,
     StoredChunk,
+    add_count,
     replace_changes,
 )
 from plait.stores.field_topk import FieldList, merge_fields
@@ -135,6 +136,19 @@ class MilvusStore(MilvusBase):
         with self._lock:
             rec = self._record(name)
             rec["settings"].update(settings)
+            self._put_record(rec)
+            return dict(rec["settings"])
+
+    def increment_settings(
+        self, name: str, increments: Mapping[str, int], *, settings: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Read, add and upsert the collection record under the store's lock (Milvus has no
+        transactions; one writer per collection across processes)."""
+        with self._lock:
+            rec = self._record(name)
+            rec["settings"].update(settings or {})
+            for key, amount in increments.items():
+                rec["settings"][key] = add_count(rec["settings"].get(key), amount)
             self._put_record(rec)
             return dict(rec["settings"])
 

@@ -238,6 +238,25 @@ class PostgresStore(PostgresSearch):
             assert row is not None
             return dict(row[0])
 
+    def increment_settings(
+        self, name: str, increments: Mapping[str, int], *, settings: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One UPDATE adding each increment to the stored value (``x = x + n`` in jsonb,
+        under the row's lock): concurrent writers never lose a count."""
+        added = sql.SQL("").join(
+            sql.SQL(
+                " || jsonb_build_object({key}::text, CASE WHEN jsonb_typeof(settings -> {key}::text) = 'number' "
+                "THEN trunc((settings ->> {key}::text)::numeric)::bigint ELSE 0 END + {amount}::bigint)"
+            ).format(key=sql.Literal(key), amount=sql.Literal(int(amount)))
+            for key, amount in increments.items()
+        )
+        query = sql.SQL("UPDATE plait_collections SET settings = settings || %s{} WHERE id = %s RETURNING settings")
+        with self._tx() as conn:
+            cid, _ = self._collection(conn, name, lock=True)
+            row = conn.execute(query.format(added), (Jsonb(dict(settings or {})), cid)).fetchone()
+            assert row is not None
+            return dict(row[0])
+
     # usage -------------------------------------------------------------------------
     def add_usage(
         self, collection: str, rows: Sequence[UsageRow], *, settings: Mapping[str, Any] | None = None

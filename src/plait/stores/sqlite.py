@@ -38,6 +38,7 @@ from plait.stores.base import (
     ScopeInfo,
     SourceInfo,
     StoredChunk,
+    add_count,
     replace_changes,
 )
 from plait.stores.records import SQLITE_STORE_TABLES, Records, SqliteRecords
@@ -160,10 +161,21 @@ class SQLiteStore(SQLiteSearch):
         with self._tx() as db:
             return self._merge_settings(db, cid, settings)
 
+    def increment_settings(
+        self, name: str, increments: Mapping[str, int], *, settings: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        cid = self._cid(name)
+        with self._tx() as db:  # BEGIN IMMEDIATE: the read and the write hold the write lock
+            return self._merge_settings(db, cid, settings or {}, increments)
+
     @staticmethod
-    def _merge_settings(db: sqlite3.Connection, cid: int, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def _merge_settings(
+        db: sqlite3.Connection, cid: int, settings: Mapping[str, Any], increments: Mapping[str, int] | None = None
+    ) -> dict[str, Any]:
         current = json.loads(db.execute("SELECT settings FROM collections WHERE id = ?", (cid,)).fetchone()[0])
         current.update(settings)
+        for key, amount in (increments or {}).items():
+            current[key] = add_count(current.get(key), amount)
         db.execute("UPDATE collections SET settings = ? WHERE id = ?", (json.dumps(current, sort_keys=True), cid))
         return dict(current)
 

@@ -98,6 +98,18 @@ class StoreContract:
             "fusion": {"rrfK": 30},
         }
 
+    def test_settings_increment(self, store: Store) -> None:
+        """Counts add to the stored value (absent: 0, 2 + 3 = 5), other keys are kept and
+        ``settings`` merged in the same step; an unknown collection is NotFoundError."""
+        store.ensure_collection("a")
+        store.update_settings("a", {"embedder": "e5", "n": 2})
+        assert store.increment_settings("a", {"n": 3, "m": 4}, settings={"v": 1}) == {
+            "embedder": "e5", "n": 5, "m": 4, "v": 1,
+        }
+        assert store.get_settings("a") == {"embedder": "e5", "n": 5, "m": 4, "v": 1}
+        with pytest.raises(NotFoundError):
+            store.increment_settings("nope", {"n": 1})
+
     def test_unknown_collection_raises_not_found(self, store: Store) -> None:
         with pytest.raises(NotFoundError):
             store.lexical_search("nope", ["x"], [], limit=5)
