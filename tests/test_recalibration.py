@@ -15,6 +15,8 @@ from plait.arm_estimate import ESTIMATE_KEY
 from plait.ask_gate import GATE_KEY, GateCalibration, ensure_gate
 from plait.embeddings.base import TextKind
 from plait.embeddings.fake import FakeEmbedder
+from plait.refinery.cards import sync_cards
+from plait.refinery.models import CardMode, CardStatus, FaqCard
 from plait.service import Plait
 from plait.stores.sqlite import SQLiteStore
 
@@ -182,3 +184,29 @@ def test_chunks_deleted_outside_an_index_run_count_in_what_the_gate_shows(
     assert answer.gate is not None and answer.gate.changed_since == round(15 / FILES, 4) == 0.05
     shown = e.explain("What is note 7 about?", path="n007.md", collection="kb")
     assert shown.ask_gate is not None and shown.ask_gate.gate.changed_since == 0.05
+
+
+def _card(i: int) -> FaqCard:
+    return FaqCard(
+        id=f"card{i:03d}", collection="kb", question=f"What does note {i} say about {WORDS[i % len(WORDS)]}?",
+        answer=f"Note {i} says so.", status=CardStatus.APPROVED, mode=CardMode.EXTRACTIVE,
+        created_at="2026-12-01T00:00:00Z", updated_at="2026-12-01T00:00:00Z",
+    )
+
+
+def test_faq_cards_indexed_do_not_make_the_calibrations_stale(engine: tuple[Plait, CountingEmbedder]) -> None:
+    # 60 cards (a fifth of 300 chunks) are indexed, hidden from search (searchHidden);
+    # the calibrations sample only what a search can return, so the cards changed none
+    # of it: nothing is measured again, the counter and the share shown stay as they were
+    e, embedder = engine
+    gate, estimate = _gate(e), _estimate(e)
+    embedder.queries = 0
+    sync_cards(e, "kb", [_card(i) for i in range(60)])
+    info = e.store.get_collection("kb")
+    assert info is not None and info.chunks == FILES + 60
+    assert embedder.queries == 0  # neither calibration measured again
+    assert (_gate(e), _estimate(e)) == (gate, estimate)
+    assert e.store.get_settings("kb")["chunkChanges"] == FILES
+    answer = e.ask("What is note 7 about?", collection="kb")
+    assert answer.gate is not None and answer.gate.changed_since == 0.0
+    assert _gate(e) == gate  # nor by the ask

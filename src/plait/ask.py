@@ -69,6 +69,7 @@ from plait.errors import ProviderError, ValidationError
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
+from plait.staleness import searchable_count
 from plait.types import CardHit, Hit, Model, Origin, SearchMode, heading_path
 from plait.usage import metering
 
@@ -339,7 +340,7 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
         saved,
         min_cosine=req.min_cosine,
         min_term_coverage=req.min_term_coverage,
-        chunks=info.chunks if info is not None else None,
+        chunks=searchable_count(info.chunks, saved) if info is not None else None,
     )
     search = {"query": req.question, "k": settings.k, "scopes": req.scopes, "rerank": req.rerank, "mode": req.mode}
     # an answer is built from approved cards only, unless drafts count (as for qa_first);

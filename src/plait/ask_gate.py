@@ -75,7 +75,7 @@ from plait.errors import ConfigError, NotFoundError, PlaitError
 from plait.refinery.extract import content_stems, text_stems
 from plait.retrieval.pipeline import run_arms
 from plait.retrieval.plan import lexical_terms, plan_for_text
-from plait.staleness import changed_share, is_stale
+from plait.staleness import changed_share, is_stale, searchable_count
 from plait.stores.base import Store
 from plait.types import Chunk, FusionSettings, Hit, Model, heading_path
 
@@ -313,7 +313,7 @@ def calibrate_gate(
         min_cosine=threshold(in_cos, out_cos) if dense is not None else None,
         min_term_coverage=min(1.0, coverage if coverage is not None else DEFAULT_MIN_COVERAGE),
         samples=len(inside),
-        chunks=info.chunks,
+        chunks=max(0, info.chunks - len(hidden)),  # searchable ones: plait.staleness.searchable_count
         seed=seed,
         embedder=f"{embedder.provider}/{embedder.model}" if dense is not None and embedder is not None else None,
         inside_cosine=in_cos,
@@ -566,7 +566,9 @@ def ensure_gate(
     complete = embedder is not None and info.chunks_without_vector == 0
     if not force and saved and saved.get("version") == GATE_VERSION:
         stored = GateCalibration.model_validate(saved)
-        if saved.get("fingerprint") == current or not _stale(stored, settings, embedder, info.chunks, complete):
+        if saved.get("fingerprint") == current or not _stale(
+            stored, settings, embedder, searchable_count(info.chunks, settings), complete
+        ):
             return stored
     try:
         result = calibrate_gate(store, collection, embedder if complete else None, samples=samples)

@@ -35,6 +35,7 @@ from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, NotFoundError
 from plait.retrieval.pipeline import run_arms
 from plait.retrieval.plan import hidden_chunks, plan_for_text
+from plait.staleness import searchable_count
 from plait.stores.base import Store
 from plait.types import FusionSettings, Model, to_json
 
@@ -207,7 +208,8 @@ def estimate_arms(
         return None
     if measured is None or measured.samples != SAMPLES:
         measured = calibrate(store, collection, embedder, samples=SAMPLES)
-    record = estimate_record(to_json(measured), info.chunks)
-    record["changesAt"] = read_settings(store, collection).chunk_changes if changes_at is None else changes_at
+    settings = read_settings(store, collection)
+    record = estimate_record(to_json(measured), searchable_count(info.chunks, settings))
+    record["changesAt"] = settings.chunk_changes if changes_at is None else changes_at
     write_settings(store, collection, arm_estimate=record)
     return record

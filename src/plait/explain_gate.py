@@ -29,11 +29,13 @@ def ask_gate_stage(
     from plait.collection_settings import read_settings
     from plait.ingest import index_text
     from plait.refinery.extract import content_stems
+    from plait.staleness import searchable_count
 
     if embedder is not None:
         ensure_gate(store, collection, embedder)
     info = store.get_collection(collection)
-    gate = resolve_gate(read_settings(store, collection), chunks=info.chunks if info is not None else None)
+    saved = read_settings(store, collection)
+    gate = resolve_gate(saved, chunks=searchable_count(info.chunks, saved) if info is not None else None)
     wanted = content_stems(query)
     if lexical:
         gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, query, wanted)})

@@ -47,6 +47,7 @@ from plait.backfill import (
 )
 from plait.chunk_build import build_chunks, chunk_id, content_hash, index_text
 from plait.chunking import ChunkSettings
+from plait.collection_settings import read_settings
 from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.events import EngineEvents
@@ -140,6 +141,8 @@ class _Run:
     written: set[str] = field(default_factory=set)  # source ids this run has handled
     conflicts: list[SkippedSource] = field(default_factory=list)  # lost to another root mid-run
     scan: Scan | None = None  # the scan being indexed, for its counts of sources read and in all
+    hidden_scopes: frozenset[str] = frozenset()  # scopes search hides (searchHidden: FAQ cards)
+    hidden: int = 0  # chunks added, updated or deleted in those scopes
 
 
 def _tick(run: _Run, progress: Progress) -> None:
@@ -292,6 +295,8 @@ class Indexer:
             run.updated += counts.updated
             run.unchanged += counts.unchanged
             run.deleted += counts.deleted
+            if doc.scope in run.hidden_scopes:
+                run.hidden += counts.added + counts.updated + counts.deleted
             self._done(doc, run, progress)
 
     @staticmethod
@@ -379,7 +384,10 @@ class Indexer:
                 model=self.embedder.model,
                 dimension=self.embedder.dimension,
             )
-        run = _Run(scan=documents if isinstance(documents, Scan) else None)
+        run = _Run(
+            scan=documents if isinstance(documents, Scan) else None,
+            hidden_scopes=frozenset(read_settings(self.store, collection).search_hidden),
+        )
         if self.embedder is None:
             run.available = False
             run.reason = "no embedder selected (lexical only)"
@@ -431,7 +439,9 @@ class Indexer:
                 ]
             else:
                 for source in stale:
-                    run.deleted += self.store.delete_source(collection, source.source_id)
+                    removed = self.store.delete_source(collection, source.source_id)
+                    run.deleted += removed
+                    run.hidden += removed if source.scope in run.hidden_scopes else 0
                     run.sources_deleted += 1
                     run.deleted_sources.append(source.source_id)
                     run.scopes.add(source.scope)
@@ -537,7 +547,7 @@ class Indexer:
             embedding=embedding,
             complete=not skipped and without == 0,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
-        )
+        ).with_hidden_changes(run.hidden)
 
 
 def _reason(run: _Run, without: int) -> str | None:

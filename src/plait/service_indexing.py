@@ -102,7 +102,7 @@ class IndexingMixin(EngineBase):
         never fails the run."""
         from plait.staleness import record_changes
 
-        changed = report.chunks_added + report.chunks_updated + report.chunks_deleted
+        changed = report.search_changes  # FAQ cards (hidden from search) are not sampled: not counted
         if changed and self.store.get_collection(collection) is not None:
             record_changes(self.store, collection, changed)
         self._calibrate_gate(collection, report, force=force)
@@ -115,7 +115,7 @@ class IndexingMixin(EngineBase):
         made of the same sample size, reused instead of measuring twice."""
         from plait.arm_estimate import MIN_CHUNKS
         from plait.calibration import estimate_arms
-        from plait.staleness import changed_share, is_stale
+        from plait.staleness import changed_share, is_stale, searchable_count
 
         settings = read_settings(self.store, collection)
         record = settings.arm_estimate
@@ -129,7 +129,7 @@ class IndexingMixin(EngineBase):
                 settings.chunk_changes,
                 at if isinstance(at, int) else None,
                 chunks if isinstance(chunks, int) else None,
-                now=info.chunks,
+                now=searchable_count(info.chunks, settings),
             )
             if not is_stale(share):
                 return
@@ -490,4 +490,4 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
         embedding=emb,
         complete=not skipped and emb.skipped == 0,
         elapsed_ms=round(a.elapsed_ms + b.elapsed_ms, 1),
-    )
+    ).with_hidden_changes(a.hidden_changes + b.hidden_changes)

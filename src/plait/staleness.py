@@ -7,10 +7,12 @@ one-file edit cost two calibrations (at 100,000 chunks on PostgreSQL, far more t
 edit). A few changed chunks do not move a quantile of 64 texts, nor an MRR over 200;
 so each is measured again only when it is *stale*:
 
-* the collection's setting ``chunkChanges`` counts every chunk added, updated or deleted
-  by an index, reindex or backfill run (:func:`record_changes`, called by the service at
+* the collection's setting ``chunkChanges`` counts every chunk a search can return
+  (FAQ cards, hidden by ``searchHidden``, are not sampled, so not counted:
+  :func:`searchable_count`) added, updated or deleted by an index, reindex or backfill run (:func:`record_changes`, called by the service at
   the end of each run: one settings write, no read of the chunks); each measurement
-  stores the counter's value when it was made (``changesAt``) and the chunk count then;
+  stores the counter's value when it was made (``changesAt``) and the searchable chunk
+  count then;
 * :func:`changed_share` is the share of that chunk count changed since:
   ``(chunkChanges − changesAt) / chunks`` — when deciding, at least the share the chunk
   count itself moved by (chunks deleted outside an index run: a rejected FAQ card);
@@ -27,10 +29,10 @@ written (the run's end writes it); the next run, or a full reindex, counts again
 
 from __future__ import annotations
 
-from plait.collection_settings import SETTINGS_VERSION, parse_settings, read_settings
+from plait.collection_settings import SETTINGS_VERSION, CollectionSettings, parse_settings, read_settings
 from plait.stores.base import Store
 
-__all__ = ["COUNTER_KEY", "RECALIBRATE_FRACTION", "changed_share", "is_stale", "record_changes"]
+__all__ = ["COUNTER_KEY", "RECALIBRATE_FRACTION", "changed_share", "is_stale", "record_changes", "searchable_count"]
 
 #: The stored key of the counter (:attr:`CollectionSettings.chunk_changes`).
 COUNTER_KEY = "chunkChanges"
@@ -49,6 +51,18 @@ def record_changes(store: Store, collection: str, changed: int) -> int:
         collection, {COUNTER_KEY: changed}, settings={"settingsVersion": SETTINGS_VERSION}
     )
     return parse_settings(stored, collection=collection).chunk_changes
+
+
+def searchable_count(chunks: int, settings: CollectionSettings) -> int:
+    """How many of a collection's ``chunks`` a search naming no scope can return: less
+    those ``searchHidden`` holds (FAQ cards: the calibrations never sample them, so they
+    neither count as changes nor move the chunk count). Settings only, no chunk read.
+
+    >>> searchable_count(10, CollectionSettings(search_hidden={"faq-card": ["a", "b"]}))
+    8
+    """
+    hidden = {cid for ids in settings.search_hidden.values() for cid in ids}
+    return max(0, chunks - len(hidden))
 
 
 def changed_share(counter: int, changes_at: int | None, chunks: int | None, now: int | None = None) -> float:

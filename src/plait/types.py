@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -414,6 +414,25 @@ class IndexReport(Model):
     embedding: EmbeddingReport
     complete: bool
     elapsed_ms: float = 0.0
+    _hidden_changes: int = PrivateAttr(default=0)
+
+    @property
+    def search_changes(self) -> int:
+        """The chunks this run added, updated or deleted that a search naming no scope can
+        return: FAQ cards (scopes hidden by ``searchHidden``) not counted. What
+        :mod:`plait.staleness` counts (calibrations sample only those chunks)."""
+        return max(0, self.chunks_added + self.chunks_updated + self.chunks_deleted - self._hidden_changes)
+
+    @property
+    def hidden_changes(self) -> int:
+        """The chunk changes of this run in scopes hidden from search (FAQ cards)."""
+        return self._hidden_changes
+
+    def with_hidden_changes(self, changes: int) -> IndexReport:
+        """This report, of which ``changes`` chunk changes were of hidden scopes."""
+        report = self.model_copy()
+        report._hidden_changes = changes
+        return report
 
 
 class DeletedCollection(Model):
