@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from plait.arm_estimate import ESTIMATE_KEY
-from plait.ask_gate import GATE_KEY, GateCalibration, ensure_gate
+from plait.ask_gate import GATE_KEY, GateCalibration
+from plait.ask_gate_state import ensure_gate
 from plait.embeddings.base import TextKind
 from plait.embeddings.fake import FakeEmbedder
 from plait.refinery.cards import sync_cards

@@ -50,12 +50,12 @@ from plait.ask_extract import choose, opening
 from plait.ask_gate import (
     Gate,
     GateVerdict,
-    ensure_gate,
     question_identifiers,
     resolve_gate,
     unknown_terms,
     verdict,
 )
+from plait.ask_gate_state import ensure_gate_read
 from plait.ask_grounding import (
     NOT_FOUND_TOKEN,
     DroppedClaim,
@@ -64,8 +64,8 @@ from plait.ask_grounding import (
     ground,
     renumber,
 )
-from plait.collection_settings import CollectionSettings, read_settings
-from plait.errors import ProviderError, ValidationError
+from plait.collection_settings import CollectionSettings, read_collection
+from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
@@ -326,21 +326,26 @@ def _with_llm(llm: LLM, req: AskRequest, sources: list[Hit], base: dict[str, Any
 
 def answer_question(engine: AskEngine, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
     """Answer one question over ``collection`` (see the module docstring)."""
+    read = read_collection(engine.store, collection)  # once: the gate, its share and the settings
+    if read is None:
+        raise NotFoundError(f"collection {collection!r} does not exist")
     req = _validated(request)
     if req.qa_first:
         card = engine.refinery.match(collection, req.question, include_drafts=req.include_drafts, mode=req.mode)
         if card is not None:
             return _from_card(req.question, collection, card, vector_available=card.vector_score is not None)
     if req.mode == SearchMode.HYBRID:  # one-arm asks must not run the other arm: stored gate
-        ensure_gate(engine.store, collection, engine.embedder_for(collection)[0])
-    saved = read_settings(engine.store, collection)
+        embedder = engine.embedder_for(collection, info=read[0], saved_settings=read[1])[0]
+        state = ensure_gate_read(engine.store, collection, embedder, known=read)
+        if state.info is not None and state.settings is not None:
+            read = (state.info, state.settings)
+    info, saved = read
     settings = _settings(saved, req)
-    info = engine.store.get_collection(collection)
     gate = resolve_gate(
         saved,
         min_cosine=req.min_cosine,
         min_term_coverage=req.min_term_coverage,
-        chunks=searchable_count(info.chunks, saved) if info is not None else None,
+        chunks=searchable_count(info.chunks, saved),
     )
     search = {"query": req.question, "k": settings.k, "scopes": req.scopes, "rerank": req.rerank, "mode": req.mode}
     # an answer is built from approved cards only, unless drafts count (as for qa_first);

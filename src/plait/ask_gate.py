@@ -4,7 +4,7 @@ A fixed cosine says nothing across corpora: e5 scores a Terraform README 0.85 ag
 question about etcd keys, and another corpus' answering passage 0.80. So the gate is
 measured on each collection, at the end of the index, reindex or backfill run that left
 every chunk with a vector and changed more than a tenth of the chunks measured last
-time, at a full reindex and by ``plait calibrate`` (:func:`ensure_gate`, called by the
+time, at a full reindex and by ``plait calibrate`` (:func:`plait.ask_gate_state.ensure_gate`, called by the
 service's post-index hook; staleness in :mod:`plait.staleness`; an ask or explain
 finding no calibration, or a stale one, measures it then):
 
@@ -69,13 +69,13 @@ from pydantic import Field
 from plait.analysis import analyse_query, explain_query
 from plait.calibration import pseudo_query, searchable_chunks
 from plait.chunk_build import index_text
-from plait.collection_settings import CollectionSettings, read_settings, write_settings
+from plait.collection_settings import CollectionSettings
 from plait.embeddings.base import Embedder
-from plait.errors import ConfigError, NotFoundError, PlaitError
+from plait.errors import ConfigError, NotFoundError
 from plait.refinery.extract import content_stems, text_stems
 from plait.retrieval.pipeline import run_arms
 from plait.retrieval.plan import lexical_terms, plan_for_text
-from plait.staleness import changed_share, is_stale, searchable_count
+from plait.staleness import changed_share
 from plait.stores.base import Store
 from plait.types import Chunk, FusionSettings, Hit, Model, heading_path
 
@@ -90,8 +90,6 @@ __all__ = [
     "GateVerdict",
     "calibrate_gate",
     "calibration_note",
-    "ensure_gate",
-    "fingerprint",
     "judge",
     "question_identifiers",
     "resolve_gate",
@@ -507,85 +505,3 @@ def question_identifiers(question: str) -> frozenset[str]:
         for term in exact
         if "_" in term or (any(ch.isdigit() for ch in term) and any(ch.isalpha() for ch in term))
     )
-
-
-def fingerprint(store: Store, collection: str) -> str | None:
-    """What the collection holds, in a few characters, read without touching a chunk: its
-    chunk count, how many lack a vector, and its ``chunkChanges`` counter
-    (:mod:`plait.staleness`). An unchanged fingerprint needs no new calibration."""
-    info = store.get_collection(collection)
-    if info is None or info.chunks == 0:
-        return None
-    return _fingerprint(info.chunks, info.chunks_without_vector, read_settings(store, collection).chunk_changes)
-
-
-def _fingerprint(chunks: int, without_vector: int, changes: int) -> str:
-    return f"{chunks}-{without_vector}-c{changes}"
-
-
-def _stale(
-    calibration: GateCalibration, settings: CollectionSettings, embedder: Embedder | None, chunks: int, complete: bool
-) -> bool:
-    """Whether a stored calibration of this method version is measured again: more than
-    :data:`~plait.staleness.RECALIBRATE_FRACTION` of its chunks changed since, or its
-    dense half can be measured now (vectors complete) with another model than it was."""
-    if is_stale(changed_share(settings.chunk_changes, calibration.changes_at, calibration.chunks, now=chunks)):
-        return True
-    name = f"{embedder.provider}/{embedder.model}" if embedder is not None else None
-    return complete and calibration.embedder != name
-
-
-def ensure_gate(
-    store: Store,
-    collection: str,
-    embedder: Embedder | None,
-    *,
-    samples: int = 32,
-    trigger: Trigger = "ask",
-    force: bool = False,
-) -> GateCalibration | None:
-    """The collection's calibration, measured again (and stored, setting ``askGate``,
-    ``calibratedBy`` ``trigger``) when none is stored, it was measured by another
-    ``GATE_VERSION``, it is stale (:func:`_stale`, :mod:`plait.staleness`) or ``force``
-    (a full reindex, ``plait calibrate``); deciding reads counts and settings, no chunk id.
-
-    The service calls this at the end of every index, reindex or backfill run that left
-    the collection complete (``trigger`` ``index``); ask and explain call it too, so a
-    collection calibrated by neither (indexed by an older version, or its vectors pending)
-    is measured by its first question. The dense half is measured only on a fully embedded collection (vectors pending: the
-    lexical half alone, the cosine gate left to the default until the backfill ends). A
-    calibration that cannot run (too small a collection, the embedder failing) is logged
-    and leaves the stored one in place.
-    """
-    info = store.get_collection(collection)
-    if info is None or info.chunks == 0:
-        return None
-    settings = read_settings(store, collection)
-    current = _fingerprint(info.chunks, info.chunks_without_vector, settings.chunk_changes)
-    saved = settings.ask_gate
-    complete = embedder is not None and info.chunks_without_vector == 0
-    if not force and saved and saved.get("version") == GATE_VERSION:
-        stored = GateCalibration.model_validate(saved)
-        if saved.get("fingerprint") == current or not _stale(
-            stored, settings, embedder, searchable_count(info.chunks, settings), complete
-        ):
-            return stored
-    try:
-        result = calibrate_gate(store, collection, embedder if complete else None, samples=samples)
-    except PlaitError as exc:
-        logger.warning("ask gate of %r not calibrated: %s", collection, exc)
-        return None
-    result = result.model_copy(
-        update={
-            "fingerprint": current,
-            "calibrated_by": trigger,
-            "version": GATE_VERSION,
-            "changes_at": settings.chunk_changes,
-        }
-    )
-    write_settings(store, collection, ask_gate=result.model_dump(mode="json", by_alias=True))
-    logger.info(
-        "ask gate of %r (%s): cosine %s, term coverage %.2f (%d samples)",
-        collection, trigger, result.min_cosine, result.min_term_coverage, result.samples,
-    )
-    return result

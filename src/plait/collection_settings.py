@@ -24,13 +24,15 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic.alias_generators import to_camel
 
 from plait.errors import ConfigError, ValidationError
-from plait.stores.base import Store
+from plait.stores.base import CollectionReadStore, Store
+from plait.types import CollectionInfo
 
 __all__ = [
     "SETTINGS_VERSION",
     "CollectionSettings",
     "parse_settings",
     "portable_settings",
+    "read_collection",
     "read_settings",
     "restore_settings",
     "settings_update",
@@ -97,6 +99,17 @@ def parse_settings(raw: Mapping[str, Any], *, collection: str | None = None) -> 
 def read_settings(store: Store, collection: str) -> CollectionSettings:
     """The collection's settings (NotFoundError when it does not exist)."""
     return parse_settings(store.get_settings(collection), collection=collection)
+
+
+def read_collection(store: Store, collection: str) -> tuple[CollectionInfo, CollectionSettings] | None:
+    """The collection and its settings (None when it does not exist): one statement on a
+    store that reads both at once (:class:`~plait.stores.base.CollectionReadStore`,
+    PostgreSQL), else ``get_collection`` then ``get_settings``."""
+    if isinstance(store, CollectionReadStore):
+        both = store.collection_with_settings(collection)
+        return None if both is None else (both[0], parse_settings(both[1], collection=collection))
+    info = store.get_collection(collection)
+    return None if info is None else (info, read_settings(store, collection))
 
 
 def write_settings(store: Store, collection: str, **changes: Any) -> CollectionSettings:

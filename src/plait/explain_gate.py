@@ -25,17 +25,20 @@ def ask_gate_stage(
 ) -> AskGateStage:
     """The ask gate of the collection (calibrated first if it changed, as ask does) and
     each chunk's verdict (cosine from the dense arm)."""
-    from plait.ask_gate import ensure_gate, judge, question_identifiers, resolve_gate, unknown_terms
-    from plait.collection_settings import read_settings
+    from plait.ask_gate import judge, question_identifiers, resolve_gate, unknown_terms
+    from plait.ask_gate_state import ensure_gate_read
+    from plait.collection_settings import read_collection, read_settings
     from plait.ingest import index_text
     from plait.refinery.extract import content_stems
     from plait.staleness import searchable_count
 
-    if embedder is not None:
-        ensure_gate(store, collection, embedder)
-    info = store.get_collection(collection)
-    saved = read_settings(store, collection)
-    gate = resolve_gate(saved, chunks=searchable_count(info.chunks, saved) if info is not None else None)
+    read = read_collection(store, collection)  # once, for the gate and its share
+    if embedder is not None and read is not None:
+        state = ensure_gate_read(store, collection, embedder, known=read)
+        if state.info is not None and state.settings is not None:
+            read = (state.info, state.settings)
+    saved = read[1] if read is not None else read_settings(store, collection)  # NotFoundError
+    gate = resolve_gate(saved, chunks=searchable_count(read[0].chunks, saved) if read is not None else None)
     wanted = content_stems(query)
     if lexical:
         gate = gate.model_copy(update={"unknown_terms": unknown_terms(store, collection, query, wanted)})

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from plait.collection_settings import CollectionSettings
 from plait.embeddings.base import Embedder
 from plait.llm.base import LLM
 from plait.retrieval.request import SearchRequest
@@ -66,7 +67,12 @@ class AskEngine(Searcher, Protocol):
         ...
 
     def embedder_for(
-        self, collection: str, *, info: CollectionInfo | None = None
+        self,
+        collection: str,
+        *,
+        info: CollectionInfo | None = None,
+        saved_settings: CollectionSettings | None = None,
     ) -> tuple[Embedder | None, str]:
-        """The collection's embedder (ask scores answer sentences with it) and its name."""
+        """The collection's embedder (ask scores answer sentences with it) and its name;
+        ``info`` and ``saved_settings``, as the caller just read them, are not read again."""
         ...

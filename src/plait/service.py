@@ -158,8 +158,7 @@ class Plait(IndexingMixin, QueryingMixin):
         """Ask with a request model (or its camelCase JSON form)."""
         from plait.ask import answer_question
 
-        if self.store.get_collection(collection) is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
+        # answer_question reads the collection once (NotFoundError when it does not exist)
         with self.metered(collection, "query"):  # the answer's own LLM call is metered as 'ask'
             return answer_question(self, collection, request)
 

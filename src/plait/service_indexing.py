@@ -95,7 +95,7 @@ class IndexingMixin(EngineBase):
 
     def _estimate_arms(self, collection: str, report: IndexReport, *, force: bool = False) -> IndexReport:
         """After a run: count the chunks it changed (``chunkChanges``, :mod:`plait.staleness`),
-        then measure the collection's ask gate (:func:`plait.ask_gate.ensure_gate`) and arm
+        then measure the collection's ask gate (:func:`plait.ask_gate_state.ensure_gate`) and arm
         estimate (:mod:`plait.arm_estimate`) again where they are stale — more than a tenth
         of their chunks changed since, none yet — or ``force`` (a full reindex); the arm
         estimate only when the run left every chunk with a vector. A failure is logged,
@@ -146,11 +146,11 @@ class IndexingMixin(EngineBase):
         self, collection: str, report: IndexReport | None, *, force: bool = False, trigger: Trigger = "index"
     ) -> None:
         """Calibrate ask's gate at the end of a run (``calibratedBy: index``) where it is
-        stale (:func:`plait.ask_gate.ensure_gate`) or ``force``: with the dense arm when
+        stale (:func:`plait.ask_gate_state.ensure_gate`) or ``force``: with the dense arm when
         every chunk has a vector; a run leaving vectors pending leaves it to the
         backfill's run (or the first ask); a collection without an embedder gets the
         lexical half."""
-        from plait.ask_gate import ensure_gate
+        from plait.ask_gate_state import ensure_gate
 
         try:
             embedder, _ = self.embedder_for(collection)

@@ -127,3 +127,25 @@ def test_collection_with_settings_is_get_collection_and_get_settings(store: Post
     store.update_settings("c", {"embedder": "fake", "fusion": {"method": "rrf"}})
     both = store.collection_with_settings("c")
     assert both == (store.get_collection("c"), {"embedder": "fake", "fusion": {"method": "rrf"}})
+
+
+def test_an_ask_reads_its_collection_in_one_statement_besides_its_search(
+    store: PostgresStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # by hand: the ask reads the collection and its settings in one statement
+    # (collection_with_settings: gate check, changedSince, ask settings), its search one
+    # more (as above); it read them in 6 (the service's existence check, ensure_gate's
+    # two, the share's two, the search's)
+    with Plait(store, embedder="fake", llm="none") as plait:
+        plait.index(_corpus(tmp_path), collection="c")
+        plait.ask("What is alpha retrieval engine number 3?", collection="c")  # warm
+        with _counting(monkeypatch) as wire:
+            plait.ask("What is alpha retrieval engine number 3?", collection="c")
+    # the collection's row (get_collection, collection_with_settings) or its settings;
+    # not the lexical arm's generation checks (one per content word of unknown_terms)
+    reads = [
+        t[0] for t in wire.trips
+        if len(t) == 1 and (t[0].startswith("SELECT p.name") or t[0].startswith("SELECT settings FROM"))
+    ]
+    assert len(reads) == 2, reads
+    assert all("p.settings" in statement for statement in reads)  # both collection_with_settings
