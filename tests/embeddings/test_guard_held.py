@@ -37,9 +37,9 @@ def _count_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     threaded: list[str] = []
     bounded = QueryGuard._bounded
 
-    def counting(self: QueryGuard, embedder: Any, text: str) -> np.ndarray:
+    def counting(self: QueryGuard, embedder: Any, text: str, **options: Any) -> np.ndarray:
         threaded.append(text)
-        return bounded(self, embedder, text)
+        return bounded(self, embedder, text, **options)
 
     monkeypatch.setattr(QueryGuard, "_bounded", counting)
     return threaded
@@ -164,3 +164,37 @@ def test_a_cached_vector_evicted_meanwhile_is_still_returned() -> None:
     vector = embedder.embed_query("question")
     embedder._query_cache = _Evicting({"question": vector})  # type: ignore[assignment]
     assert np.array_equal(embedder.embed_query("question"), vector)
+
+
+class _Attempts(_Failing):
+    """Counts the query batches asked of the provider, failed ones included."""
+
+    attempts = 0
+
+    def _embed_batch(self, texts: Sequence[str], kind: TextKind) -> np.ndarray:
+        if kind == "query":
+            self.attempts += 1
+        return super()._embed_batch(texts, kind)
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["bare", "cached-embedder"])
+def test_a_probe_is_a_provider_call_even_for_a_cached_query(tmp_path: Path, wrapped: bool) -> None:
+    clock = [0.0]
+    guard = QueryGuard(probe_interval=10.0, clock=lambda: clock[0])
+    inner = _Attempts(dimension=8)
+    embedder: Any = CachedEmbedder(inner, path=tmp_path / "c.db") if wrapped else inner
+    guard.embed_query(embedder, "alpha", dimension=8)  # one call; "alpha" is now cached
+    inner.down = True
+    with pytest.raises(ProviderUnavailableError, match="provider down"):
+        guard.embed_query(embedder, "beta", dimension=8)
+    clock[0] = 11.0
+    assert inner.attempts == 2  # alpha, beta
+    with pytest.raises(ProviderUnavailableError, match="provider down"):  # the cache did not answer it
+        guard.embed_query(embedder, "alpha", dimension=8)
+    assert inner.attempts == 3 and guard.state(embedder) == "open"
+    inner.down = False
+    clock[0] = 22.0
+    assert guard.embed_query(embedder, "alpha", dimension=8).shape == (8,)
+    assert inner.attempts == 4 and guard.state(embedder) == "closed"
+    assert guard.embed_query(embedder, "alpha", dimension=8).shape == (8,)
+    assert inner.attempts == 4  # closed again: the cache answers

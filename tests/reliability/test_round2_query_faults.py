@@ -96,3 +96,30 @@ def test_a_probe_closes_the_circuit_once_the_provider_is_back(indexed: tuple[Wir
         probed = engine.search("RB-1001")  # this one is the probe
         assert probed.vector_available is True and _embeds(server) == 2
         assert engine.search("RB-1002").vector_available is True and _embeds(server) == 3
+
+
+def test_a_probe_of_a_cached_query_asks_the_provider_and_keeps_the_circuit_open_while_it_fails(
+    indexed: tuple[WireServer, str],
+) -> None:
+    # "RB-1001" is in the embedder's query cache; the provider then fails. The probe
+    # for that same query used to be answered from the cache: the circuit closed with
+    # the provider still down, and every new query waited for it again
+    server, store = indexed
+    embedder = OllamaEmbedder(base_url=server.url, timeout=2.0, retries=0)
+    with Plait(store, embedder=embedder, probe_interval=0.4) as engine:
+        assert engine.search("RB-1001").vector_available is True and _embeds(server) == 1
+        server.status = 500
+        assert engine.search("RB-1002").vector_available is False and _embeds(server) == 2  # opens
+        time.sleep(0.5)
+        probed = engine.search("RB-1001")  # the probe: cached, but the provider is asked
+        assert _embeds(server) == 3
+        assert probed.vector_available is False
+        assert "500" in (probed.vector_unavailable_reason or "")
+        assert engine.query_guard.state(embedder) == "open"
+        after = engine.search("RB-1003")  # no provider call: the circuit is still open
+        assert _embeds(server) == 3 and "circuit open" in (after.vector_unavailable_reason or "")
+        server.status = None
+        time.sleep(0.5)
+        back = engine.search("RB-1001")  # the next probe reaches the provider, which answers
+        assert back.vector_available is True and _embeds(server) == 4
+        assert engine.query_guard.state(embedder) == "closed"

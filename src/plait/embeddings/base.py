@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import suppress
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -24,6 +24,7 @@ __all__ = [
     "held_query",
     "normalise_rows",
     "parse_languages",
+    "provider_query",
 ]
 
 TextKind = Literal["query", "passage"]
@@ -106,6 +107,19 @@ def held_query(embedder: object, text: str) -> np.ndarray | None:
     return None if vector is None else np.asarray(vector, dtype=np.float32)
 
 
+def provider_query(embedder: Any, text: str) -> np.ndarray:
+    """The query's vector asked of the provider itself, never answered from a cache: the
+    query guard's probe of an open circuit (a cached answer says nothing about whether
+    the provider is back). The embedder's ``uncached_query`` when it is defined with (or
+    below) its ``embed_query`` (the rule of :func:`held_query`), else ``embed_query``
+    (an embedder without that method has no cache this module knows of)."""
+    fresh = getattr(embedder, "uncached_query", None)
+    query_owner, fresh_owner = _owner(embedder, "embed_query"), _owner(embedder, "uncached_query")
+    if fresh is None or query_owner is None or fresh_owner is None or not issubclass(fresh_owner, query_owner):
+        return np.asarray(embedder.embed_query(text), dtype=np.float32)
+    return np.asarray(fresh(text), dtype=np.float32)
+
+
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     """Scale each row to unit length (rows of zeros stay zero)."""
     matrix = np.asarray(matrix, dtype=np.float32)
@@ -185,6 +199,11 @@ class BaseEmbedder:
         cached = BaseEmbedder.cached_query(self, text)  # this class's cache, whatever a subclass holds
         if cached is not None:
             return cached
+        return BaseEmbedder.uncached_query(self, text)
+
+    def uncached_query(self, text: str) -> np.ndarray:
+        """The query's vector from the provider (one call, whatever the cache holds), then
+        cached: the query guard's probe (:func:`provider_query`)."""
         vector: np.ndarray = self._checked([text], "query")[0]
         self._query_cache[text] = vector
         if len(self._query_cache) > self.query_cache_size:

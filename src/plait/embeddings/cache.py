@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plait.embeddings.base import Embedder, embedder_languages, held_query
+from plait.embeddings.base import Embedder, embedder_languages, held_query, provider_query
 from plait.errors import ConfigError
 
 __all__ = ["DEFAULT_CACHE_PATH", "CacheStats", "CachedEmbedder", "cache_path", "text_key"]
@@ -188,6 +188,10 @@ class CachedEmbedder:
     def cached_query(self, text: str) -> np.ndarray | None:
         """The wrapped embedder's held vector for the query (its query cache), else None."""
         return held_query(self.inner, text)
+
+    def uncached_query(self, text: str) -> np.ndarray:
+        """The wrapped embedder's provider call for the query, past its query cache."""
+        return provider_query(self.inner, text)
 
     def __len__(self) -> int:
         """How many vectors the cache holds for this provider and model."""

@@ -13,8 +13,10 @@ search must answer *now*. :class:`QueryGuard` wraps each query embedding:
   says why), never a failure deep in the vector search.
 * **circuit** — after a failure the circuit opens: searches go lexical at once, with
   the reason, without calling the provider. Every ``probe_interval`` seconds one
-  search is let through as a probe (bounded by the deadline); its success closes the
-  circuit, its failure keeps it open for another interval.
+  search is let through as a probe (bounded by the deadline): a real provider call,
+  never answered from the embedder's query cache (:func:`~plait.embeddings.base.provider_query`:
+  a cached vector says nothing about the provider); its success closes the circuit, its
+  failure keeps it open for another interval.
 
 The guard raises :class:`~plait.errors.ProviderError` subclasses only, which the search
 pipeline already turns into ``vectorAvailable: false`` with the reason.
@@ -31,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from plait.embeddings.base import held_query
+from plait.embeddings.base import held_query, provider_query
 from plait.errors import (
     ConfigError,
     ProviderError,
@@ -100,8 +102,8 @@ class QueryGuard:
             # thread; a probe goes through the thread, as any call with the circuit open.
             vector = held_query(embedder, text) if opened is None else None
             held = vector is not None
-            if vector is None:
-                vector = self._bounded(embedder, text)
+            if vector is None:  # a probe asks the provider itself, never a cache
+                vector = self._bounded(embedder, text, probe=opened is not None)
             if dimension is not None and int(np.asarray(vector).shape[-1]) != dimension:
                 raise ProviderResponseError(
                     f"the query vector has {int(np.asarray(vector).shape[-1])} dimensions, "
@@ -127,13 +129,13 @@ class QueryGuard:
             logger.info("query embeddings: circuit closed, the provider answers again")
         return vector
 
-    def _bounded(self, embedder: Any, text: str) -> np.ndarray:
+    def _bounded(self, embedder: Any, text: str, *, probe: bool = False) -> np.ndarray:
         done = threading.Event()
         outcome: dict[str, Any] = {}
 
         def run() -> None:
             try:
-                outcome["vector"] = embedder.embed_query(text)
+                outcome["vector"] = provider_query(embedder, text) if probe else embedder.embed_query(text)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 outcome["error"] = exc
             finally:
