@@ -174,3 +174,54 @@ def test_explain_text_lists_each_content_term_once_names_the_chunk_and_a_missing
     assert missing.exit_code == 0, missing.output
     flat = " ".join(missing.output.split())
     assert "not returned (no such source)" in flat and "None" not in flat
+
+
+def _best_start_by_definition(matches: list[tuple[int, int, frozenset[int]]], width: int) -> int:
+    """The definition: for every match, the query words of the matches whose end is
+    within ``width`` of its start (stopping at the first that is not); the most, earliest."""
+    best = (-1, 0)
+    for i, (first, _, _) in enumerate(matches):
+        covered: set[int] = set()
+        for _s, e, hit in matches[i:]:
+            if e - first > width:
+                break
+            covered |= hit
+        if len(covered) > best[0]:
+            best = (len(covered), first)
+    return best[1]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    pieces=st.lists(
+        st.tuples(st.integers(0, 30), st.integers(1, 40), st.frozensets(st.integers(0, 4), min_size=1)), max_size=25
+    ),
+    width=st.integers(1, 120),
+)
+def test_best_window_is_the_definitions(pieces: list[tuple[int, int, frozenset[int]]], width: int) -> None:
+    """The one-pass window (``_best_start``) picks the start the quadratic definition
+    picks, on non-overlapping matches in text order (words longer than the window too)."""
+    matches, at = [], 0
+    for gap, length, hit in pieces:
+        matches.append((at + gap, at + gap + length, hit))
+        at += gap + length + 1
+    assert snippets._best_start(matches, width) == _best_start_by_definition(matches, width)
+
+
+def test_a_text_met_again_is_not_relearnt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split text records the vocabulary generation it was learnt in: met again in the
+    same generation its words are not looked at; after the tables start afresh it is
+    learnt again (its matches stay the definition's)."""
+    monkeypatch.setattr(snippets, "_VOCABULARY", _Vocabulary(8))
+    words = query_terms("rotate tenant keys")
+    text = snippets._words_of("rotating keys of one tenant")
+    assert snippets._match_words([text], words) == [_matches_word_by_word(text.text, words)]
+    first = text.known[0]
+    snippets._VOCABULARY._tables[0].clear()  # were it relearnt, the words would be back
+    snippets._VOCABULARY._tables[1].clear()
+    assert snippets._match_words([text], words) == [[]]
+    assert text.known[0] == first
+    other = snippets._words_of("a b c d e f g h i")  # 9 new words: past the limit of 8
+    snippets._match_words([other, text], words)
+    assert text.known[0] != first
+    assert snippets._match_words([text], words) == [_matches_word_by_word(text.text, words)]

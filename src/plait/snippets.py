@@ -22,7 +22,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate, chain
+from itertools import accumulate, chain, count
 
 from plait.analysis import analyse, explain_query
 from plait.fields import is_markdown_path
@@ -51,36 +51,42 @@ def query_terms(query: str) -> list[frozenset[str]]:
 
 class _Vocabulary:
     """The words met in hits so far: each word's terms in both lexical fields, and each
-    term's words, so a query's matched words are set operations, not a loop over the
-    hits' words (words repeat across hits and queries: each is analysed once).
+    term's words, so a query's matched words are look-ups, not a loop over the hits'
+    words (words repeat across hits and queries: each is analysed once).
 
-    At most ``limit`` words: past it the tables start afresh. A search reads the pair of
-    tables it started with; a word's term entries are written before the word itself,
-    so a word another thread has listed is always complete.
+    At most ``limit`` words: past it the tables start afresh (a new generation). A split
+    text (:class:`_Words`) records the generation its words were all learnt in, so a
+    text met again is not looked at again. A search reads the tables it started with; a
+    word's term entries are written before the word itself, and a text's words before
+    its generation, so what another thread has listed is always complete.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._tables: tuple[dict[str, frozenset[str]], dict[str, set[str]]] = ({}, {})
+        self._tables: tuple[dict[str, frozenset[str]], dict[str, set[str]], int] = ({}, {}, next(_GENERATIONS))
 
-    def matching(self, words: set[str], wanted: frozenset[str]) -> dict[str, frozenset[str]]:
-        """The ``words`` sharing a term with ``wanted``, each with its terms."""
-        terms, words_of = self._tables
-        new = words.difference(terms)  # a dict argument: looked up, never copied to a set
-        if new:
+    def learn(self, texts: Sequence[_Words]) -> tuple[dict[str, frozenset[str]], dict[str, set[str]]]:
+        """The tables (word → terms, term → words), every word of ``texts`` in them."""
+        terms, words_of, generation = self._tables
+        todo = [t for t in texts if t.known[0] != generation]
+        if todo:
+            new = {word for t in todo for word in t.where if word not in terms}
             if len(terms) + len(new) > self.limit:
-                terms, words_of = self._tables = ({}, {})
-                new = words
+                terms, words_of, generation = self._tables = ({}, {}, next(_GENERATIONS))
+                todo = list(texts)
+                new = {word for t in texts for word in t.where}
             for word in new:
                 fields = analyse(word)
                 mine = frozenset(fields.exact).union(fields.stems)
                 for term in mine:
                     words_of.setdefault(term, set()).add(word)
                 terms[word] = mine
-        found = set().union(*(words_of.get(term, ()) for term in wanted))
-        return {word: terms[word] for word in found & words}
+            for t in todo:
+                t.known[0] = generation
+        return terms, words_of
 
 
+_GENERATIONS = count()
 _VOCABULARY = _Vocabulary(1 << 16)
 Match = tuple[int, int, frozenset[int]]
 #: ``_WORD`` as a splitter: ``split(text)`` is [gap, word, gap, word, …, gap], the words
@@ -93,11 +99,15 @@ TEXT_CACHE_SIZE = 4096
 @dataclass(frozen=True, slots=True)
 class _Words:
     """A text and its ``_WORD`` words in order: word ``i`` spans
-    ``[bounds[2i], bounds[2i + 1])`` (never changed once built)."""
+    ``[bounds[2i], bounds[2i + 1])``; ``where`` lists each distinct word's indices
+    (never changed once built). ``known`` holds the vocabulary generation its words were
+    learnt in (-1: none yet)."""
 
     text: str
     words: tuple[str, ...]
     bounds: array[int]
+    where: dict[str, list[int]]
+    known: list[int]
 
 
 def _words_of(text: str) -> _Words:
@@ -107,7 +117,15 @@ def _words_of(text: str) -> _Words:
     hash fast."""
     parts = _SPLIT.split(text)
     ends = list(accumulate(map(len, parts)))
-    return _Words(text, tuple(map(sys.intern, parts[1::2])), array("l", ends[:-1]))
+    words = tuple(map(sys.intern, parts[1::2]))
+    where: dict[str, list[int]] = {}
+    for i, word in enumerate(words):
+        at = where.get(word)
+        if at is None:
+            where[word] = [i]
+        else:
+            at.append(i)
+    return _Words(text, words, array("l", ends[:-1]), where, [-1])
 
 
 @lru_cache(maxsize=TEXT_CACHE_SIZE)
@@ -121,21 +139,34 @@ def _hit_words(content: str, markdown: bool, fence: str | None) -> _Words:
 def _match_words(texts: Sequence[_Words], words: list[frozenset[str]]) -> list[list[Match]]:
     """Each split text's matched words: their spans and which query words they match.
 
-    A word is matched when one of its terms (``_Vocabulary``) is a query term: the
-    texts' distinct words are looked up together, and the spans are read off the split,
-    the same words in the same places as ``_WORD.finditer`` finds.
+    A word is matched when one of its terms (``_Vocabulary``) is a query term: the query
+    terms' words are looked up, each text keeps those it holds (``where``), and the spans
+    are read off the split, the same words in the same places as ``_WORD.finditer``
+    finds.
     """
     if not words:
         return [[] for _ in texts]
-    wanted = frozenset().union(*words)
-    found = _VOCABULARY.matching(set(chain.from_iterable(t.words for t in texts)), wanted)
+    terms, words_of = _VOCABULARY.learn(texts)
+    found: set[str] = set()
+    for term in frozenset().union(*words):
+        found.update(words_of.get(term, ()))
     if not found:
         return [[] for _ in texts]
-    matched = {word: frozenset(i for i, terms in enumerate(words) if terms & mine) for word, mine in found.items()}
+    matched: dict[str, frozenset[int]] = {}
     out: list[list[Match]] = []
     for t in texts:
-        bounds = t.bounds
-        out.append([(bounds[2 * i], bounds[2 * i + 1], matched[w]) for i, w in enumerate(t.words) if w in matched])
+        where = t.where
+        mine = where.keys() & found  # in C, over the smaller of the two
+        if not mine:
+            out.append([])
+            continue
+        for word in mine:
+            if word not in matched:
+                its = terms[word]
+                matched[word] = frozenset(i for i, query_word in enumerate(words) if query_word & its)
+        at = sorted(chain.from_iterable(map(where.__getitem__, mine)))
+        bounds, split = t.bounds, t.words
+        out.append([(bounds[2 * i], bounds[2 * i + 1], matched[split[i]]) for i in at])
     return out
 
 
@@ -161,22 +192,40 @@ def snippet(text: str, query: str, *, width: int = DEFAULT_WIDTH) -> tuple[str, 
     return _window(flat, _matches(flat, query_terms(query)), width=width)
 
 
+def _best_start(matches: list[Match], width: int) -> int:
+    """The start of the first match of the window of at most ``width`` characters from a
+    match's start that covers the most distinct query words (ties: the earliest).
+
+    One pass: the windows' ends only move right as their starts do (matches are in text
+    order and never overlap), so each match enters and leaves the window once; ``held``
+    counts the window's matches of each query word.
+    """
+    held: dict[int, int] = {}
+    end = 0  # the window is matches[i:end]
+    best, best_start = -1, 0
+    for i, (first, _, _) in enumerate(matches):
+        end = max(end, i)
+        while end < len(matches) and matches[end][1] - first <= width:
+            for word in matches[end][2]:
+                held[word] = held.get(word, 0) + 1
+            end += 1
+        if len(held) > best:
+            best, best_start = len(held), first
+        if end > i:  # match i leaves the window
+            for word in matches[i][2]:
+                if held[word] == 1:
+                    del held[word]
+                else:
+                    held[word] -= 1
+    return best_start
+
+
 def _window(flat: str, matches: list[Match], *, width: int) -> tuple[str, list[list[int]]]:
     """The best passage of a whitespace-collapsed text and its highlights."""
     start = 0
     if matches:
-        best = (-1, 0)
-        for i, (first, _, _) in enumerate(matches):
-            covered: set[int] = set()
-            for _s, e, hit in matches[i:]:
-                if e - first > width:
-                    break
-                covered |= hit
-            if len(covered) > best[0]:
-                best = (len(covered), first)
-        start = best[1]
         # Some context before the first match, up to a third of the window.
-        start = max(0, start - width // 3)
+        start = max(0, _best_start(matches, width) - width // 3)
     end = min(len(flat), start + width)
     if start > 0:
         space = flat.rfind(" ", 0, start)
