@@ -117,3 +117,29 @@ def test_migration_2_upgrades_a_version_1_file(tmp_path: Path) -> None:
     store.replace_source("c", "old.md", "docs", [make_chunk("a", "a", source_id="old.md")], root="folder:/x")
     assert [s.root for s in store.list_sources("c")] == ["folder:/x"]
     store.close()
+
+
+def test_get_chunks_in_one_statement_keeps_its_contract(tmp_path: Path) -> None:
+    """get_chunks looks the collection up inside its one statement: a missing collection
+    is still NotFoundError (with ids or none), an existing one without those ids an
+    empty dict; each chunk read equals the validated model (metadata a fresh dict)."""
+    from plait.errors import NotFoundError
+    from plait.types import Chunk
+
+    store = SQLiteStore(tmp_path / "plait.db")
+    with pytest.raises(NotFoundError):
+        store.get_chunks("nope", ["a"])
+    with pytest.raises(NotFoundError):
+        store.get_chunks("nope", [])
+    store.ensure_collection("c")
+    assert store.get_chunks("c", ["missing"]) == {}
+    assert store.get_chunks("c", []) == {}
+    item = make_chunk("a", "alpha", source_id="d", metadata={"k": [1, 2]}, ordinal=3)
+    store.replace_source("c", "d", "docs", [item])
+    got = store.get_chunks("c", ["a", "missing", "a"])
+    assert list(got) == ["a"]
+    assert got["a"] == item.chunk == Chunk.model_validate(got["a"].model_dump())
+    assert type(got["a"].ordinal) is int and got["a"].ordinal == 3
+    got["a"].metadata["k"].append(3)
+    assert store.get_chunks("c", ["a"])["a"].metadata == {"k": [1, 2]}
+    store.close()

@@ -514,7 +514,9 @@ class SQLiteStore(SQLiteSearch):
         )
 
     def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        cid = self._cid(collection)
+        """The chunks of ``chunk_ids`` the collection holds (one statement per 500 ids: the
+        collection's id is looked up inside it; NotFoundError only when none was found
+        and the collection does not exist)."""
         out: dict[str, Chunk] = {}
         ids = list(dict.fromkeys(chunk_ids))
         for i in range(0, len(ids), 500):
@@ -522,10 +524,13 @@ class SQLiteStore(SQLiteSearch):
             marks = ",".join("?" * len(batch))
             for row in self._query(
                 "SELECT chunk_id, source_id, scope, ordinal, content, content_hash, origin, "
-                f"metadata FROM chunks WHERE collection_id = ? AND chunk_id IN ({marks})",
-                (cid, *batch),
+                "metadata FROM chunks WHERE collection_id = (SELECT id FROM collections WHERE name = ?) "
+                f"AND chunk_id IN ({marks})",
+                (collection, *batch),
             ):
                 out[row[0]] = self._row_to_chunk(row)
+        if not out:
+            self._cid(collection)  # NotFoundError for a collection that does not exist
         return out
 
     def chunk_ids(self, collection: str, source_id: str | None = None) -> list[str]:
