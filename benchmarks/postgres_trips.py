@@ -168,6 +168,7 @@ def main() -> None:
 
         lat: dict[str, list[float]] = {f"{v}_{s}": [] for v in ("base", "this") for s in ("pg", "lite")}
         same = 0
+        pg_is_lite = dict.fromkeys(procs, 0)
         for i in range(len(texts)):
             hits = {}
             for store in ("pg", "lite"):
@@ -176,6 +177,8 @@ def main() -> None:
                     lat[f"{name}_{store}"].append(reply["ms"])
                     hits[(name, store)] = reply["hits"]
             same += hits[("base", "pg")] == hits[("this", "pg")] and hits[("base", "lite")] == hits[("this", "lite")]
+            for name in procs:
+                pg_is_lite[name] += hits[(name, "pg")] == hits[(name, "lite")]
         out["round_trips_per_warm_pg_search"] = {name: ask(name, "trips")["trips"] for name in procs}
         for proc in procs.values():
             assert proc.stdin is not None
@@ -186,6 +189,7 @@ def main() -> None:
     out["pg_vs_sqlite_p50_this"] = round(out["this_pg"]["p50_ms"] / out["this_lite"]["p50_ms"], 2)
     out["pg_vs_sqlite_p50_base"] = round(out["base_pg"]["p50_ms"] / out["base_lite"]["p50_ms"], 2)
     out["identical_hits_base_vs_this"] = f"{same}/{len(texts)}"
+    out["identical_hits_pg_vs_sqlite"] = {name: f"{n}/{len(texts)}" for name, n in pg_is_lite.items()}
     out["load_average_end"] = [round(x, 1) for x in os.getloadavg()]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "postgres_trips.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
@@ -200,7 +204,8 @@ def main() -> None:
         f"{out['load_average_end']} at the end (a shared machine: read the ratios).",
         "",
         f"Round trips of one warm PostgreSQL search (embedder given as an object): {out['round_trips_per_warm_pg_search']}.",
-        f"Hits identical base vs this on both stores: {out['identical_hits_base_vs_this']}.",
+        f"Hits identical base vs this on both stores: {out['identical_hits_base_vs_this']}; PostgreSQL's hits "
+        f"identical to SQLite's: {out['identical_hits_pg_vs_sqlite']}.",
         "",
         "| code | store | p50 ms | p95 ms |",
         "|---|---|---|---|",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,7 +19,7 @@ from plait.search import SearchRequest
 from plait.service_base import NONE as _NONE
 from plait.service_base import EngineBase
 from plait.snippets import with_snippets
-from plait.stores.base import CollectionReadStore
+from plait.stores.base import CollectionReadStore, SearchScopeStore
 from plait.types import CollectionInfo, SearchResult
 
 if TYPE_CHECKING:
@@ -93,23 +94,25 @@ class QueryingMixin(EngineBase):
 
         ``drafts_visible=False`` (a reader over HTTP or MCP) hides the FAQ cards not yet
         approved from a search that names the ``faq-card`` scope."""
-        info, raw = self._collection_and_settings(collection)
-        if _wants_qa_first(request):
-            return self.refinery.search(collection, request, drafts_visible=drafts_visible)
-        saved = None if raw is None else parse_settings(raw, collection=collection)
-        setup = self._query_setup(
-            collection, request, info=info, drafts_visible=drafts_visible, saved_settings=saved
-        )
-        with self.metered(collection, "query"):
-            result = self._search.search(
-                collection, request, embedder=setup.embedder, embedder_note=setup.note, info=info,
-                also_hidden=setup.hidden, saved_settings=saved,
+        scope = self.store.search_scope(collection) if isinstance(self.store, SearchScopeStore) else nullcontext()
+        with scope:  # one read of the collection's state for the whole search (see SearchScopeStore)
+            info, raw = self._collection_and_settings(collection)
+            if _wants_qa_first(request):
+                return self.refinery.search(collection, request, drafts_visible=drafts_visible)
+            saved = None if raw is None else parse_settings(raw, collection=collection)
+            setup = self._query_setup(
+                collection, request, info=info, drafts_visible=drafts_visible, saved_settings=saved
             )
-        empty = self._empty_scopes(collection, validated(request).scopes)
-        if empty:
-            result = result.model_copy(update={"notes": [*result.notes, empty]})
-        self.events.searched(collection, result)
-        return with_snippets(result)
+            with self.metered(collection, "query"):
+                result = self._search.search(
+                    collection, request, embedder=setup.embedder, embedder_note=setup.note, info=info,
+                    also_hidden=setup.hidden, saved_settings=saved,
+                )
+            empty = self._empty_scopes(collection, validated(request).scopes)
+            if empty:
+                result = result.model_copy(update={"notes": [*result.notes, empty]})
+            self.events.searched(collection, result)
+            return with_snippets(result)
 
     def _collection(self, collection: str) -> CollectionInfo:
         """The collection, or NotFoundError."""

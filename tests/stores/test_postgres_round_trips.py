@@ -2,11 +2,15 @@
 on the wire: every statement sent outside a pipeline is one round trip, one pipeline
 (however many statements it holds) is one.
 
-Hand count of a warm hybrid search (lexical index cached, embedder chosen by the store's
-recorded settings): 1. the collection and its settings in one statement
-(``collection_with_settings``), 2. the arms' pipeline (the collection check and the dense
-statement; BM25 in process), 3. the page's chunk rows. Settings are still read on every
-search: a write to them is seen by the next search.
+Hand count of a warm hybrid search (lexical index, dense matrix and the page's chunks
+cached; embedder chosen by the store's recorded settings): **one** — the collection, its
+settings and its key (generation, revision) in one statement (``collection_with_settings``).
+Inside the search's scope (:mod:`plait.stores.postgres_scope`) the arms and the page's
+chunk rows answer from the caches of that key without checking it again. It was three:
+that statement, the arms' pipeline (the collection check, and the dense statement until
+the dense arm ran in process), the page's chunk rows. Settings are still read on every
+search: a write to them is seen by the next search; so is a write of chunks by another
+process (tested below).
 
 A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
 """
@@ -89,7 +93,7 @@ def _corpus(tmp_path: Path) -> Path:
     return docs
 
 
-def test_a_warm_hybrid_search_is_three_round_trips(
+def test_a_warm_hybrid_search_is_one_round_trip(
     store: PostgresStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     indexing = PostgresStore(store.dsn, schema=store.schema)  # another process, as it were
@@ -102,11 +106,51 @@ def test_a_warm_hybrid_search_is_three_round_trips(
             result = plait.search("alpha retrieval", collection="c", k=3)
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in first.hits]
     assert len(result.hits) == 3 and result.vector_available
-    assert len(wire.trips) == 3, wire.trips
-    assert len(wire.trips[0]) == 1 and "p.settings" in wire.trips[0][0]
-    assert len(wire.trips[1]) == 2  # the check and the dense statement, one pipeline
-    assert "plait_collections" in wire.trips[1][0] and "vector" in wire.trips[1][1]
-    assert len(wire.trips[2]) == 1 and "c.content" in wire.trips[2][0]
+    assert len(wire.trips) == 1, wire.trips
+    assert len(wire.trips[0]) == 1 and "p.settings" in wire.trips[0][0] and "p.revision" in wire.trips[0][0]
+    assert store.last_vector_path == "exact"
+
+
+def test_outside_a_search_scope_the_arms_and_rows_check_the_key(store: PostgresStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's own calls (no scope open): each checks the collection's key first."""
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    with Plait(store, embedder=embedder) as plait:
+        plait.index(_corpus(tmp_path), collection="c")
+        vector = embedder.embed_query("alpha")
+        store.search_arms("c", ["alpha"], [], vector, limit=3)
+        store.get_chunks("c", ["x"])
+        with _counting(monkeypatch) as wire:
+            lexical, dense = store.search_arms("c", ["alpha"], [], vector, limit=3)
+            store.get_chunks("c", [i for i, _ in dense])
+    assert len(lexical) == 3 and len(dense) == 3
+    assert [len(t) for t in wire.trips] == [1, 1], wire.trips  # the arms' check; the rows' check
+    assert all("FROM plait_collections" in t[0] for t in wire.trips)
+
+
+def test_the_next_search_sees_another_process_s_writes(store: PostgresStore, tmp_path: Path) -> None:
+    """New chunks, chunks updated in place (metadata: the revision) and deleted ones,
+    written by another store object between two searches of a warm one."""
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    writer = PostgresStore(store.dsn, schema=store.schema)
+    with Plait(writer, embedder=embedder) as indexer, Plait(store, embedder=embedder) as plait:
+        indexer.index(_corpus(tmp_path), collection="c")
+        before = plait.search("zebra", collection="c", k=3, mode="lexical")
+        assert before.hits == []
+        plait.search("alpha retrieval", collection="c", k=3)  # warm caches
+        extra = tmp_path / "extra"
+        extra.mkdir()
+        (extra / "z.md").write_text("# Zebra\n\nzebra alpha retrieval\n")
+        indexer.index(extra, collection="c")
+        hits = plait.search("zebra", collection="c", k=3).hits  # hybrid: both arms, rows
+        assert "zebra" in hits[0].content and not any("zebra" in h.content for h in hits[1:])
+        with writer._tx() as conn:
+            conn.execute("UPDATE plait_chunks SET metadata = '{\"colour\": \"striped\"}' WHERE content LIKE '%%zebra%%'")
+        again = plait.search("zebra", collection="c", k=3).hits
+        assert again[0].chunk_id == hits[0].chunk_id and again[0].metadata == {"colour": "striped"}
+        assert "colour" not in hits[0].metadata
+        writer.delete_source("c", "z.md")
+        gone = plait.search("zebra", collection="c", k=3).hits
+        assert len(gone) == 3 and not any("zebra" in h.content for h in gone)
 
 
 def test_settings_stay_fresh_and_a_missing_collection_is_not_found(

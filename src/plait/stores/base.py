@@ -30,6 +30,7 @@ __all__ = [
     "Filters",
     "ReplaceCounts",
     "ScopeInfo",
+    "SearchScopeStore",
     "SourceInfo",
     "SourceWrite",
     "Store",
@@ -390,6 +391,17 @@ class CollectionReadStore(Protocol):
     def collection_with_settings(self, name: str) -> tuple[CollectionInfo, dict[str, Any]] | None:
         """``(get_collection(name), get_settings(name))`` read in one statement (one
         snapshot); None when the collection does not exist."""
+        ...
+
+
+@runtime_checkable
+class SearchScopeStore(Protocol):
+    """A store whose reads inside one search can share the collection's state as its first
+    read found it (a server store then skips re-checking it: fewer round trips)."""
+
+    def search_scope(self, collection: str) -> AbstractContextManager[None]:
+        """Inside the block, this thread's reads of ``collection`` may answer as of the
+        block's first read of it; writes committed before that read are always seen."""
         ...
 
 

@@ -11,10 +11,13 @@ index (ADR 0080 §4):
   collection generation and reloaded in one snapshot when the generation moves
   (:mod:`plait.stores.postgres_search`; ``ts_rank`` ignores document frequency and
   ranks far worse; see ``docs/postgres.md``);
-* dense — cosine through a per-collection partial HNSW index on
+* dense — below ``ann_threshold`` chunks, exact cosine in this process over the
+  collection's cached float32 matrix (the SQLite store's class and scores), keyed by
+  the collection's generation and revision (:mod:`plait.stores.postgres_dense`); at or
+  above it, cosine through a per-collection partial HNSW index on
   ``(vector::vector(d))``, created when the collection's dimension becomes known;
-  filtered, unlimited or very large requests (and dimensions past HNSW's 2,000) use
-  an exact scan instead, so filters never starve the result.
+  there, filtered, unlimited or very large requests (and dimensions past HNSW's 2,000)
+  use an exact scan in SQL instead, so filters never starve the result.
 
 Connections come from a ``psycopg_pool`` pool; every statement is parameterised and
 runs under a statement timeout. Write transactions lock the collection's row first,
@@ -33,7 +36,6 @@ import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from pydantic import TypeAdapter
 
 from plait.errors import NotFoundError, StoreError
 from plait.stores.base import (
@@ -47,25 +49,24 @@ from plait.stores.base import (
 from plait.stores.lexical_index import DEFAULT_BUDGET
 from plait.stores.postgres_base import now as _now
 from plait.stores.postgres_base import vec as _vec
+from plait.stores.postgres_dense import DEFAULT_DENSE_BUDGET
 from plait.stores.postgres_incremental import DEFAULT_SHARE
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
-from plait.stores.postgres_search import PostgresSearch
+from plait.stores.postgres_rows import DEFAULT_ROW_BUDGET, PostgresRows
 from plait.stores.postgres_write import build_hnsw, check_dimension, write_sources
 from plait.stores.records import Records
 from plait.stores.records_import import import_side_files
-from plait.types import Chunk, CollectionInfo, Origin
+from plait.types import CollectionInfo
 from plait.usage import USAGE_COLUMNS, UsageRow, usage_counts, usage_key, usage_row
 
 __all__ = ["PostgresStore"]
 
 log = logging.getLogger(__name__)
 
-_ORIGIN = TypeAdapter(Origin)
-_CHUNK_COLUMNS = "c.chunk_id, c.source_id, c.scope, c.ordinal, c.content, c.content_hash, c.origin, c.metadata"
 
 
-class PostgresStore(PostgresSearch):
+class PostgresStore(PostgresRows):
     """A :class:`~plait.stores.base.Store` in a PostgreSQL database with pgvector.
 
     ``dsn`` is a libpq URL or key/value string. ``schema`` (created if missing) puts
@@ -81,6 +82,12 @@ class PostgresStore(PostgresSearch):
     ``incremental_share``: after a write of at most this share of a collection's chunks
     (rows added + removed; default 0.1, at least 1,000 rows), a search applies the
     change log to its cached lexical index instead of reloading it (0: always reload).
+    ``ann_threshold`` (default ``PLAIT_ANN_THRESHOLD`` or 20,000, as the SQLite store) is
+    the number of chunks from which the dense arm uses pgvector's HNSW index; below it
+    the collection's vectors are ranked exactly in this process from a cached matrix
+    (:mod:`plait.stores.postgres_dense`), all collections' matrices together bounded by
+    ``dense_cache_bytes`` (default 512 MiB). ``row_cache_bytes`` (default 64 MiB) bounds
+    the chunks :meth:`get_chunks` keeps (:mod:`plait.stores.postgres_rows`).
     """
 
     def __init__(
@@ -96,11 +103,17 @@ class PostgresStore(PostgresSearch):
         vacuum_after: int | None = 5000,
         lexical_cache_bytes: int = DEFAULT_BUDGET,
         incremental_share: float = DEFAULT_SHARE,
+        ann_threshold: int | None = None,
+        dense_cache_bytes: int = DEFAULT_DENSE_BUDGET,
+        row_cache_bytes: int = DEFAULT_ROW_BUDGET,
     ) -> None:
         super().__init__(
             dsn,
             lexical_cache_bytes=lexical_cache_bytes,
             incremental_share=incremental_share,
+            ann_threshold=ann_threshold,
+            dense_cache_bytes=dense_cache_bytes,
+            row_cache_bytes=row_cache_bytes,
             schema=schema,
             statement_timeout=statement_timeout,
             connect_timeout=connect_timeout,
@@ -124,7 +137,7 @@ class PostgresStore(PostgresSearch):
         "FROM plait_collections p"
     )
 
-    _INFO_SETTINGS = _INFO.replace(" FROM plait_collections p", ", p.settings FROM plait_collections p") + (
+    _INFO_SETTINGS = _INFO.replace(" FROM plait_collections p", ", p.settings, p.id, p.generation, p.revision FROM plait_collections p") + (
         " WHERE p.name = %s"
     )
 
@@ -159,10 +172,14 @@ class PostgresStore(PostgresSearch):
         return self._info(row) if row else None
 
     def collection_with_settings(self, name: str) -> tuple[CollectionInfo, dict[str, Any]] | None:
-        """The collection and its settings in one statement (a search's first read)."""
+        """The collection and its settings in one statement (a search's first read; its
+        key is what the rest of an open search scope answers from)."""
         with self._read() as conn:
             row = conn.execute(self._INFO_SETTINGS, (name,), prepare=self._prepare).fetchone()
-        return None if row is None else (self._info(row), dict(row[9]))
+        if row is None:
+            return None
+        self._saw(name, int(row[10]), row[3], (int(row[11]), int(row[12])), int(row[4]))
+        return self._info(row), dict(row[9])
 
     def list_collections(self) -> list[CollectionInfo]:
         with self._read() as conn:
@@ -550,25 +567,6 @@ class PostgresStore(PostgresSearch):
                 (cid, limit),
             ).fetchall()
         return [(r[0], r[1]) for r in rows]
-
-    def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT " + _CHUNK_COLUMNS + " FROM plait_collections p JOIN plait_chunks c "
-                "ON c.collection_id = p.id WHERE p.name = %s AND c.chunk_id = ANY(%s)",
-                (collection, list(dict.fromkeys(chunk_ids))),
-                prepare=self._prepare,
-            ).fetchall()
-            if not rows:
-                self._collection(conn, collection)  # NotFoundError when it does not exist
-        found = {
-            r[0]: Chunk(
-                id=r[0], source_id=r[1], scope=r[2], ordinal=r[3], content=r[4],
-                content_hash=r[5], origin=_ORIGIN.validate_python(r[6]), metadata=r[7],
-            )
-            for r in rows
-        }
-        return {i: found[i] for i in dict.fromkeys(chunk_ids) if i in found}
 
     def chunk_ids(self, collection: str, source_id: str | None = None) -> list[str]:
         with self._tx() as conn:

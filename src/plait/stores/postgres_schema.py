@@ -54,6 +54,10 @@ Migration 10 (:mod:`plait.stores.postgres_changes`) adds ``plait_changes``, the 
 each generation's inserted and deleted chunk row ids, written by the same triggers:
 a serving process applies only the changes since its cached generation.
 
+Migration 11 (:mod:`plait.stores.postgres_revision`) adds ``plait_collections.revision``,
+bumped once per transaction that updates a chunk row in place (a vector, metadata…): the
+in-process dense matrix is keyed by ``(generation, revision)``.
+
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
@@ -67,6 +71,7 @@ import psycopg
 from plait.stores.postgres_bounds import MIGRATION_8
 from plait.stores.postgres_changes import MIGRATION_10
 from plait.stores.postgres_generation import MIGRATION_9
+from plait.stores.postgres_revision import MIGRATION_11
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
 
@@ -477,7 +482,7 @@ CREATE TABLE plait_usage (
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
     _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
-    MIGRATION_8, MIGRATION_9, MIGRATION_10,
+    MIGRATION_8, MIGRATION_9, MIGRATION_10, MIGRATION_11,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

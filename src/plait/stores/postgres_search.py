@@ -36,17 +36,19 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
 import psycopg
 
 from plait.errors import NotFoundError, StoreError
+from plait.stores.ann import resolve_ann_threshold
 from plait.stores.base import BM25Params, Filters
 from plait.stores.lexical_index import DEFAULT_BUDGET, LexicalIndex
 from plait.stores.postgres_base import PostgresBase, vec
 from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
+from plait.stores.postgres_dense import DEFAULT_DENSE_BUDGET, DENSE_IDS, DenseCache, Key, dense_copy, matrix_from
 from plait.stores.postgres_incremental import ADDED, DEFAULT_SHARE, advance, most_rows
 from plait.stores.postgres_lexcache import (
     LENGTHS,
@@ -60,6 +62,8 @@ from plait.stores.postgres_lexcache import (
     query_terms,
 )
 from plait.stores.postgres_queries import uses_hnsw, vector_query
+from plait.stores.postgres_scope import SearchScopes, Seen
+from plait.stores.sqlite_snapshot import DenseMatrix
 
 __all__ = ["MAX_INDEXES", "PostgresSearch"]
 
@@ -67,8 +71,8 @@ __all__ = ["MAX_INDEXES", "PostgresSearch"]
 MAX_INDEXES = 16
 
 Ranked = list[tuple[str, float]]
-_CHECK = "SELECT id, dimension, generation FROM plait_collections WHERE name = %s"
-_GENERATION = "SELECT generation FROM plait_collections WHERE id = %s"
+_CHECK = "SELECT id, dimension, generation, revision, n_chunks FROM plait_collections WHERE name = %s"
+_GENERATION = "SELECT generation, revision, n_chunks FROM plait_collections WHERE id = %s"
 _STATE = "SELECT generation, n_chunks FROM plait_collections WHERE id = %s"
 
 log = logging.getLogger(__name__)
@@ -111,16 +115,24 @@ class PostgresSearch(PostgresBase):
         *,
         lexical_cache_bytes: int = DEFAULT_BUDGET,
         incremental_share: float = DEFAULT_SHARE,
+        dense_cache_bytes: int = DEFAULT_DENSE_BUDGET,
+        ann_threshold: int | None = None,
         **options: Any,
     ) -> None:
         if lexical_cache_bytes < 0:
             raise StoreError(f"lexical_cache_bytes must be >= 0, got {lexical_cache_bytes}")
         if not 0.0 <= incremental_share <= 1.0:
             raise StoreError(f"incremental_share must be between 0 and 1, got {incremental_share}")
+        self._dense = DenseCache(budget=dense_cache_bytes, max_entries=MAX_INDEXES)
+        self.ann_threshold = resolve_ann_threshold(ann_threshold)
         super().__init__(dsn, **options)
         self._lexical_budget = lexical_cache_bytes
         self._incremental_share = incremental_share
         self._known: dict[str, tuple[int, int | None]] = {}
+        self._sizes: dict[int, int] = {}  # collection id -> chunks, as the last check read
+        self._scopes = SearchScopes()
+        #: How the last dense arm ran: "exact" (in process), "hnsw" or "scan" (SQL).
+        self.last_vector_path = "exact"
         self._ef: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
         # collection id -> (generation, its lexical index), most recently used last;
         # swapped under the lock
@@ -132,6 +144,28 @@ class PostgresSearch(PostgresBase):
         if known is not None:
             with self._lexicon_lock:
                 self._lexicon.pop(known[0], None)
+            self._dense.drop(known[0])
+            self._sizes.pop(known[0], None)
+
+    def search_scope(self, collection: str) -> AbstractContextManager[None]:
+        """One read of ``collection``'s state for this thread's search
+        (:mod:`plait.stores.postgres_scope`)."""
+        return self._scopes.scope(collection)
+
+    def _saw(self, collection: str, cid: int, dimension: int | None, key: Key, chunks: int) -> None:
+        """Remember what a read found, for this thread's open search scope (if any)."""
+        seen = self._scopes.get(collection)
+        if seen is not None:
+            seen.saw(cid, dimension, key, chunks)
+
+    def _in_process(self, cid: int, dimension: int | None) -> bool:
+        """Whether the dense arm ranks ``cid`` in process: fewer chunks than the ANN
+        threshold (as the last check read them) and a matrix that fits the budget."""
+        size = self._sizes.get(cid)
+        return (
+            size is not None and dimension is not None and size < self.ann_threshold
+            and self._dense.fits(size, dimension)
+        )
 
     def _cached(self, cid: int) -> tuple[int, LexicalIndex] | None:
         with self._lexicon_lock:
@@ -169,6 +203,11 @@ class PostgresSearch(PostgresBase):
         terms, pairs = query_terms(exact, stems, bm25)
         lexical = lexical and bool(pairs)
         filtered = filters is not None and not filters.empty
+        seen = self._scopes.get(collection)
+        if seen is not None and seen.cid is not None and seen.key is not None and not filtered:
+            answered = self._from_scope(collection, seen, terms, pairs, bm25, query_vector, limit, lexical)
+            if answered is not None:
+                return answered
         for _ in range(3):
             known = self._known.get(collection)
             with self._read() as conn:
@@ -178,6 +217,7 @@ class PostgresSearch(PostgresBase):
                         raise NotFoundError(f"collection {collection!r} does not exist")
                     known = (int(row[0]), row[1])
                     self._known[collection] = known
+                    self._sizes[known[0]] = int(row[4])
                 cid, dimension = known
                 if query_vector is not None and dimension is None:
                     dimension = self._stored_dimension(conn, cid)
@@ -188,10 +228,14 @@ class PostgresSearch(PostgresBase):
                 held = self._cached(cid) if lexical else None
                 pinned: Loaded = {} if held is None else held[1].held(pairs)
                 missing = [pair for pair in pairs if pair not in pinned]
+                local = query_vector is not None and self._in_process(cid, dimension)
+                matrix = self._dense.get(cid) if local else None
                 reads = _Lexical()
-                snapshot = lexical and (held is None or bool(missing) or filtered)
+                if query_vector is not None and not local:
+                    self._dense.drop(cid)  # grown past the threshold (or the budget)
+                snapshot = (lexical and (held is None or bool(missing))) or (filtered and (lexical or local))
                 with conn.pipeline():
-                    hnsw = query_vector is not None and uses_hnsw(known[1], limit, filters)
+                    hnsw = query_vector is not None and not local and uses_hnsw(known[1], limit, filters)
                     ef = max(40, limit or 0)
                     if hnsw and self._ef.get(conn) != ef:
                         conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
@@ -200,10 +244,12 @@ class PostgresSearch(PostgresBase):
                         if snapshot:
                             conn.execute(READ_SNAPSHOT)
                         check = conn.execute(_CHECK, (collection,), prepare=self._prepare)
-                        if lexical:
-                            self._send_reads(conn, reads, cid, held is None, missing, filters if filtered else None)
+                        wanted = filters if filtered and (lexical or local) else None
+                        self._send_reads(
+                            conn, reads, cid, lexical and held is None, missing if lexical else [], wanted
+                        )
                         dense = None
-                        if query_vector is not None:
+                        if query_vector is not None and not local:
                             query, args = vector_query(
                                 cid, query_vector, dimension=known[1], limit=limit, filters=filters
                             )
@@ -215,25 +261,120 @@ class PostgresSearch(PostgresBase):
                 if (int(now[0]), now[1]) != known:
                     self._known[collection] = (int(now[0]), now[1])
                     continue  # re-created or given its dimension meanwhile: run again
-                dense_rows = [] if dense is None else dense.fetchall()
+                self._sizes[cid] = int(now[4])
+                key: Key = (int(now[2]), int(now[3]))
+                self._saw(collection, cid, now[1], key, int(now[4]))
+                allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
                 ranked: Ranked = []
                 if lexical:
-                    generation = int(now[2])
+                    generation = key[0]
                     built = self._index_from(cid, generation, held, reads, missing)
-                    allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
+                    lexical_allowed = allowed
                     if built is None:  # the generation moved: apply its changes, or reload
                         loaded = self._advance(conn, cid, held, pairs, filters if filtered else None)
                         if loaded is None:
                             self._forget(collection)
                             continue  # deleted meanwhile: the check says so next time
-                        (index, read, pinned), allowed = loaded
+                        (index, read, pinned), lexical_allowed = loaded
                     else:
                         index, read = built
                     rows = index.rows(terms, bm25, _loader(index, read, pinned)) or []
-                    ranked = index.rank(rows, limit=limit, allowed=allowed)
+                    ranked = index.rank(rows, limit=limit, allowed=lexical_allowed)
+                if query_vector is None:
+                    return ranked, []
+                if local:
+                    found = self._matrix(conn, cid, key, matrix, dimension or 0, filters if filtered else None)
+                    if found is None:
+                        self._forget(collection)
+                        continue
+                    current, dense_allowed = found
+                    self.last_vector_path = "exact"
+                    if current.rowids.size == 0:
+                        return ranked, []
+                    allowed = allowed if dense_allowed is None else dense_allowed
+                    return ranked, current.rank(query_vector, limit=limit, allowed=allowed)
+                dense_rows = [] if dense is None else dense.fetchall()
+            self.last_vector_path = "hnsw" if hnsw else "scan"
             dense_rows.sort(key=lambda r: (-r[1], r[2]))
             return ranked, [(r[0], float(r[1])) for r in dense_rows]
         raise StoreError(f"collection {collection!r} kept changing while it was searched")
+
+    def _from_scope(
+        self,
+        collection: str,
+        seen: Seen,
+        terms: tuple[Sequence[str], Sequence[str]],
+        pairs: Sequence[tuple[int, str]],
+        bm25: BM25Params,
+        query_vector: np.ndarray | None,
+        limit: int | None,
+        lexical: bool,
+    ) -> tuple[Ranked, Ranked] | None:
+        """Both arms from the caches of the key the search scope read, with no statement;
+        None when a cache lacks something (the arms then read it, with the check)."""
+        cid, key = seen.cid, seen.key
+        if cid is None or key is None:  # pragma: no cover - the caller checked
+            return None
+        if self._known.get(collection, (cid,))[0] != cid:
+            self._forget(collection)  # re-created: the old id's caches go
+        self._known[collection] = (cid, seen.dimension)
+        self._sizes[cid] = seen.chunks
+        matrix: tuple[Key, DenseMatrix] | None = None
+        if query_vector is not None:
+            if seen.dimension is None or not self._in_process(cid, seen.dimension):
+                return None
+            self._check_query(collection, query_vector, seen.dimension)
+            matrix = self._dense.get(cid)
+            if matrix is None or matrix[0] != key:
+                return None
+        ranked: Ranked = []
+        if lexical:
+            held = self._cached(cid)
+            if held is None or held[0] != key[0]:
+                return None
+            index = held[1]
+            pinned = index.held(pairs)
+            if len(pinned) < len(pairs):
+                return None
+            ranked = index.rank(index.rows(terms, bm25, _loader(index, {}, pinned)) or [], limit=limit)
+        if matrix is None or query_vector is None:
+            return ranked, []
+        self.last_vector_path = "exact"
+        found = matrix[1]
+        return ranked, [] if found.rowids.size == 0 else found.rank(query_vector, limit=limit)
+
+    def _matrix(
+        self,
+        conn: psycopg.Connection,
+        cid: int,
+        key: Key,
+        held: tuple[Key, DenseMatrix] | None,
+        dimension: int,
+        filters: Filters | None,
+    ) -> tuple[DenseMatrix, np.ndarray | None] | None:
+        """The cached matrix when it is of ``key`` (and None); else a fresh one and the
+        filter's row ids, read in one snapshot of their own (``COPY`` cannot join the
+        check's pipeline). None: the collection is gone."""
+        if held is not None and held[0] == key:
+            return held[1], None
+        if held is not None:
+            self._dense.drop(cid, held[1])  # stale: never serve it again
+        with conn.transaction():
+            with conn.pipeline():
+                conn.execute(READ_SNAPSHOT)
+                check = conn.execute(_GENERATION, (cid,), prepare=self._prepare)
+                ids = conn.execute(DENSE_IDS, {"cid": cid}, prepare=self._prepare, binary=True)
+                allowed = None if filters is None else conn.execute(*allowed_query(cid, filters), prepare=self._prepare)
+            copied = bytearray()
+            with conn.cursor().copy(dense_copy(cid)) as copy:
+                for data in copy:
+                    copied += data
+        now = check.fetchone()
+        if now is None:
+            return None
+        matrix = matrix_from(ids.fetchone(), copied, dimension)
+        self._dense.keep(cid, (int(now[0]), int(now[1])), matrix)
+        return matrix, None if allowed is None else parse_allowed(allowed.fetchone())
 
     def _send_reads(
         self,

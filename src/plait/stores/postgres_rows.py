@@ -1,0 +1,186 @@
+"""The PostgreSQL store's chunk rows (``get_chunks``), cached per collection key.
+
+A search ends by reading the chunks of its page (and of a rerank pool, or of the
+candidates ``max_per_source`` looks at); the same chunks come back query after query.
+:class:`RowCache` keeps the :class:`~plait.types.Chunk` objects read, per collection,
+under the collection's ``(generation, revision)``: every insert, delete or in-place update
+of a chunk row moves one of them in the writing transaction (migrations 9 and 10,
+:mod:`plait.stores.postgres_revision`), and every ``get_chunks`` reads the key again — the
+check statement, in one pipeline with the read of the rows not cached — so a write by any
+process is seen by the next read. What saves: the rows' statement (the chunks' text and
+JSON from the heap), and building the ``Chunk`` models, for the chunks already cached.
+
+Freshness without a snapshot: the check goes before the rows' statement in the pipeline,
+so rows read after it are at least as new as the key they are cached under; had a write
+landed between the two, the key moved with it and the next check drops them.
+
+Memory: at most ``budget`` bytes in all (default :data:`DEFAULT_ROW_BUDGET`; counted as
+each chunk's content and ids plus :data:`CHUNK_OVERHEAD` bytes for the model, its origin
+and metadata), least recently read chunks dropped first.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from pydantic import TypeAdapter
+
+from plait.errors import NotFoundError, StoreError
+from plait.stores.postgres_search import PostgresSearch
+from plait.types import Chunk, Origin
+
+__all__ = [
+    "CHECK", "CHUNK_COLUMNS", "CHUNK_OVERHEAD", "DEFAULT_ROW_BUDGET", "ROWS", "PostgresRows", "RowCache", "chunk_from", "read_chunks",
+]
+
+#: Bytes of cached chunks one store keeps (all collections together).
+DEFAULT_ROW_BUDGET = 64 * 2**20
+#: Bytes counted per cached chunk besides its strings (model, origin, metadata).
+CHUNK_OVERHEAD = 1024
+
+CHUNK_COLUMNS = "c.chunk_id, c.source_id, c.scope, c.ordinal, c.content, c.content_hash, c.origin, c.metadata"
+ROWS = (
+    "SELECT " + CHUNK_COLUMNS + " FROM plait_collections p JOIN plait_chunks c "
+    "ON c.collection_id = p.id WHERE p.name = %s AND c.chunk_id = ANY(%s)"
+)
+#: The collection's id and key, read before its rows in the same pipeline.
+CHECK = "SELECT id, generation, revision FROM plait_collections WHERE name = %s"
+
+_ORIGIN: TypeAdapter[Origin] = TypeAdapter(Origin)
+
+Key = tuple[int, int]
+
+
+def chunk_from(row: Sequence[Any]) -> Chunk:
+    """The :class:`Chunk` of a row of :data:`CHUNK_COLUMNS`."""
+    return Chunk(
+        id=row[0], source_id=row[1], scope=row[2], ordinal=row[3], content=row[4],
+        content_hash=row[5], origin=_ORIGIN.validate_python(row[6]), metadata=row[7],
+    )
+
+
+def _size(chunk: Chunk) -> int:
+    return CHUNK_OVERHEAD + sum(sys.getsizeof(s) for s in (chunk.id, chunk.source_id, chunk.content, chunk.content_hash))
+
+
+class RowCache:
+    """(collection id, chunk id) -> chunk of the collection's key, least recently read first."""
+
+    def __init__(self, *, budget: int = DEFAULT_ROW_BUDGET) -> None:
+        if budget < 0:
+            raise StoreError(f"row_cache_bytes must be >= 0, got {budget}")
+        self.budget = budget
+        self._keys: dict[int, Key] = {}
+        self._chunks: OrderedDict[tuple[int, str], tuple[Chunk, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def lookup(self, cid: int, ids: Sequence[str]) -> tuple[Key | None, dict[str, Chunk]]:
+        """The key ``cid``'s chunks are cached under and those of ``ids`` cached."""
+        with self._lock:
+            found: dict[str, Chunk] = {}
+            for chunk_id in ids:
+                entry = self._chunks.get((cid, chunk_id))
+                if entry is not None:
+                    self._chunks.move_to_end((cid, chunk_id))
+                    found[chunk_id] = entry[0]
+            return self._keys.get(cid), found
+
+    def add(self, cid: int, key: Key, chunks: Sequence[Chunk]) -> None:
+        """Cache ``chunks`` under ``key``: the collection's chunks of another key go first
+        (a newer key's are never replaced by an older one's)."""
+        with self._lock:
+            held = self._keys.get(cid)
+            if held is not None and held != key:
+                if held[0] > key[0] or held[1] > key[1]:
+                    return
+                self._drop(cid)
+            self._keys[cid] = key
+            for chunk in chunks:
+                old = self._chunks.pop((cid, chunk.id), None)
+                if old is not None:
+                    self._bytes -= old[1]
+                size = _size(chunk)
+                if size > self.budget:
+                    continue
+                self._chunks[(cid, chunk.id)] = (chunk, size)
+                self._bytes += size
+            while self._bytes > self.budget:
+                _, (_, dropped) = self._chunks.popitem(last=False)
+                self._bytes -= dropped
+
+    def drop(self, cid: int) -> None:
+        """Forget ``cid``'s chunks (stale, or the collection is gone)."""
+        with self._lock:
+            self._drop(cid)
+
+    def _drop(self, cid: int) -> None:
+        self._keys.pop(cid, None)
+        for entry in [k for k in self._chunks if k[0] == cid]:
+            self._bytes -= self._chunks.pop(entry)[1]
+
+
+def read_chunks(
+    conn: psycopg.Connection, cache: RowCache, cid: int | None, collection: str, ids: Sequence[str], *, prepare: bool
+) -> tuple[int, dict[str, Chunk]] | None:
+    """The chunks of ``ids`` that exist (cached ones when the collection's key is still
+    the one they are cached under; the others read and cached) and the collection's id;
+    None when the collection does not exist. ``cid`` is the id last seen, or None."""
+    held, found = (None, {}) if cid is None else cache.lookup(cid, ids)
+    want = [i for i in ids if i not in found]
+    with conn.pipeline():
+        check = conn.execute(CHECK, (collection,), prepare=prepare)
+        rows = conn.execute(ROWS, (collection, want), prepare=prepare) if want else None
+    now = check.fetchone()
+    if now is None:
+        if cid is not None:
+            cache.drop(cid)
+        return None
+    read = [] if rows is None else rows.fetchall()
+    current, key = int(now[0]), (int(now[1]), int(now[2]))
+    if current != cid or held != key:  # another collection now, or written since: read them again
+        if cid is not None:
+            cache.drop(cid)
+        if found:
+            read += conn.execute(ROWS, (collection, list(found)), prepare=prepare).fetchall()
+        found = {}
+    fresh = [chunk_from(r) for r in read]
+    cache.add(current, key, fresh)
+    found.update((c.id, c) for c in fresh)
+    return current, found
+
+
+class PostgresRows(PostgresSearch):
+    """:meth:`get_chunks` of :class:`~plait.stores.postgres.PostgresStore`, from the row cache."""
+
+    def __init__(self, dsn: str, *, row_cache_bytes: int = DEFAULT_ROW_BUDGET, **options: Any) -> None:
+        self._rows = RowCache(budget=row_cache_bytes)
+        self._row_ids: dict[str, int] = {}  # collection name -> id, as get_chunks last read it
+        super().__init__(dsn, **options)
+
+    def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        """The chunks of ``chunk_ids`` that exist, from the row cache when the collection's
+        key is still the one they were cached under (inside a search scope: the key the
+        search's first read found, with no statement)."""
+        ids = list(dict.fromkeys(chunk_ids))
+        seen = self._scopes.get(collection)
+        if seen is not None and seen.cid is not None and seen.key is not None:
+            held, found = self._rows.lookup(seen.cid, ids)
+            if held == seen.key and len(found) == len(ids):
+                return {i: found[i] for i in ids}
+        with self._read() as conn:
+            got = read_chunks(conn, self._rows, self._row_ids.get(collection), collection, ids, prepare=self._prepare)
+        if got is None:
+            self._row_ids.pop(collection, None)
+            raise NotFoundError(f"collection {collection!r} does not exist")
+        self._row_ids[collection], found = got
+        return {i: found[i] for i in ids if i in found}

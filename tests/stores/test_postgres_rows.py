@@ -1,0 +1,119 @@
+"""The PostgreSQL store's chunk rows cached under the collection's (generation, revision):
+another process's writes — new chunks, deletes, metadata / scope / ordinal / content
+updated in place — are seen by the next ``get_chunks``; cached chunks cost no row read.
+
+A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from plait.errors import NotFoundError
+from plait.stores.postgres import PostgresStore
+from plait.stores.postgres_rows import CHUNK_OVERHEAD, RowCache
+from plait.testing.contract import make_chunk
+from plait.testing.pg import postgres_dsn
+
+
+@pytest.fixture(scope="module")
+def pg_dsn() -> Iterator[str]:
+    with postgres_dsn("plait-pg-rows-") as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def open_pg(pg_dsn: str) -> Iterator[Callable[..., PostgresStore]]:
+    schema = f"plait_t_{uuid.uuid4().hex[:12]}"
+    opened: list[PostgresStore] = []
+
+    def make(**kwargs: Any) -> PostgresStore:
+        store = PostgresStore(pg_dsn, schema=schema, **kwargs)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _write(store: PostgresStore, texts: dict[str, str], *, metadata: dict[str, object] | None = None) -> None:
+    store.replace_source("c", "d", "docs", [
+        make_chunk(cid, text, source_id="d", metadata=metadata, ordinal=i) for i, (cid, text) in enumerate(texts.items())
+    ])
+
+
+def _statements(run: Callable[[], object]) -> list[str]:
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def spy(self: psycopg.Connection, q: Any, *a: Any, **k: Any) -> Any:
+        sent.append(q if isinstance(q, str) else q.as_string(self))
+        return execute(self, q, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(psycopg.Connection, "execute", spy)
+        run()
+    return sent
+
+
+def test_cached_chunks_cost_only_the_key_check(open_pg: Callable[..., PostgresStore]) -> None:
+    pg = open_pg()
+    pg.ensure_collection("c")
+    _write(pg, {"a": "alpha", "b": "beta", "c": "gamma"})
+    first = pg.get_chunks("c", ["b", "a", "zz"])
+    assert list(first) == ["b", "a"] and first["a"].content == "alpha"
+    sent = _statements(lambda: pg.get_chunks("c", ["a", "b"]))
+    assert len(sent) == 1 and "FROM plait_collections" in sent[0] and "c.content" not in sent[0]
+    sent = _statements(lambda: pg.get_chunks("c", ["a", "c"]))  # c is new: only c is read
+    assert len(sent) == 2
+    assert pg.get_chunks("c", ["a", "c"])["c"].content == "gamma"
+
+
+def test_another_process_s_writes_are_seen_by_the_next_read(open_pg: Callable[..., PostgresStore]) -> None:
+    reader, writer = open_pg(), open_pg()
+    writer.ensure_collection("c")
+    _write(writer, {"a": "alpha", "b": "beta"}, metadata={"v": 1})
+    assert reader.get_chunks("c", ["a", "b"])["a"].metadata == {"v": 1}
+    # kept chunks (same id and hash) updated in place: metadata and ordinal (revision)
+    writer.replace_source("c", "d", "docs", [
+        make_chunk("b", "beta", source_id="d", metadata={"v": 2}, ordinal=0),
+        make_chunk("a", "alpha", source_id="d", metadata={"v": 2}, ordinal=1),
+    ])
+    got = reader.get_chunks("c", ["a", "b"])
+    assert got["a"].metadata == {"v": 2} and (got["a"].ordinal, got["b"].ordinal) == (1, 0)
+    with writer._tx() as conn:  # raw SQL, in place
+        conn.execute("UPDATE plait_chunks SET scope = 'adr', content = 'ALPHA' WHERE chunk_id = 'a'")
+    got = reader.get_chunks("c", ["a"])
+    assert (got["a"].scope, got["a"].content) == ("adr", "ALPHA")
+    writer.delete_source("c", "d")  # deletes (generation)
+    assert reader.get_chunks("c", ["a", "b"]) == {}
+    writer.delete_collection("c")
+    with pytest.raises(NotFoundError):
+        reader.get_chunks("c", ["a"])
+    writer.ensure_collection("c")  # re-created: another id, nothing of the old one served
+    _write(writer, {"a": "new alpha"})
+    assert reader.get_chunks("c", ["a"])["a"].content == "new alpha"
+
+
+def test_the_row_cache_stays_within_its_budget() -> None:
+    chunks = [make_chunk(f"k{i}", "x" * 100, source_id="d").chunk for i in range(10)]
+    # the model, plus sys.getsizeof of 'k0' (51), 'd' (50), the content (149), 'h-' + content (151)
+    one = CHUNK_OVERHEAD + 51 + 50 + 149 + 151
+    cache = RowCache(budget=3 * one)
+    cache.add(1, (1, 0), chunks[:5])
+    key, found = cache.lookup(1, [c.id for c in chunks])
+    assert key == (1, 0) and cache.bytes == 3 * one
+    assert set(found) == {"k2", "k3", "k4"}  # the least recently added went first
+    cache.add(1, (0, 9), chunks[5:])  # an older generation's rows never replace newer ones
+    assert cache.lookup(1, ["k9"])[1] == {}
+    cache.add(1, (2, 0), chunks[9:])  # a newer key drops the collection's older rows
+    assert cache.lookup(1, ["k4", "k9"]) == ((2, 0), {"k9": chunks[9]})
