@@ -281,3 +281,66 @@ def test_vectors_of_mixed_dimensions_are_a_store_error(open_pg: Callable[..., Po
     ])
     with pytest.raises(StoreError, match="dimensions"):
         pg.vector_search("c", np.array([1.0, 0.0, 0.0], dtype=np.float32), limit=2)
+
+
+def _same_matrix(a: DenseMatrix, b: DenseMatrix) -> None:
+    assert np.array_equal(a.rowids, b.rowids) and a.chunk_ids == b.chunk_ids
+    assert a.matrix.dtype == b.matrix.dtype == np.float32 and np.array_equal(a.matrix, b.matrix)
+
+
+def test_after_inserts_and_deletes_the_matrix_follows_the_change_log(open_pg: Callable[..., PostgresStore]) -> None:
+    """Another store adds a source and deletes one: the reader's warm matrix is advanced
+    from the change log (only the added vectors copied), equal to a fresh full load."""
+    reader, writer = open_pg(), open_pg()
+    vectors = _fill(writer)
+    query = _queries()[2]
+    reader.vector_search("c", query, limit=5)
+    assert reader.last_matrix_load == "full"
+    extra = _unit(np.random.default_rng(99), 4)
+    writer.replace_source("c", "more", "docs", [
+        make_chunk(f"m{i}", f"more {i}", source_id="more", vector=extra[i].tolist(), ordinal=i) for i in range(4)
+    ])
+    writer.delete_source("c", "src1")
+    copies: list[str] = []
+    copy = psycopg.Cursor.copy
+
+    def spy_copy(self: psycopg.Cursor[Any], statement: Any, *a: Any, **k: Any) -> Any:
+        copies.append(statement.as_string(self.connection))
+        return copy(self, statement, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(psycopg.Cursor, "copy", spy_copy)
+        got = reader.vector_search("c", extra[1], limit=None)
+    assert reader.last_matrix_load == "changes"
+    assert len(copies) == 1 and "c.id = ANY('{61,62,63,64}'" in copies[0]  # the added rows only
+    fresh = open_pg()
+    want = fresh.vector_search("c", extra[1], limit=None)
+    assert fresh.last_matrix_load == "full"
+    assert got == want and got[0][0] == "m1" and not {i for i, _ in got} & {f"k{i}" for i in range(1, 60, 3)}
+    assert len(got) == 60 - 20 + 4
+    held, fresh_held = reader._dense.get(reader._known["c"][0]), fresh._dense.get(fresh._known["c"][0])
+    assert held is not None and fresh_held is not None and held[0] == fresh_held[0]
+    _same_matrix(held[1], fresh_held[1])
+    # only deletes: nothing copied
+    writer.delete_source("c", "more")
+    with pytest.MonkeyPatch.context() as mp:
+        copies.clear()
+        mp.setattr(psycopg.Cursor, "copy", spy_copy)
+        after = reader.vector_search("c", vectors[0], limit=3, filters=Filters(scopes=("adr",)))
+    assert reader.last_matrix_load == "changes" and copies == []
+    assert [i for i, _ in after] == [i for i, _ in open_pg().vector_search("c", vectors[0], limit=3, filters=Filters(scopes=("adr",)))]
+
+
+def test_an_update_in_place_or_a_disabled_log_loads_in_full(open_pg: Callable[..., PostgresStore]) -> None:
+    reader, writer = open_pg(), open_pg()
+    vectors = _fill(writer)
+    reader.vector_search("c", vectors[0], limit=3)
+    writer.replace_source("c", "x", "docs", [make_chunk("x", "x", source_id="x", vector=vectors[0].tolist())])
+    writer.set_vectors("c", {"k0": -vectors[0]})  # the revision moves too: not in the log
+    got = reader.vector_search("c", vectors[0], limit=2)
+    assert reader.last_matrix_load == "full" and [i for i, _ in got] == ["x", got[1][0]] and got[1][0] != "k0"
+    off = open_pg(incremental_share=0.0)
+    off.vector_search("c", vectors[0], limit=3)
+    writer.delete_source("c", "x")
+    off.vector_search("c", vectors[0], limit=3)
+    assert off.last_matrix_load == "full"

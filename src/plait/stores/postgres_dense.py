@@ -37,18 +37,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 from psycopg import sql
 
 from plait.errors import StoreError
+from plait.stores.base import Filters
+from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
+from plait.stores.postgres_lexcache import READ_SNAPSHOT, allowed_query, parse_allowed
 from plait.stores.sqlite_snapshot import DenseMatrix
 
-__all__ = ["DEFAULT_DENSE_BUDGET", "DENSE_IDS", "DenseCache", "Key", "dense_copy", "matrix_from"]
+__all__ = [
+    "DEFAULT_DENSE_BUDGET", "DENSE_IDS", "DenseCache", "Key", "MatrixLoad", "advance_matrix", "dense_copy", "load_changes",
+    "load_full", "matrix_from",
+]
 
 #: Bytes of dense matrices one store keeps in process (all collections together).
 DEFAULT_DENSE_BUDGET = 512 * 2**20
 
 #: What a matrix is cached under: the collection's (generation, revision).
 Key = tuple[int, int]
+#: A load's result: the key it was read under, the matrix, a filter's allowed row ids.
+MatrixLoad = tuple[Key, DenseMatrix, np.ndarray | None]
+
+_KEY = "SELECT generation, revision FROM plait_collections WHERE id = %s"
 
 #: The matrix's chunks in row-id order: their count, row ids and chunk ids (one row of
 #: ``bytea``, read in binary; the chunk ids joined by NUL, a byte no ``text`` holds).
@@ -67,9 +78,54 @@ _COPY = sql.SQL(
 _COPY_HEADER = 19
 
 
-def dense_copy(cid: int) -> sql.Composed:
-    """The ``COPY`` of collection ``cid``'s (row id, vector) pairs in binary, any order."""
-    return _COPY.format(cid=sql.Literal(int(cid)))
+_COPY_SOME = sql.SQL(
+    "COPY (SELECT c.id, c.vector FROM plait_chunks c WHERE c.collection_id = {cid} "
+    "AND c.vector IS NOT NULL AND c.id = ANY({ids}::bigint[])) TO STDOUT (FORMAT binary)"
+)
+
+
+def dense_copy(cid: int, ids: np.ndarray | None = None) -> sql.Composed:
+    """The ``COPY`` of collection ``cid``'s (row id, vector) pairs in binary, any order
+    (only the rows ``ids`` when given)."""
+    if ids is None:
+        return _COPY.format(cid=sql.Literal(int(cid)))
+    return _COPY_SOME.format(cid=sql.Literal(int(cid)), ids=sql.Literal([int(i) for i in ids.tolist()]))
+
+
+def _copied(copied: bytes | bytearray, dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, float32 vectors) of :func:`dense_copy`'s bytes, in the copy's order."""
+    row = np.dtype([
+        ("fields", ">i2"), ("id_len", ">i4"), ("id", ">i8"), ("vec_len", ">i4"),
+        ("dim", ">i2"), ("unused", ">i2"), ("values", ">f4", (dimension,)),
+    ])
+    if not copied:  # nothing was copied
+        return np.empty(0, dtype=np.int64), np.zeros((0, dimension), dtype=np.float32)
+    n, extra = divmod(len(copied) - _COPY_HEADER - 2, row.itemsize)
+    if extra or n < 0:
+        raise StoreError(f"the collection's stored vectors do not all have {dimension} dimensions")
+    rows = np.frombuffer(copied, dtype=row, count=n, offset=_COPY_HEADER)
+    if not (rows["dim"] == dimension).all():
+        raise StoreError(f"the collection's stored vectors do not all have {dimension} dimensions")
+    return rows["id"].astype(np.int64), rows["values"].astype(np.float32)
+
+
+def advance_matrix(
+    old: DenseMatrix, removed: np.ndarray, ids_row: Sequence[Any] | None, copied: bytes | bytearray, dimension: int
+) -> DenseMatrix | None:
+    """The next key's matrix from ``old``: its rows but ``removed``, plus the rows
+    :func:`dense_copy` copied (the added ones), in the order of :data:`DENSE_IDS`'s row;
+    None when they are not exactly that row's ids (load it in full then)."""
+    if ids_row is None or not ids_row[0]:
+        return DenseMatrix(np.empty(0, dtype=np.int64), np.zeros((0, dimension), dtype=np.float32), [])
+    rowids = np.frombuffer(ids_row[1], dtype=">i8").astype(np.int64)
+    added_ids, added = _copied(copied, dimension)
+    keep = ~np.isin(old.rowids, removed)
+    ids = np.concatenate([old.rowids[keep], added_ids])
+    order = np.argsort(ids, kind="stable")
+    if old.matrix.shape[1:] != (dimension,) or not np.array_equal(ids[order], rowids):
+        return None
+    matrix = np.ascontiguousarray(np.concatenate([old.matrix[keep], added])[order], dtype=np.float32)
+    return DenseMatrix(rowids, matrix, bytes(ids_row[2]).decode("utf-8").split("\x00"))
 
 
 def matrix_from(ids_row: Sequence[Any] | None, copied: bytes | bytearray, dimension: int) -> DenseMatrix:
@@ -77,26 +133,78 @@ def matrix_from(ids_row: Sequence[Any] | None, copied: bytes | bytearray, dimens
     bytes (vectors of ``dimension``), rows in row-id order."""
     if ids_row is None or not ids_row[0]:
         return DenseMatrix(np.empty(0, dtype=np.int64), np.zeros((0, dimension), dtype=np.float32), [])
-    n = int(ids_row[0])
-    row = np.dtype([
-        ("fields", ">i2"), ("id_len", ">i4"), ("id", ">i8"), ("vec_len", ">i4"),
-        ("dim", ">i2"), ("unused", ">i2"), ("values", ">f4", (dimension,)),
-    ])
-    if len(copied) != _COPY_HEADER + n * row.itemsize + 2:
-        raise StoreError(
-            f"the collection's {n} stored vectors do not all have {dimension} dimensions "
-            f"({len(copied)} bytes copied)"
-        )
-    rows = np.frombuffer(copied, dtype=row, count=n, offset=_COPY_HEADER)
-    if not (rows["dim"] == dimension).all():
-        raise StoreError(f"the collection's stored vectors do not all have {dimension} dimensions")
+    ids, values = _copied(copied, dimension)
     rowids = np.frombuffer(ids_row[1], dtype=">i8").astype(np.int64)
-    order = np.argsort(rows["id"], kind="stable")
-    if not np.array_equal(rows["id"][order], rowids):
+    order = np.argsort(ids, kind="stable")
+    if not np.array_equal(ids[order], rowids):
         raise StoreError("the copied vectors are not the chunks the snapshot holds")
-    matrix = np.ascontiguousarray(rows["values"][order], dtype=np.float32)
+    matrix = np.ascontiguousarray(values[order], dtype=np.float32)
     chunk_ids = bytes(ids_row[2]).decode("utf-8").split("\x00")
     return DenseMatrix(rowids, matrix, chunk_ids)
+
+
+def _copy(conn: psycopg.Connection, statement: sql.Composed) -> bytearray:
+    copied = bytearray()
+    with conn.cursor().copy(statement) as copy:
+        for data in copy:
+            copied += data
+    return copied
+
+
+def load_full(
+    conn: psycopg.Connection, cid: int, dimension: int, filters: Filters | None, *, prepare: bool
+) -> MatrixLoad | None:
+    """Collection ``cid``'s whole matrix (and a filter's row ids), in one ``REPEATABLE
+    READ`` snapshot with its key; None when the collection is gone."""
+    with conn.transaction():
+        with conn.pipeline():
+            conn.execute(READ_SNAPSHOT)
+            check = conn.execute(_KEY, (cid,), prepare=prepare)
+            ids = conn.execute(DENSE_IDS, {"cid": cid}, prepare=prepare, binary=True)
+            allowed = None if filters is None else conn.execute(*allowed_query(cid, filters), prepare=prepare)
+        copied = _copy(conn, dense_copy(cid))
+    now = check.fetchone()
+    if now is None:
+        return None
+    matrix = matrix_from(ids.fetchone(), copied, dimension)
+    return (int(now[0]), int(now[1])), matrix, None if allowed is None else parse_allowed(allowed.fetchone())
+
+
+def load_changes(
+    conn: psycopg.Connection,
+    cid: int,
+    held: tuple[Key, DenseMatrix],
+    dimension: int,
+    filters: Filters | None,
+    *,
+    most: int,
+    prepare: bool,
+) -> MatrixLoad | None:
+    """The current key's matrix from ``held`` and the change log the lexical index uses
+    (:mod:`plait.stores.postgres_changes`): the removed rows dropped, the added rows'
+    vectors copied (all in one snapshot with the key; the row and chunk ids read whole,
+    small beside the vectors). None when it cannot be done — the revision moved too (in
+    place updates are not in the log), the log does not reach back or names more than
+    ``most`` rows, or the result is not the snapshot's rows: load in full then."""
+    (since, revision), old = held
+    with conn.transaction():
+        with conn.pipeline():
+            conn.execute(READ_SNAPSHOT)
+            check = conn.execute(_KEY, (cid,), prepare=prepare)
+            logged = conn.execute(CHANGES, changes_params(cid, since, most), prepare=prepare)
+            ids = conn.execute(DENSE_IDS, {"cid": cid}, prepare=prepare, binary=True)
+            allowed = None if filters is None else conn.execute(*allowed_query(cid, filters), prepare=prepare)
+        now = check.fetchone()
+        if now is None or int(now[1]) != revision:
+            return None
+        changes = changes_from(logged.fetchone(), since=since, generation=int(now[0]))
+        if changes is None:
+            return None
+        copied = _copy(conn, dense_copy(cid, changes.added)) if changes.added.size else bytearray()
+    matrix = advance_matrix(old, changes.removed, ids.fetchone(), copied, dimension)
+    if matrix is None:
+        return None
+    return (int(now[0]), revision), matrix, None if allowed is None else parse_allowed(allowed.fetchone())
 
 
 def _size(matrix: DenseMatrix) -> int:

@@ -48,7 +48,14 @@ from plait.stores.base import BM25Params, Filters
 from plait.stores.lexical_index import DEFAULT_BUDGET, LexicalIndex
 from plait.stores.postgres_base import PostgresBase, vec
 from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
-from plait.stores.postgres_dense import DEFAULT_DENSE_BUDGET, DENSE_IDS, DenseCache, Key, dense_copy, matrix_from
+from plait.stores.postgres_dense import (
+    DEFAULT_DENSE_BUDGET,
+    DenseCache,
+    Key,
+    MatrixLoad,
+    load_changes,
+    load_full,
+)
 from plait.stores.postgres_incremental import ADDED, DEFAULT_SHARE, advance, most_rows
 from plait.stores.postgres_lexcache import (
     LENGTHS,
@@ -133,6 +140,8 @@ class PostgresSearch(PostgresBase):
         self._scopes = SearchScopes()
         #: How the last dense arm ran: "exact" (in process), "hnsw" or "scan" (SQL).
         self.last_vector_path = "exact"
+        #: How the last dense matrix was loaded: "full", or "changes" (from the change log).
+        self.last_matrix_load = ""
         self._ef: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
         # collection id -> (generation, its lexical index), most recently used last;
         # swapped under the lock
@@ -352,29 +361,28 @@ class PostgresSearch(PostgresBase):
         dimension: int,
         filters: Filters | None,
     ) -> tuple[DenseMatrix, np.ndarray | None] | None:
-        """The cached matrix when it is of ``key`` (and None); else a fresh one and the
-        filter's row ids, read in one snapshot of their own (``COPY`` cannot join the
-        check's pipeline). None: the collection is gone."""
+        """The cached matrix when it is of ``key`` (and None); else the current key's and
+        the filter's row ids, read in one snapshot of their own (``COPY`` cannot join the
+        check's pipeline): from the cached one and the change log when only rows were
+        added or removed, else in full. None: the collection is gone."""
         if held is not None and held[0] == key:
             return held[1], None
+        loaded: MatrixLoad | None = None
         if held is not None:
             self._dense.drop(cid, held[1])  # stale: never serve it again
-        with conn.transaction():
-            with conn.pipeline():
-                conn.execute(READ_SNAPSHOT)
-                check = conn.execute(_GENERATION, (cid,), prepare=self._prepare)
-                ids = conn.execute(DENSE_IDS, {"cid": cid}, prepare=self._prepare, binary=True)
-                allowed = None if filters is None else conn.execute(*allowed_query(cid, filters), prepare=self._prepare)
-            copied = bytearray()
-            with conn.cursor().copy(dense_copy(cid)) as copy:
-                for data in copy:
-                    copied += data
-        now = check.fetchone()
-        if now is None:
+            if held[0][1] == key[1] and held[0][0] < key[0] and self._incremental_share > 0:
+                most = most_rows(held[1].rowids.size, self._incremental_share)
+                loaded = load_changes(conn, cid, held, dimension, filters, most=most, prepare=self._prepare)
+                if loaded is None:
+                    log.info("loading the dense matrix of collection %s in full", cid)
+        self.last_matrix_load = "full" if loaded is None else "changes"
+        if loaded is None:
+            loaded = load_full(conn, cid, dimension, filters, prepare=self._prepare)
+        if loaded is None:
             return None
-        matrix = matrix_from(ids.fetchone(), copied, dimension)
-        self._dense.keep(cid, (int(now[0]), int(now[1])), matrix)
-        return matrix, None if allowed is None else parse_allowed(allowed.fetchone())
+        found, matrix, allowed = loaded
+        self._dense.keep(cid, found, matrix)
+        return matrix, allowed
 
     def _send_reads(
         self,
