@@ -24,7 +24,7 @@ from psycopg import sql
 from plait.errors import StoreError
 from plait.stores.base import Filters, SourceWrite
 from plait.stores.postgres import PostgresStore
-from plait.stores.postgres_dense import DenseCache
+from plait.stores.postgres_dense import DenseCache, advance_matrix
 from plait.stores.sqlite import SQLiteStore
 from plait.stores.sqlite_snapshot import DenseMatrix
 from plait.testing.contract import make_chunk
@@ -344,3 +344,24 @@ def test_an_update_in_place_or_a_disabled_log_loads_in_full(open_pg: Callable[..
     writer.delete_source("c", "x")
     off.vector_search("c", vectors[0], limit=3)
     assert off.last_matrix_load == "full"
+
+
+def _copy_bytes(ids: list[int], vectors: np.ndarray) -> bytes:
+    """What ``COPY (SELECT id, vector …) TO STDOUT (FORMAT binary)`` sends for these rows."""
+    d = vectors.shape[1]
+    row = np.dtype([("f", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("dim", ">i2"), ("u", ">i2"), ("v", ">f4", (d,))])
+    rows = np.zeros(len(ids), dtype=row)
+    rows["f"], rows["l1"], rows["id"], rows["l2"], rows["dim"], rows["v"] = 2, 8, ids, 4 + 4 * d, d, vectors
+    return b"PGCOPY\n\xff\r\n\x00" + bytes(8) + rows.tobytes() + b"\xff\xff"
+
+
+def test_advancing_keeps_row_id_order_when_added_rows_land_between_kept_ones() -> None:
+    old = DenseMatrix(np.array([1, 2, 5], dtype=np.int64), np.eye(3, 4, dtype=np.float32), ["a", "b", "e"])
+    added = np.array([[0, 0, 0, 1], [0, 1, 1, 0]], dtype=np.float32)
+    row = (np.array([3, 7], dtype=">i8").tobytes(), b"c\x00g")
+    got = advance_matrix(old, np.array([2]), row, _copy_bytes([7, 3], added[::-1]), 4, 4)
+    assert got is not None
+    assert got.rowids.tolist() == [1, 3, 5, 7] and got.chunk_ids == ["a", "c", "e", "g"]
+    assert got.matrix.tolist() == [[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0], [0, 1, 1, 0]]
+    assert advance_matrix(old, np.array([2]), row, _copy_bytes([7, 3], added[::-1]), 4, 5) is None  # 5 expected
+    assert advance_matrix(old, np.array([2]), (row[0][:8], b"c"), _copy_bytes([7, 3], added[::-1]), 4, 4) is None

@@ -17,8 +17,9 @@ rows (row id, pgvector's binary ``vector``: big-endian float32s, no text parsing
 numpy reads in place, sorted here by row id; :data:`DENSE_IDS` reads the row ids and chunk
 ids in row-id order as one row of ``bytea``. Both run in one ``REPEATABLE READ`` read-only
 transaction with the read of the key, so a matrix is always exactly its key's snapshot.
-(One aggregated row of vectors, as the lexical loads do, cost 2-3× as much at 9k chunks:
-the server sorts 14 MB of rows and the client receives one 14 MB value.)
+(One aggregated row of vectors, as the lexical loads read theirs, measured from 10 %
+faster to 40 % slower than the ``COPY`` at 9k and 100k chunks on a busy machine:
+``docs/postgres.md``; the ``COPY`` also serves the partial loads.)
 
 Memory: :class:`DenseCache` holds at most ``budget`` bytes of matrices (row ids, float32
 vectors, chunk ids; default :data:`DEFAULT_DENSE_BUDGET`) and at most ``max_entries``
@@ -47,7 +48,7 @@ from plait.stores.postgres_lexcache import READ_SNAPSHOT, allowed_query, parse_a
 from plait.stores.sqlite_snapshot import DenseMatrix
 
 __all__ = [
-    "DEFAULT_DENSE_BUDGET", "DENSE_IDS", "DenseCache", "Key", "MatrixLoad", "advance_matrix", "dense_copy", "load_changes",
+    "ADDED_IDS", "DEFAULT_DENSE_BUDGET", "DENSE_IDS", "DenseCache", "Key", "MatrixLoad", "advance_matrix", "dense_copy", "load_changes",
     "load_full", "matrix_from",
 ]
 
@@ -60,6 +61,11 @@ Key = tuple[int, int]
 MatrixLoad = tuple[Key, DenseMatrix, np.ndarray | None]
 
 _KEY = "SELECT generation, revision FROM plait_collections WHERE id = %s"
+#: The collection's chunks and chunks without a vector (the latter from its partial index).
+_COUNTS = (
+    "SELECT p.n_chunks, (SELECT count(*) FROM plait_chunks c WHERE c.collection_id = p.id AND c.vector IS NULL) "
+    "FROM plait_collections p WHERE p.id = %(cid)s"
+)
 
 #: The matrix's chunks in row-id order: their count, row ids and chunk ids (one row of
 #: ``bytea``, read in binary; the chunk ids joined by NUL, a byte no ``text`` holds).
@@ -67,6 +73,13 @@ DENSE_IDS = (
     "SELECT count(*), string_agg(int8send(c.id), ''::bytea ORDER BY c.id), "
     "string_agg(convert_to(c.chunk_id, 'UTF8'), '\\x00'::bytea ORDER BY c.id) "
     "FROM plait_chunks c WHERE c.collection_id = %(cid)s AND c.vector IS NOT NULL"
+)
+
+#: Of the rows ``%(ids)s``, those with a vector: their row ids and chunk ids, in order.
+ADDED_IDS = (
+    "SELECT string_agg(int8send(c.id), ''::bytea ORDER BY c.id), "
+    "string_agg(convert_to(c.chunk_id, 'UTF8'), '\\x00'::bytea ORDER BY c.id) "
+    "FROM plait_chunks c WHERE c.collection_id = %(cid)s AND c.vector IS NOT NULL AND c.id = ANY(%(ids)s::bigint[])"
 )
 
 _COPY = sql.SQL(
@@ -110,22 +123,40 @@ def _copied(copied: bytes | bytearray, dimension: int) -> tuple[np.ndarray, np.n
 
 
 def advance_matrix(
-    old: DenseMatrix, removed: np.ndarray, ids_row: Sequence[Any] | None, copied: bytes | bytearray, dimension: int
+    old: DenseMatrix,
+    removed: np.ndarray,
+    added_row: Sequence[Any] | None,
+    copied: bytes | bytearray,
+    dimension: int,
+    vectors: int,
 ) -> DenseMatrix | None:
-    """The next key's matrix from ``old``: its rows but ``removed``, plus the rows
-    :func:`dense_copy` copied (the added ones), in the order of :data:`DENSE_IDS`'s row;
-    None when they are not exactly that row's ids (load it in full then)."""
-    if ids_row is None or not ids_row[0]:
-        return DenseMatrix(np.empty(0, dtype=np.int64), np.zeros((0, dimension), dtype=np.float32), [])
-    rowids = np.frombuffer(ids_row[1], dtype=">i8").astype(np.int64)
+    """The next key's matrix from ``old``: its rows but ``removed``, plus the added rows
+    (:data:`ADDED_IDS`'s row: their row and chunk ids; :func:`dense_copy`'s bytes: their
+    vectors), in row-id order; None when that is not ``vectors`` rows, or the copy and the
+    ids disagree (load in full then)."""
     added_ids, added = _copied(copied, dimension)
-    keep = ~np.isin(old.rowids, removed)
-    ids = np.concatenate([old.rowids[keep], added_ids])
-    order = np.argsort(ids, kind="stable")
-    if old.matrix.shape[1:] != (dimension,) or not np.array_equal(ids[order], rowids):
+    order = np.argsort(added_ids, kind="stable")
+    added_ids, added = added_ids[order], added[order]
+    named, added_names = np.empty(0, dtype=np.int64), []
+    if added_row is not None and added_row[0] is not None:
+        named = np.frombuffer(added_row[0], dtype=">i8").astype(np.int64)
+        added_names = bytes(added_row[1]).decode("utf-8").split("\x00")
+    if not np.array_equal(named, added_ids) or old.matrix.shape[1:] != (dimension,):
         return None
-    matrix = np.ascontiguousarray(np.concatenate([old.matrix[keep], added])[order], dtype=np.float32)
-    return DenseMatrix(rowids, matrix, bytes(ids_row[2]).decode("utf-8").split("\x00"))
+    kept = ~np.isin(old.rowids, removed)
+    count = int(kept.sum())
+    if count + added_ids.size != vectors or np.isin(added_ids, old.rowids[kept]).any():
+        return None
+    # one copy of the matrix: the kept rows, then the added ones, straight into place
+    matrix = np.empty((vectors, dimension), dtype=np.float32)
+    np.compress(kept, old.matrix, axis=0, out=matrix[:count])
+    matrix[count:] = added
+    ids = np.concatenate([old.rowids[kept], added_ids])
+    names = [n for n, k in zip(old.chunk_ids, kept.tolist(), strict=True) if k] + added_names
+    if count and added_ids.size and added_ids[0] < ids[count - 1]:  # added rows not all after the kept ones
+        order = np.argsort(ids, kind="stable")
+        ids, matrix, names = ids[order], matrix[order], [names[i] for i in order.tolist()]
+    return DenseMatrix(ids, matrix, names)
 
 
 def matrix_from(ids_row: Sequence[Any] | None, copied: bytes | bytearray, dimension: int) -> DenseMatrix:
@@ -182,26 +213,31 @@ def load_changes(
 ) -> MatrixLoad | None:
     """The current key's matrix from ``held`` and the change log the lexical index uses
     (:mod:`plait.stores.postgres_changes`): the removed rows dropped, the added rows'
-    vectors copied (all in one snapshot with the key; the row and chunk ids read whole,
-    small beside the vectors). None when it cannot be done — the revision moved too (in
-    place updates are not in the log), the log does not reach back or names more than
-    ``most`` rows, or the result is not the snapshot's rows: load in full then."""
+    row ids, chunk ids and vectors read (all in one snapshot with the key), so the cost
+    follows the change, not the collection; the result must hold as many rows as the
+    snapshot has chunks with a vector. None when it cannot be done — the revision moved
+    too (in place updates are not in the log), the log does not reach back or names more
+    than ``most`` rows, or the rows do not add up: load in full then."""
     (since, revision), old = held
     with conn.transaction():
         with conn.pipeline():
             conn.execute(READ_SNAPSHOT)
             check = conn.execute(_KEY, (cid,), prepare=prepare)
             logged = conn.execute(CHANGES, changes_params(cid, since, most), prepare=prepare)
-            ids = conn.execute(DENSE_IDS, {"cid": cid}, prepare=prepare, binary=True)
+            counted = conn.execute(_COUNTS, {"cid": cid}, prepare=prepare)
             allowed = None if filters is None else conn.execute(*allowed_query(cid, filters), prepare=prepare)
-        now = check.fetchone()
-        if now is None or int(now[1]) != revision:
+        now, counts = check.fetchone(), counted.fetchone()
+        if now is None or counts is None or int(now[1]) != revision:
             return None
         changes = changes_from(logged.fetchone(), since=since, generation=int(now[0]))
-        if changes is None:
+        if changes is None or changes.updated.size:
             return None
-        copied = _copy(conn, dense_copy(cid, changes.added)) if changes.added.size else bytearray()
-    matrix = advance_matrix(old, changes.removed, ids.fetchone(), copied, dimension)
+        added_row: Sequence[Any] | None = None
+        copied = bytearray()
+        if changes.added.size:
+            added_row = conn.execute(ADDED_IDS, {"cid": cid, "ids": changes.added.tolist()}, binary=True).fetchone()
+            copied = _copy(conn, dense_copy(cid, changes.added))
+    matrix = advance_matrix(old, changes.removed, added_row, copied, dimension, int(counts[0]) - int(counts[1]))
     if matrix is None:
         return None
     return (int(now[0]), revision), matrix, None if allowed is None else parse_allowed(allowed.fetchone())
