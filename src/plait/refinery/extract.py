@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from plait.analysis import analyse, analyse_query
+from plait.refinery.sentence_split import split_sentences
 from plait.types import Chunk, heading_path
 
 __all__ = [
@@ -57,7 +58,6 @@ _FAQ_TITLE = re.compile(
 )
 _QUESTION_PARAGRAPH = re.compile(r"^\s*(?:\d+[.)]\s*|[-*]\s+)?(?:\*\*|__)?(?P<text>[^\n]+?\?)(?:\*\*|__)?\s*$")
 _LIST_MARK = re.compile(r"^(?:[-*]|\d+[.)])\s+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[*_`]*[A-ZÀ-Ý0-9])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,9 @@ def trim(text: str, limit: int = MAX_ANSWER_CHARS) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences of a text: headings and blank lines separate, then sentence ends do.
+    """Sentences of a text: headings and blank lines separate, then sentence ends do
+    (:func:`plait.refinery.sentence_split.split_sentences`: before any word, not after
+    an abbreviation such as "e.g." or "Dr.", never inside "3.5", "v1.2" or "README.md").
 
     Heading lines are dropped (they are titles, not statements).
     """
@@ -96,10 +98,7 @@ def sentences(text: str) -> list[str]:
         if not lines:
             continue
         joined = _LIST_MARK.sub("", _clean(" ".join(lines)))
-        for piece in _SENTENCE_END.split(joined):
-            piece = piece.strip()
-            if piece:
-                found.append(piece)
+        found.extend(split_sentences(joined))
     return found
 
 

@@ -1,0 +1,92 @@
+"""Sentence splitting (plait.refinery.extract.sentences), which extractive answers and
+citation quotes are made of: a sentence may start with a lowercase word, a quote, a
+bracket or an accented capital, in English and Portuguese; abbreviations, decimals,
+versions and file names do not end one. It split only before an ASCII-range capital or a
+digit, so "Posso cancelar? sim, …" or "… the logs. then restart" stayed one sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plait.embeddings.fake import FakeEmbedder
+from plait.refinery.extract import sentences
+from plait.service import Plait
+from plait.sources.base import SourceDocument, SourcePart
+from plait.types import FileOrigin
+
+RUNBOOK = (
+    "Run `plait backfill` after the upgrade, e.g. from cron. then restart the API so it "
+    "loads the new vectors (v1.2 needs 3.5 GB). \"Healthy\" in /status means it is done. "
+    "(The old index stays readable meanwhile.) See README.md for details; ask Dr. Rao if "
+    "i.e. the cluster is shared. Why? because two servers would race!  wait… then retry."
+)
+FAQ_PT = (
+    "Posso cancelar a assinatura? sim, a qualquer momento pelo aplicativo, sem multa. "
+    "E o reembolso? É proporcional aos dias restantes! «Configurações» mostra o valor, "
+    "p. ex. R$ 12,50 na versão 2.3. Fale com a Sra. Lima se o valor estiver errado... "
+    "o prazo é de 7 dias."
+)
+
+
+def test_english_prose_splits_before_any_word_and_keeps_abbreviations_and_names_whole() -> None:
+    assert sentences(RUNBOOK) == [
+        "Run `plait backfill` after the upgrade, e.g. from cron.",
+        "then restart the API so it loads the new vectors (v1.2 needs 3.5 GB).",
+        '"Healthy" in /status means it is done.',
+        "(The old index stays readable meanwhile.)",
+        "See README.md for details; ask Dr. Rao if i.e. the cluster is shared.",
+        "Why?",
+        "because two servers would race!",
+        "wait… then retry.",
+    ]
+
+
+def test_portuguese_prose_splits_after_question_and_exclamation_marks_and_before_quotes() -> None:
+    assert sentences(FAQ_PT) == [
+        "Posso cancelar a assinatura?",
+        "sim, a qualquer momento pelo aplicativo, sem multa.",
+        "E o reembolso?",
+        "É proporcional aos dias restantes!",
+        "«Configurações» mostra o valor, p. ex. R$ 12,50 na versão 2.3.",
+        "Fale com a Sra. Lima se o valor estiver errado... o prazo é de 7 dias.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("See fig. 3 and No. 5 first. Then go.", ["See fig. 3 and No. 5 first.", "Then go."]),
+        ("Call J. Smith today. Step 1. then step 2.", ["Call J. Smith today.", "Step 1. then step 2."]),
+        ("It took 40 ms. then it failed.", ["It took 40 ms.", "then it failed."]),
+        ("Apples, pears, etc. are fruit. Etc. Done", ["Apples, pears, etc. are fruit.", "Etc.", "Done"]),
+        ('He said "stop." Then he left.', ['He said "stop."', "Then he left."]),
+        ("Open https://example.com/a.b?c=d now. ok", ["Open https://example.com/a.b?c=d now.", "ok"]),
+    ],
+)
+def test_edge_cases(text: str, expected: list[str]) -> None:
+    assert sentences(text) == expected
+
+
+@pytest.fixture
+def offline(tmp_path: Path) -> Iterator[Plait]:
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=64), llm="none") as engine:
+        doc = SourceDocument(
+            source_id="faq.md",
+            scope="docs",
+            parts=(SourcePart(text=FAQ_PT, origin=FileOrigin(source_path="faq.md", title="FAQ")),),
+        )
+        engine.index_documents([doc], collection="pt")
+        yield engine
+
+
+def test_an_extractive_answer_quotes_the_answer_not_the_question_glued_to_it(offline: Plait) -> None:
+    # the question sentence is skipped and the one after it inherits its words (the FAQ
+    # shape, plait.ask_extract): the answer is the sentence after "?" — it was the
+    # question and its answer as one sentence
+    result = offline.ask("Posso cancelar a assinatura?", collection="pt", min_term_coverage=0.5)
+    assert result.mode == "extractive"
+    assert result.answer.startswith("sim, a qualquer momento pelo aplicativo, sem multa. [1]")
+    assert "Posso cancelar" not in result.answer
