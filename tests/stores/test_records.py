@@ -239,3 +239,45 @@ def test_milvus_keeps_records_in_a_sidecar_next_to_its_file(tmp_path: Path) -> N
         assert found is not None and found.collection == "kb"
     finally:
         again.close()
+
+
+def test_milvus_names_its_sidecar_from_the_resolved_file_and_imports_the_spelled_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One milvus-lite file, two spellings: a symlink's name and a relative path. The
+    # sidecar was named from the path as typed: through the symlink another file (the
+    # keys made there missing when the file was opened by its own name), and a relative
+    # one resolved only when the records were first opened (after a chdir: elsewhere).
+    pytest.importorskip("milvus_lite")
+    from plait.api.keys import KeyStore
+    from plait.stores.milvus import MilvusStore
+    from plait.stores.records import open_records_file
+
+    data = tmp_path / "data"
+    data.mkdir()
+    real, link = data / "m.db", data / "link.db"
+    link.symlink_to(real)
+    # a key an earlier plait wrote through the symlink, in the sidecar named from it
+    spelled = open_records_file(data / "link.db.rec.records.sqlite")
+    _, old_token = KeyStore(spelled).create(role="reader", collection="kb")
+    spelled.close()
+
+    monkeypatch.chdir(data)
+    store = MilvusStore.from_url("milvus://link.db?prefix=rec")  # relative, through the link
+    try:
+        assert store.records_path == Path(f"{real}.rec.records.sqlite")
+        monkeypatch.chdir(tmp_path)  # records opened later, from another folder
+        keys = KeyStore(store.records())
+        found = keys.authenticate(old_token)
+        assert found is not None and found.collection == "kb"  # imported, nothing lost
+        _, new_token = keys.create(role="reader", collection="docs")
+    finally:
+        store.close()
+    assert not (tmp_path / "link.db.rec.records.sqlite").exists()  # nothing made in the other folder
+    again = MilvusStore.from_url(f"milvus://{real}?prefix=rec")  # absolute, its own name
+    try:
+        keys = KeyStore(again.records())
+        assert keys.authenticate(new_token) is not None and keys.authenticate(old_token) is not None
+        assert len(keys.list_keys()) == 2  # the old key imported once, not twice
+    finally:
+        again.close()

@@ -62,7 +62,7 @@ from plait.stores.milvus_schema import (
     literal,
 )
 from plait.stores.records import Records, open_records_file
-from plait.stores.records_import import import_side_files
+from plait.stores.records_import import import_records_file, import_side_files
 from plait.types import Chunk, CollectionInfo
 from plait.usage import USAGE_COUNTS, UsageRow, usage_counts, usage_key
 
@@ -552,11 +552,15 @@ class MilvusStore(MilvusBase):
 
     def records(self) -> Records:
         """Refinery runs and cards, API keys in a SQLite sidecar file (``records_path``;
-        Milvus has no transactions); the former ``./.plait/`` side files are imported."""
+        Milvus has no transactions); the former ``./.plait/`` side files are imported, and
+        so, once, is a sidecar named from the path as typed (``spelled_records_path``)."""
         with self._lock:
             if self._records is None:
                 records = open_records_file(self.records_path, legacy_dir=Path(".plait"))
                 import_side_files(records, collections=[c.name for c in self.list_collections()], once=True)
+                spelled = self.spelled_records_path
+                if spelled is not None and spelled.is_file() and not spelled.samefile(self.records_path):
+                    import_records_file(records, spelled)
                 self._records = records
             return self._records
 

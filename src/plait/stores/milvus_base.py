@@ -58,10 +58,12 @@ def _lite_path(uri: str) -> Path:
 
 def _sidecar(uri: str, prefix: str) -> Path:
     """The default records file of a Milvus store (:mod:`plait.stores.records`):
-    ``<uri>.<prefix>.records.sqlite`` next to a milvus-lite file; for a server,
-    ``./.plait/milvus-<host>-<port>-<prefix>.records.sqlite``."""
+    ``<file>.<prefix>.records.sqlite`` next to a milvus-lite file, named from the file's
+    resolved path (:func:`_lite_path`: however the path was spelt — relative, absolute,
+    through a symlink — one file, one sidecar, whatever folder the records are opened
+    from); for a server, ``./.plait/milvus-<host>-<port>-<prefix>.records.sqlite``."""
     if uri.endswith(".db"):
-        return Path(f"{uri}.{prefix}.records.sqlite")
+        return Path(f"{_lite_path(uri)}.{prefix}.records.sqlite")
     where = urlsplit(uri)
     return Path(".plait") / f"milvus-{where.hostname or 'localhost'}-{where.port or 19530}-{prefix}.records.sqlite"
 
@@ -123,6 +125,11 @@ class MilvusBase:
         self._error: type[Exception] = MilvusException
         self.uri = uri
         self.records_path = Path(records) if records is not None else _sidecar(uri, prefix)
+        #: The sidecar as plait named it before from the path as typed (made absolute now):
+        #: imported once into ``records_path`` when it is another file (nothing lost).
+        self.spelled_records_path = (
+            Path(os.path.abspath(f"{uri}.{prefix}.records.sqlite")) if records is None and uri.endswith(".db") else None
+        )
         self._lite = uri.endswith(".db")
         self.lite_path = _lite_path(uri) if self._lite else None
         """The milvus-lite file, resolved when the store opened (the working folder then,

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from plait.errors import StoreError
-from plait.stores.records import Records, RecordsTx
+from plait.stores.records import FILE_TABLES, Records, RecordsTx
 
-__all__ = ["LEGACY_FILES", "copy_records", "import_side_files", "legacy_files"]
+__all__ = ["LEGACY_FILES", "copy_records", "import_records_file", "import_side_files", "legacy_files"]
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,36 @@ def import_side_files(records: Records, *, collections: Iterable[str], once: boo
             log.warning("%s: imported %d admin API key(s) into %s", path, len(admins), records.label)
         done.append(path)
     return done
+
+
+def import_records_file(records: Records, path: Path) -> bool:
+    """Copy every run, card and API key of another records file (tables as
+    :func:`~plait.stores.records.open_records_file` makes them: a Milvus sidecar once named
+    from its path as typed) into ``records``, once: read-only, the file left as it was,
+    rows already present (same id / token hash) kept, its absolute path recorded in the
+    imports table. False when there is nothing to do (no such file, imported before);
+    the caller makes sure ``path`` is not ``records``' own file."""
+    if not path.is_file():
+        return False
+    source = str(path.resolve())
+    t = records.tables
+    if records.fetch(t.sql("SELECT 1 FROM {imports} WHERE source = ?"), (source,)):
+        return False
+    rows: dict[str, list[list[Any]]] = {
+        "runs": [list(r) for r in _read(path, FILE_TABLES.runs, _RUN_COLUMNS)],
+        "cards": [list(r) for r in _read(path, FILE_TABLES.cards, _CARD_COLUMNS)],
+        "keys": [list(r) for r in _read(path, FILE_TABLES.keys, _KEY_COLUMNS)],
+    }
+    with records.transaction("import") as tx:
+        if tx.fetch(t.sql("SELECT 1 FROM {imports} WHERE source = ?"), (source,)):
+            return False  # another process imported it meanwhile
+        n_runs, n_cards, n_keys = write_records(records, rows, tx)
+        tx.write(
+            t.sql("INSERT INTO {imports} (source, imported_at, runs, cards, keys) VALUES (?, ?, ?, ?, ?)"),
+            (source, datetime.now(UTC).isoformat(timespec="seconds"), n_runs, n_cards, n_keys),
+        )
+    log.info("imported %s into %s: %d runs, %d cards, %d API keys", path, records.label, n_runs, n_cards, n_keys)
+    return True
 
 
 def copy_records(source: Records, target: Records, collection: str) -> tuple[int, int, int]:
