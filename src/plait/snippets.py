@@ -21,10 +21,10 @@ import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import accumulate, chain, count
 
 from plait.analysis import analyse, explain_query
+from plait.byte_cache import byte_lru_cache
 from plait.fields import is_markdown_path
 from plait.markdown import plain_text
 from plait.types import Hit, SearchResult
@@ -94,6 +94,10 @@ Match = tuple[int, int, frozenset[int]]
 _SPLIT = re.compile(f"({_WORD.pattern})")
 #: Hits' texts kept split (:func:`_hit_words`): about 7 kB each for a 1.5 kB chunk.
 TEXT_CACHE_SIZE = 4096
+#: ... and at most this many bytes in all (:func:`_split_bytes`: 15-25 kB for a 1.5 kB
+#: chunk, so 4,096 typical chunks stay within it): 4,096 chunks of a megabyte no longer
+#: hold gigabytes.
+TEXT_CACHE_BYTES = 128 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +132,20 @@ def _words_of(text: str) -> _Words:
     return _Words(text, words, array("l", ends[:-1]), where, [-1])
 
 
-@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _split_bytes(args: tuple[str, bool, str | None], split: _Words) -> int:
+    """About the bytes a cached split text holds: the key's raw content, the visible
+    text, the words' tuple, the offsets and each distinct word's positions (a list, its
+    int objects; the words themselves are interned, shared with other texts and the
+    vocabulary)."""
+    return (
+        sys.getsizeof(args[0]) + sys.getsizeof(split.text) + sys.getsizeof(split.words)
+        + split.bounds.itemsize * len(split.bounds)
+        + sys.getsizeof(split.where) + sum(map(sys.getsizeof, split.where.values()))
+        + 28 * max(0, len(split.words) - 257)  # positions past 256 are int objects of their own
+    )
+
+
+@byte_lru_cache(maxsize=TEXT_CACHE_SIZE, max_bytes=TEXT_CACHE_BYTES, size=_split_bytes)
 def _hit_words(content: str, markdown: bool, fence: str | None) -> _Words:
     """A hit's visible text, whitespace collapsed, split (:func:`_words_of`); kept for the
     next search that returns the same chunk text (a chunk's text never changes under
