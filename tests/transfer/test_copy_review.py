@@ -245,6 +245,26 @@ def test_a_copy_within_one_store_never_touches_the_source(make_store: StoreFacto
     assert still is not None and (still.chunks, still.sources) == (n.chunks, n.sources)
 
 
+def test_verifying_a_copy_within_one_store_compares_the_two_collections(make_store: StoreFactory) -> None:
+    """A rename within one store is verified source collection against target collection
+    (not the store against itself, which always agrees): a copy missing a source, through
+    another store object on the same file too, is reported with that source."""
+    store = make_store("sqlite")
+    assert isinstance(store, SQLiteStore)
+    fill(store)
+    assert copy_collection(store, store, "kb", target_name="kb2").verification is not None
+    twin = SQLiteStore(store.path)
+    try:
+        assert verify_copy(store, twin, "kb", target_name="kb2").ok
+        dropped = sorted(s.source_id for s in twin.list_sources("kb2"))[0]
+        twin.delete_source("kb2", dropped)
+        checked = verify_copy(store, twin, "kb", target_name="kb2")
+    finally:
+        twin.close()
+    assert not checked.ok and checked.checksum_mismatches == [dropped]
+    assert checked.target_sources == checked.source_sources - 1
+
+
 HOUR = "2026-11-30T09:00:00Z"
 
 
