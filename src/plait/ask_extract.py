@@ -40,6 +40,7 @@ from plait.embeddings.base import Embedder
 from plait.errors import ProviderError
 from plait.markdown import prose_blocks
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
+from plait.refinery.sentence_split import terminal
 from plait.retrieval.plan import lexical_terms
 from plait.types import Hit
 
@@ -99,10 +100,11 @@ def candidates(question: str, sources: Sequence[Hit]) -> list[Candidate]:
             for sentence in sentences(block.text):
                 position += 1
                 stems = wanted & text_stems(sentence)
-                if sentence.endswith("?"):
+                end = terminal(sentence)  # closing quotes and brackets aside: '"Why?"'
+                if end == "?":
                     carry = stems  # a question restated is not an answer
                     continue
-                if sentence.endswith(":") or len(sentence.split()) < 3:
+                if end == ":" or len(sentence.split()) < 3:
                     carry = frozenset()  # a lead-in or a label says nothing by itself
                     continue
                 shared = stems | carry

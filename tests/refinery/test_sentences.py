@@ -90,3 +90,23 @@ def test_an_extractive_answer_quotes_the_answer_not_the_question_glued_to_it(off
     assert result.mode == "extractive"
     assert result.answer.startswith("sim, a qualquer momento pelo aplicativo, sem multa. [1]")
     assert "Posso cancelar" not in result.answer
+
+
+def test_a_quoted_question_is_still_a_question_for_the_extractive_answer(tmp_path: Path) -> None:
+    # the closing quote now stays with its sentence ('"Can I pause it?"'): the answer
+    # still skips it as a restated question and quotes the sentence after it
+    text = 'Customers often ask: "Can I pause the subscription?" yes, for up to 3 months in the app.'
+    assert sentences(text) == [
+        'Customers often ask: "Can I pause the subscription?"',
+        "yes, for up to 3 months in the app.",
+    ]
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=64), llm="none") as engine:
+        doc = SourceDocument(
+            source_id="pause.md",
+            scope="docs",
+            parts=(SourcePart(text=text, origin=FileOrigin(source_path="pause.md", title="Pause")),),
+        )
+        engine.index_documents([doc], collection="en")
+        result = engine.ask("Can I pause the subscription?", collection="en", min_term_coverage=0.5)
+    assert result.mode == "extractive"
+    assert result.answer == "yes, for up to 3 months in the app. [1]"

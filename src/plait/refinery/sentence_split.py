@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_sentences"]
+__all__ = ["split_sentences", "terminal"]
 
 #: Abbreviations (lowercase, no final dot) after which a sentence never ends: titles
 #: before a name, and Latin or Portuguese abbreviations before a phrase.
@@ -41,6 +41,7 @@ BEFORE_CAPITAL = frozenset(
 #: Ends a sentence only before a capital or a digit (as do numbers: "step 1. then").
 _WEAK = frozenset({"etc"})
 _OPENING = "\"'“‘«([{*_`¿¡—–-"
+_CLOSING = "\"'”’»)]}*_`"
 _BOUNDARY = re.compile(r"(?P<end>[.!?…]+)(?P<close>[\"'”’»)\]}*_`]*)(?P<space>\s+)")
 _DOTTED = re.compile(r"^(?:[^\W\d_]{1,3}\.)+[^\W\d_]{1,3}$")  # e.g, i.e, a.m, u.s
 _NUMBER = re.compile(r"^[\d.,:/]+$")
@@ -80,6 +81,17 @@ def _ends(text: str, match: re.Match[str]) -> bool:
     if word in _WEAK or _NUMBER.match(word):
         return strong
     return True
+
+
+def terminal(sentence: str) -> str:
+    """The sentence's last character before its closing quotes, brackets and emphasis
+    marks ("" for none): ``?`` for ``**Do you ship abroad?**`` and ``"Why?"``.
+
+    >>> terminal('**Do you ship abroad?**'), terminal('Steps:'), terminal('(done.)')
+    ('?', ':', '.')
+    """
+    stripped = sentence.rstrip(_CLOSING)
+    return stripped[-1:] if stripped else ""
 
 
 def split_sentences(line: str) -> list[str]:
