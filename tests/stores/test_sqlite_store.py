@@ -143,3 +143,40 @@ def test_get_chunks_in_one_statement_keeps_its_contract(tmp_path: Path) -> None:
     got["a"].metadata["k"].append(3)
     assert store.get_chunks("c", ["a"])["a"].metadata == {"k": [1, 2]}
     store.close()
+
+
+def test_collection_with_settings_is_get_collection_and_get_settings(tmp_path: Path) -> None:
+    """The search's first read in one statement: the same collection and settings as the
+    two reads (scopes' latest index time, counts), None for a missing collection."""
+    from plait.stores.base import CollectionReadStore
+
+    store = SQLiteStore(tmp_path / "plait.db")
+    assert isinstance(store, CollectionReadStore)
+    assert store.collection_with_settings("nope") is None
+    store.ensure_collection("c")
+    assert store.collection_with_settings("c") == (store.get_collection("c"), {})
+    store.replace_source("c", "d", "docs", [make_chunk("a", "alpha", source_id="d", vector=[1, 0])])
+    store.replace_source("c", "e", "adr", [make_chunk("b", "beta", source_id="e")])
+    store.update_settings("c", {"fusion": {"rrfK": 30}})
+    info, settings = store.collection_with_settings("c")  # type: ignore[misc]
+    assert (info, settings) == (store.get_collection("c"), {"fusion": {"rrfK": 30}})
+    assert (info.chunks, info.chunks_without_vector, info.sources) == (2, 1, 2)
+    store.close()
+
+
+def test_collection_with_settings_after_an_index_run(tmp_path: Path) -> None:
+    """With scopes indexed (their latest index time set), the one statement still reads
+    what get_collection and get_settings do."""
+    from plait.service import Plait
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nalpha beta\n", encoding="utf-8")
+    with Plait(str(tmp_path / "p.db"), embedder="none") as engine:
+        engine.index(root)
+        store = engine.store
+        assert isinstance(store, SQLiteStore)
+        both = store.collection_with_settings("default")
+        assert both is not None
+        assert both == (store.get_collection("default"), store.get_settings("default"))
+        assert both[0].last_indexed_at is not None and both[0].chunks == 1

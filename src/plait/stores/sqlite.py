@@ -58,6 +58,9 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+_UNREAD: Any = object()  # _info's ``last`` not read by the caller
+
+
 class SQLiteStore(SQLiteSearch):
     """A :class:`~plait.stores.base.Store` in one SQLite file (WAL mode).
 
@@ -68,7 +71,9 @@ class SQLiteStore(SQLiteSearch):
     """
 
     # collections -----------------------------------------------------------------
-    def _info(self, row: tuple[Any, ...]) -> CollectionInfo:
+    def _info(self, row: tuple[Any, ...], last: Any = _UNREAD) -> CollectionInfo:
+        """The collection of a ``collections`` row; ``last`` its scopes' latest index
+        time when the caller's statement read it."""
         cid = row[0]
         snap = self._snap_for(int(cid), int(row[6]))
         counts = snap.counts  # a full scan of the chunks: once per generation, not per search
@@ -78,9 +83,10 @@ class SQLiteStore(SQLiteSearch):
                 "FROM chunks WHERE collection_id = ?",
                 (cid,),
             )[0]
-        last = self._query(
-            "SELECT MAX(last_indexed_at) FROM scopes WHERE collection_id = ?", (cid,)
-        )[0][0]
+        if last is _UNREAD:
+            last = self._query(
+                "SELECT MAX(last_indexed_at) FROM scopes WHERE collection_id = ?", (cid,)
+            )[0][0]
         return CollectionInfo(
             name=row[1],
             embedder_provider=row[2],
@@ -109,6 +115,20 @@ class SQLiteStore(SQLiteSearch):
     def get_collection(self, name: str) -> CollectionInfo | None:
         row = self._collection_row(name)
         return self._info(row) if row else None
+
+    def collection_with_settings(self, name: str) -> tuple[CollectionInfo, dict[str, Any]] | None:
+        """``(get_collection(name), get_settings(name))`` in one statement (a search's first
+        read; :class:`~plait.stores.base.CollectionReadStore`)."""
+        rows = self._query(
+            "SELECT c.id, c.name, c.provider, c.model, c.dimension, c.created_at, c.generation, "
+            "(SELECT MAX(s.last_indexed_at) FROM scopes s WHERE s.collection_id = c.id), c.settings "
+            "FROM collections c WHERE c.name = ?",
+            (name,),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return self._info(row[:7], row[7]), dict(json.loads(row[8]))
 
     def list_collections(self) -> list[CollectionInfo]:
         rows = self._query(
