@@ -12,8 +12,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plait.stores.dense_bound import build_bounded_scan, kth_largest
+from plait.stores import dense_bound
+from plait.stores.dense_bound import build_bounded_scan, kth_largest, split_levels
 from plait.stores.sqlite_snapshot import DenseMatrix
+
+
+@pytest.fixture(params=["split", "zero point"], autouse=True)
+def levels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test with both layouts of the query levels (four sign-split rows, or two
+    with zero point 128: the one this CPU's probe chose is among them)."""
+    monkeypatch.setattr(dense_bound, "split_levels", lambda: request.param == "split")
+    return str(request.param)
 
 
 def _pair(matrix: np.ndarray, rowids: np.ndarray | None = None) -> tuple[DenseMatrix, DenseMatrix]:
@@ -162,16 +171,36 @@ def test_the_bound_holds_for_every_row() -> None:
     matrix = _unit(rng.standard_normal((500, 96)))
     matrix[:50] = np.where(rng.random((50, 96)) < 0.5, 0.5, -0.5) / 127
     matrix[:50, 0] = 1.0
+    matrix[50:60] = np.where(rng.random((10, 96)) < 0.5, 1.0, -1.0)  # every code ±127
+    matrix[60:70] = 1.0
     scan = build_bounded_scan(matrix)
     assert scan is not None
-    for _ in range(10):
-        query = rng.standard_normal(96).astype(np.float32)
+    extreme = [np.ones(96, dtype=np.float32), -np.ones(96, dtype=np.float32), matrix[50].copy()]
+    for query in extreme + [rng.standard_normal(96).astype(np.float32) for _ in range(10)]:
         found = scan.bounds(query)
         assert found is not None
         estimate, err, floor = found
         t2 = float(np.max(np.abs(query.astype(np.float64)))) / 127 / 128
         exact = np.einsum("ij,j->i", matrix, query).astype(np.float64) / t2
         assert np.all(np.abs(exact - estimate) <= err + floor)
+
+
+def test_the_probe_answers_for_this_cpu(levels: str) -> None:
+    """The real probe (not the fixture's) runs and says whether to split; either way
+    products of 255 and ±127 come out exact in the layout it picks."""
+    split_levels.cache_clear()
+    split = split_levels()
+    assert isinstance(split, bool)
+    matrix = np.where(np.arange(64 * 40).reshape(40, 64) % 3 == 0, 1.0, -1.0).astype(np.float32)
+    dense_bound.split_levels = lambda: split  # the layout the probe chose
+    scan = build_bounded_scan(matrix)
+    assert scan is not None
+    found = scan.bounds(np.ones(64, dtype=np.float32))
+    assert found is not None
+    estimate, _, _ = found
+    # in units of t2 = 1/(127·128): exactly Σ±1 · 127·128 up to float64 rounding (a
+    # saturated pair would be off by thousands)
+    assert np.allclose(estimate, matrix.sum(axis=1).astype(np.float64) * 127 * 128, rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("size", [1, 7, 64, 1000, 9121])

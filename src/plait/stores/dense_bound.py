@@ -27,11 +27,12 @@ Every other row is a candidate and is scored exactly. Everything is computed in 
 of ``t2`` (a positive scale changes no comparison).
 
 The integer products run in onnxruntime's ``MatMulInteger``: uint8 query rows by the
-int8 matrix (u8s8, VNNI where the CPU has it), one thread, on the caller's thread. Each
-query level is split into its positive and negative parts (four uint8 rows in
-``[0, 127]``, no zero point), so no pair of products exceeds 2·127·127 < 2¹⁵: the AVX2
-u8s8 kernel's 16-bit intermediate sums (``vpmaddubsw``) cannot saturate, and the int32
-products are exact on every path. Without onnxruntime, or for a matrix with a
+int8 matrix (u8s8, VNNI where the CPU has it), one thread, on the caller's thread. Where
+a probe (:func:`split_levels`, once per process) sees the kernel add products of 255 and
+±127 exactly, the two levels are two uint8 rows with zero point 128. Otherwise (AVX2's
+``vpmaddubsw`` saturates such pairs at ±2¹⁵) each level is split into its positive and
+negative parts (four uint8 rows in ``[0, 127]``, no zero point): no pair of products
+then exceeds 2·127·127 < 2¹⁵, and the int32 products are exact on every path. Without onnxruntime, or for a matrix with a
 non-finite value, no first pass is built and the exact scan answers alone.
 
 Memory: the int8 copy (``d`` bytes per row, held by onnxruntime in its packed layout)
@@ -41,11 +42,12 @@ plus two float64 per row (the scale and the bound's coefficient).
 from __future__ import annotations
 
 import logging
+from functools import cache
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BoundedScan", "build_bounded_scan", "kth_largest"]
+__all__ = ["BoundedScan", "build_bounded_scan", "kth_largest", "split_levels"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,11 @@ _SUBNORMAL = 2.0**-126  # above any one float32 product's underflow error
 class BoundedScan:
     """The int8 first pass over one matrix (see the module docstring)."""
 
-    def __init__(self, session: Any, scale: np.ndarray, coef: np.ndarray, dimension: int) -> None:
+    def __init__(
+        self, session: Any, scale: np.ndarray, coef: np.ndarray, dimension: int, *, split: bool
+    ) -> None:
         self._session = session
+        self._split = split  # four uint8 rows (each level's two signs), else two with zero point 128
         self._scale = scale  # s_i (float64; 0 for a zero row)
         self._coef = coef  # the bound per unit of ‖q‖ (module docstring)
         self._floor = dimension * _SUBNORMAL  # absolute: every product's underflow
@@ -78,14 +83,22 @@ class BoundedScan:
         t2 = t1 / _SECOND  # a power of two: exact
         q1 = np.rint(q / t1)
         q2 = np.rint((q - t1 * q1) / t2)
-        levels = np.empty((4, q.size), dtype=np.uint8)
-        np.maximum(q1, 0.0, out=levels[0], casting="unsafe")
-        np.maximum(-q1, 0.0, out=levels[1], casting="unsafe")
-        np.maximum(q2, 0.0, out=levels[2], casting="unsafe")
-        np.maximum(-q2, 0.0, out=levels[3], casting="unsafe")
-        dots = self._session.run(None, {"q": levels})[0]
-        combined = np.subtract(dots[0], dots[1]) * _SECOND
-        combined += np.subtract(dots[2], dots[3])
+        if self._split:
+            levels = np.empty((4, q.size), dtype=np.uint8)
+            np.maximum(q1, 0.0, out=levels[0], casting="unsafe")
+            np.maximum(-q1, 0.0, out=levels[1], casting="unsafe")
+            np.maximum(q2, 0.0, out=levels[2], casting="unsafe")
+            np.maximum(-q2, 0.0, out=levels[3], casting="unsafe")
+            dots = self._session.run(None, {"q": levels})[0]
+            combined = np.subtract(dots[0], dots[1]) * _SECOND
+            combined += np.subtract(dots[2], dots[3])
+        else:
+            levels = np.empty((2, q.size), dtype=np.uint8)
+            np.add(q1, 128.0, out=levels[0], casting="unsafe")
+            np.add(q2, 128.0, out=levels[1], casting="unsafe")
+            dots = self._session.run(None, {"q": levels})[0]
+            combined = dots[0] * _SECOND
+            combined += dots[1]
         estimate = np.multiply(self._scale, combined, out=combined)
         err = self._coef * (float(np.linalg.norm(q)) / t2 * _WIDEN)
         return estimate, err, self._floor / t2
@@ -158,15 +171,31 @@ def build_bounded_scan(matrix: np.ndarray) -> BoundedScan | None:
         scale[start:end] = s
         coef[start:end] = s * np.linalg.norm(codes, axis=1) * rho + residual + gamma * norms
         packed[:, start:end] = codes.T
-    session = _session(packed)
+    split = split_levels()
+    session = _session(packed, split=split)
     if session is None:
         return None
-    return BoundedScan(session, scale, coef, dimension)
+    return BoundedScan(session, scale, coef, dimension, split=split)
 
 
-def _session(packed: np.ndarray) -> Any:
-    """onnxruntime's MatMulInteger of a (4, d) uint8 query (no zero point) by the
-    constant (d, rows) int8 matrix."""
+@cache
+def split_levels() -> bool:
+    """Whether the query levels must be split by sign: True unless onnxruntime's u8s8
+    kernel on this CPU is seen to add products of 255 and ±127 without saturating (a
+    VNNI kernel does; AVX2's ``vpmaddubsw`` saturates pairs of them at ±2¹⁵)."""
+    probe = np.where(np.arange(32) % 2 == 0, 127, -127).astype(np.int8)[None, :].repeat(64, axis=0)
+    session = _session(probe, split=False)
+    if session is None:
+        return True
+    query = np.array([[255] * 64, [1] * 64], dtype=np.uint8)  # 127 and -127 after the zero point
+    got = session.run(None, {"q": query})[0]
+    want = (query.astype(np.int64) - 128) @ probe.astype(np.int64)
+    return not np.array_equal(got, want)
+
+
+def _session(packed: np.ndarray, *, split: bool) -> Any:
+    """onnxruntime's MatMulInteger of the query levels by the constant (d, rows) int8
+    matrix: four uint8 rows without zero point (``split``), else two with zero point 128."""
     try:
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
@@ -174,12 +203,16 @@ def _session(packed: np.ndarray) -> Any:
         log.debug("onnx/onnxruntime missing: the dense arm scans exactly")
         return None
     d, rows = packed.shape
+    levels = 4 if split else 2
+    constants = [numpy_helper.from_array(packed, "matrix")]
+    if not split:
+        constants.append(numpy_helper.from_array(np.array(128, dtype=np.uint8), "zero"))
     graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["q", "matrix"], ["dots"])],
+        [helper.make_node("MatMulInteger", ["q", "matrix"] if split else ["q", "matrix", "zero"], ["dots"])],
         "plait-dense-bound",
-        [helper.make_tensor_value_info("q", TensorProto.UINT8, [4, d])],
-        [helper.make_tensor_value_info("dots", TensorProto.INT32, [4, rows])],
-        [numpy_helper.from_array(packed, "matrix")],
+        [helper.make_tensor_value_info("q", TensorProto.UINT8, [levels, d])],
+        [helper.make_tensor_value_info("dots", TensorProto.INT32, [levels, rows])],
+        constants,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="plait")
     model.ir_version = 8
