@@ -32,6 +32,12 @@ class CountingStore(SQLiteStore):
         self.calls["get_settings"] += 1
         return super().get_settings(name)
 
+    def collection_with_settings(self, name: str) -> tuple[CollectionInfo, dict[str, Any]] | None:
+        # both read at once (one statement): a read of each
+        self.calls["get_collection"] += 1
+        self.calls["get_settings"] += 1
+        return super().collection_with_settings(name)
+
 
 @pytest.fixture(autouse=True)
 def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
