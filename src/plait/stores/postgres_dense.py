@@ -31,7 +31,6 @@ most 20,000 × 384 × 4 B ≈ 31 MB (123 MB at 1,536 dimensions).
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -244,9 +243,11 @@ def load_changes(
 
 
 def _size(matrix: DenseMatrix) -> int:
-    """Bytes a cached matrix holds (its arrays and its chunk-id strings)."""
-    strings = sum(sys.getsizeof(s) for s in matrix.chunk_ids)
-    return int(matrix.rowids.nbytes + matrix.matrix.nbytes + strings + 8 * len(matrix.chunk_ids))
+    """Bytes a cached matrix holds: its arrays and its chunk-id strings (each counted as
+    an ASCII ``str``, 49 B plus its length, and 8 B in the list: ``sys.getsizeof`` per
+    string cost 110 ms at 40k chunks on a busy machine)."""
+    ids = matrix.chunk_ids
+    return int(matrix.rowids.nbytes + matrix.matrix.nbytes + sum(map(len, ids)) + (49 + 8) * len(ids))
 
 
 class DenseCache:
