@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from plait.ask_extract import candidates
 from plait.embeddings.fake import FakeEmbedder
 from plait.refinery.extract import sentences
+from plait.refinery.sentence_split import terminal
 from plait.service import Plait
 from plait.sources.base import SourceDocument, SourcePart
-from plait.types import FileOrigin
+from plait.types import FileOrigin, Hit, Ranks
 
 RUNBOOK = (
     "Run `plait backfill` after the upgrade, e.g. from cron. then restart the API so it "
@@ -110,3 +112,22 @@ def test_a_quoted_question_is_still_a_question_for_the_extractive_answer(tmp_pat
         result = engine.ask("Can I pause the subscription?", collection="en", min_term_coverage=0.5)
     assert result.mode == "extractive"
     assert result.answer == "yes, for up to 3 months in the app. [1]"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Backups of the database run nightly at 2am (why not hourly?)",
+        "Backups of the database run nightly at 2am, no config needed :)",
+        'Backups of the database run nightly and the dialog asks "Keep the old backup?"',
+    ],
+)
+def test_an_answer_ending_in_a_bracketed_or_quoted_question_or_a_smiley_is_kept(text: str) -> None:
+    # the closers aside, these end in "?" or ":"; but they wrap only the sentence's last
+    # part, so the sentence is neither a restated question nor a lead-in: it is the answer
+    hit = Hit(
+        chunk_id="c1", content=text, score=1.0, vector_score=0.9, lexical_score=1.0, match="both",
+        scope="docs", ranks=Ranks(lexical=1, dense=1, fused=1), origin=FileOrigin(source_path="d.md", title="d"),
+    )
+    assert [c.text for c in candidates("When do database backups run?", [hit])] == [text]
+    assert [terminal(text), terminal('"Can I pause it?"'), terminal('Asked: "Can I pause it?"')] == [text[-1], "?", "?"]

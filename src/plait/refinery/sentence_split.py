@@ -83,15 +83,48 @@ def _ends(text: str, match: re.Match[str]) -> bool:
     return True
 
 
-def terminal(sentence: str) -> str:
-    """The sentence's last character before its closing quotes, brackets and emphasis
-    marks ("" for none): ``?`` for ``**Do you ship abroad?**`` and ``"Why?"``.
+_PAIRS = {"”": "“", "’": "‘", "»": "«", ")": "(", "]": "[", "}": "{"}
 
-    >>> terminal('**Do you ship abroad?**'), terminal('Steps:'), terminal('(done.)')
-    ('?', ':', '.')
+
+def _wrap_start(text: str) -> int:
+    """Where the part closed by ``text``'s last character opens (-1 for no opener)."""
+    closer = text[-1]
+    opener = _PAIRS.get(closer)
+    if opener is None:  # a symmetric mark ('"', '*', '`'): the run before its last occurrence
+        at = text.rstrip(closer).rfind(closer)
+        while at > 0 and text[at - 1] == closer:
+            at -= 1
+        return at
+    depth = 0
+    for at in range(len(text) - 1, -1, -1):
+        if text[at] == closer:
+            depth += 1
+        elif text[at] == opener:
+            depth -= 1
+            if depth == 0:
+                return at
+    return -1
+
+
+def terminal(sentence: str) -> str:
+    """The sentence's last character ("" for none), before its closing quotes, brackets
+    and emphasis marks only when they wrap the whole sentence or a part a colon
+    introduces: ``?`` for ``**Do you ship abroad?**``, ``"Why?"`` and ``He asks: "Why?"``,
+    but ``)`` for ``It runs at 2am (why not hourly?)`` or ``Done :)`` and ``"`` for
+    ``The dialog asks "Keep it?"``.
+
+    >>> terminal('**Do you ship abroad?**'), terminal('Steps:'), terminal('(done.)'), terminal('Ok (why?)')
+    ('?', ':', '.', ')')
     """
-    stripped = sentence.rstrip(_CLOSING)
-    return stripped[-1:] if stripped else ""
+    text = sentence.rstrip()
+    stripped = text.rstrip(_CLOSING)
+    if not stripped or stripped == text:
+        return stripped[-1:]
+    at = _wrap_start(text)
+    before = text[:at].rstrip() if at >= 0 else None
+    if before is not None and (not before.strip(_OPENING) or before.endswith(":")):
+        return stripped[-1]
+    return text[-1]
 
 
 def split_sentences(line: str) -> list[str]:
