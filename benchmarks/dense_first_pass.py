@@ -82,6 +82,7 @@ def main() -> None:
             for q in queries:
                 engine.search(q, collection=args.collection, k=10)
             dense = next(iter(engine.store._snapshots.values())).dense  # type: ignore[attr-defined]
+            dense.build_first_pass()  # else built in the background after BUILD_AFTER queries
             spent.clear()
             for round_no in range(args.rounds):
                 for i, q in enumerate(queries):

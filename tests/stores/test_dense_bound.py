@@ -9,12 +9,14 @@ half steps, un-normalised rows, a filter, limits around the row count.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
-from plait.stores import dense_bound
+from plait.stores import dense_bound, sqlite_snapshot
 from plait.stores.dense_bound import build_bounded_scan, kth_largest, split_levels
-from plait.stores.sqlite_snapshot import DenseMatrix
+from plait.stores.sqlite_snapshot import BUILD_AFTER, DenseMatrix
 
 
 @pytest.fixture(params=["split", "zero point"], autouse=True)
@@ -29,10 +31,9 @@ def _pair(matrix: np.ndarray, rowids: np.ndarray | None = None) -> tuple[DenseMa
     n = matrix.shape[0]
     ids = np.arange(1, 2 * n + 1, 2, dtype=np.int64) if rowids is None else rowids
     names = [f"c{int(r)}" for r in ids]
-    return (
-        DenseMatrix(ids, matrix, names, bounded_from=None),
-        DenseMatrix(ids, matrix, names, bounded_from=0),
-    )
+    bounded = DenseMatrix(ids, matrix, names, bounded_from=0)
+    bounded.build_first_pass()  # otherwise built in the background after BUILD_AFTER queries
+    return DenseMatrix(ids, matrix, names, bounded_from=None), bounded
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -214,13 +215,60 @@ def test_kth_largest(size: int, k: int) -> None:
 
 
 def test_large_matrix_uses_the_first_pass_by_default() -> None:
-    """At or above BOUNDED_FROM rows the default DenseMatrix builds the first pass; its
-    results stay the full scan's."""
+    """At or above BOUNDED_FROM rows the default DenseMatrix builds the first pass (in
+    the background, after BUILD_AFTER queries); its results stay the full scan's."""
     rng = np.random.default_rng(3)
     matrix = _unit(rng.standard_normal((2500, 32)))
     ids = np.arange(2500, dtype=np.int64)
     default = DenseMatrix(ids, matrix, [str(i) for i in ids])
     plain = DenseMatrix(ids, matrix, [str(i) for i in ids], bounded_from=None)
     query = matrix[17].copy()
+    for _ in range(BUILD_AFTER - 1):
+        assert default.rank(query, limit=50) == plain.rank(query, limit=50)
+    assert default._builder is None  # not yet: a generation soon replaced never pays
     assert default.rank(query, limit=50) == plain.rank(query, limit=50)
+    assert default._builder is not None
+    default._builder.join(timeout=60)
     assert default._bounded is not None
+    assert default.rank(query, limit=50) == plain.rank(query, limit=50)
+
+
+def test_searches_never_wait_for_the_first_pass_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the first pass is being built (held here until released), other threads'
+    searches return at once with the full scan's results; the build starts once."""
+    rng = np.random.default_rng(5)
+    matrix = _unit(rng.standard_normal((300, 16)))
+    ids = np.arange(300, dtype=np.int64)
+    names = [str(i) for i in ids]
+    started, release = threading.Event(), threading.Event()
+    builds: list[int] = []
+    real = sqlite_snapshot.build_bounded_scan
+
+    def slow_build(m: np.ndarray) -> dense_bound.BoundedScan | None:
+        builds.append(1)
+        started.set()
+        release.wait(30)
+        return real(m)
+
+    monkeypatch.setattr(sqlite_snapshot, "build_bounded_scan", slow_build)
+    dense = DenseMatrix(ids, matrix, names, bounded_from=0, build_after=1)
+    plain = DenseMatrix(ids, matrix, names, bounded_from=None)
+    query = matrix[7].copy()
+    try:
+        assert dense.rank(query, limit=10) == plain.rank(query, limit=10)
+        assert started.wait(10)  # the build is running, blocked
+        results: list[list[tuple[str, float]]] = []
+        workers = [threading.Thread(target=lambda: results.append(dense.rank(query, limit=10))) for _ in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=5)
+        assert not any(w.is_alive() for w in workers)
+        assert results == [plain.rank(query, limit=10)] * 3
+        assert builds == [1]
+    finally:
+        release.set()
+    assert dense._builder is not None
+    dense._builder.join(timeout=60)
+    assert dense._bounded is not None and builds == [1]
+    assert dense.rank(query, limit=10) == plain.rank(query, limit=10)

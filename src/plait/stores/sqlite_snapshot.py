@@ -42,6 +42,10 @@ __all__ = [
 #: Rows from which the exact dense arm first rules rows out with an int8 copy of the
 #: matrix (:mod:`plait.stores.dense_bound`); below it the full scan is as fast.
 BOUNDED_FROM = 2048
+#: Queries (with a limit) a matrix answers by the full scan before its first pass is
+#: built: the build (tens of ms at 9k rows, up to 0.8 s at 20k) pays for itself only
+#: after many queries, so a generation that a write soon replaces never pays it.
+BUILD_AFTER = 16
 _BOUNDED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 #: Every chunk's rowid, field lengths and id: answered from the covering index
@@ -55,7 +59,9 @@ class DenseMatrix:
     ``bounded_from`` (rows): at or above it, :meth:`rank` with a ``limit`` first asks an
     int8 copy of the matrix which rows can be in the top ``limit`` and scores only those
     exactly (:mod:`plait.stores.dense_bound`: same rows, scores and order as the full
-    scan); the copy is built on the first such query. None: always the full scan.
+    scan); None: always the full scan. The copy is built on a background thread once
+    the matrix has answered ``build_after`` such queries; no search waits for it: until
+    it is ready, searches use the full scan (same results by construction).
     """
 
     def __init__(
@@ -65,6 +71,7 @@ class DenseMatrix:
         chunk_ids: list[str],
         *,
         bounded_from: int | None = BOUNDED_FROM,
+        build_after: int = BUILD_AFTER,
     ) -> None:
         self.rowids = rowids
         self.matrix = matrix
@@ -73,7 +80,10 @@ class DenseMatrix:
         self._bounded_from = bounded_from
         self._bounded: BoundedScan | None = None
         self._bounded_built = False
-        self._build_lock = threading.Lock()
+        self._build_after = build_after
+        self._queries = 0  # answered by the full scan while no first pass was built
+        self._builder: threading.Thread | None = None
+        self._build_lock = threading.Lock()  # held by the build; searches never wait on it
 
     def rank(
         self, query: np.ndarray, *, limit: int | None, allowed: np.ndarray | None = None
@@ -114,14 +124,37 @@ class DenseMatrix:
             return None
         if np.result_type(self.matrix.dtype, query.dtype) not in _BOUNDED_DTYPES:
             return None
-        if not self._bounded_built:
-            with self._build_lock:
-                if not self._bounded_built:
-                    self._bounded = build_bounded_scan(self.matrix)
-                    self._bounded_built = True
-        if self._bounded is None:
+        scan = self._bounded
+        if scan is None:
+            if not self._bounded_built:
+                self._queries += 1
+                if self._queries >= self._build_after:
+                    self._start_build()
             return None
-        return self._bounded.candidates(query, limit, among)
+        return scan.candidates(query, limit, among)
+
+    def _start_build(self) -> None:
+        """Start the first pass's build on a daemon thread, once (never blocks)."""
+        if not self._build_lock.acquire(blocking=False):
+            return  # a build is running
+        try:
+            if self._bounded_built or self._builder is not None:
+                return
+            self._builder = threading.Thread(
+                target=self.build_first_pass, name="plait-dense-first-pass", daemon=True
+            )
+        finally:
+            self._build_lock.release()
+        self._builder.start()
+
+    def build_first_pass(self) -> BoundedScan | None:
+        """Build the int8 first pass now, on this thread (once; later calls return it).
+        Searches running meanwhile use the full scan."""
+        with self._build_lock:
+            if not self._bounded_built:
+                self._bounded = build_bounded_scan(self.matrix)
+                self._bounded_built = True
+        return self._bounded
 
     def id_of(self, rowid: int) -> str:
         """The chunk id of a rowid that has a vector."""
