@@ -211,3 +211,24 @@ def test_faq_cards_indexed_do_not_make_the_calibrations_stale(engine: tuple[Plai
     answer = e.ask("What is note 7 about?", collection="kb")
     assert answer.gate is not None and answer.gate.changed_since == 0.0
     assert _gate(e) == gate  # nor by the ask
+
+
+def test_rejecting_faq_cards_does_not_make_the_calibrations_stale(engine: tuple[Plait, CountingEmbedder]) -> None:
+    # 60 cards indexed, then 40 of them rejected with the other 20 kept: the 40 are
+    # deleted and the index run for the 20 calibrates at its end; the rejected cards'
+    # ids had stayed in searchHidden meanwhile, so the searchable count (chunks less
+    # hidden ids) fell by 40 and both calibrations were measured again (264 query
+    # embeddings) although no searchable chunk changed
+    e, embedder = engine
+    cards = [_card(i) for i in range(60)]
+    sync_cards(e, "kb", cards)
+    gate, estimate = _gate(e), _estimate(e)
+    embedder.queries = 0
+    rejected = [c.model_copy(update={"status": CardStatus.REJECTED}) if i < 40 else c for i, c in enumerate(cards)]
+    sync_cards(e, "kb", rejected)
+    info = e.store.get_collection("kb")
+    assert info is not None and info.chunks == FILES + 20
+    assert embedder.queries == 0  # neither calibration measured again
+    assert (_gate(e), _estimate(e)) == (gate, estimate)
+    hidden = e.store.get_settings("kb")["searchHidden"]
+    assert isinstance(hidden, dict) and len(hidden["faq-card"]) == 20

@@ -86,21 +86,28 @@ def sync_cards(engine: Searcher, collection: str, cards: Sequence[FaqCard]) -> N
     """Bring the index in line with ``cards``: rejected ones out, the others (re)indexed.
 
     Unchanged questions are not embedded again (the indexer keeps their vectors). The
-    cards' chunk ids (:func:`card_chunk_id`) join ``searchHidden`` before the index run,
-    whose end calibrates the collection; then the list is refreshed from the index.
+    cards' chunk ids (:func:`card_chunk_id`) join ``searchHidden`` (and the rejected ones
+    leave it) before the index run, whose end calibrates the collection; then the list is
+    refreshed from the index.
     """
     if not cards:
         return
     store = engine.store
     keep = [card for card in cards if card.status != CardStatus.REJECTED]
+    rejected = {card_chunk_id(card.id) for card in cards if card.status == CardStatus.REJECTED}
     for card in cards:
         if card.status == CardStatus.REJECTED:
             store.delete_source(collection, card_source_id(card.id))
     if keep:
         # Hidden before they are indexed: the index run's calibrations (ask gate, arm
-        # estimate) run at its end and sample only what a search can return.
+        # estimate) run at its end and sample only what a search can return. The
+        # rejected cards' ids (deleted above) leave the list now: the searchable count
+        # (chunks less hidden ids) would otherwise drop by them and both calibrations
+        # would be measured again although no searchable chunk changed.
         hidden = dict(read_settings(store, collection).search_hidden)
-        hidden[CARD_SCOPE] = sorted({*hidden.get(CARD_SCOPE, ()), *(card_chunk_id(card.id) for card in keep)})
+        hidden[CARD_SCOPE] = sorted(
+            ({*hidden.get(CARD_SCOPE, ())} - rejected) | {card_chunk_id(card.id) for card in keep}
+        )
         write_settings(store, collection, search_hidden=hidden)
         engine.index_documents([card_document(card) for card in keep], collection=collection)
     refresh_hidden(engine, collection)
