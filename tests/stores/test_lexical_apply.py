@@ -10,14 +10,13 @@ final corpus, and as the uncached reference :func:`plait.stores.lexical.bm25_ran
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
 
 import numpy as np
 import pytest
 
 from plait.stores.base import BM25Params
 from plait.stores.lexical import bm25_rank
-from plait.stores.lexical_index import MAX_CARRY, LexicalIndex
+from plait.stores.lexical_index import LexicalIndex
 
 Corpus = dict[int, tuple[list[str], list[str]]]  # row id -> (exact tokens, stems tokens)
 QUERIES = [(["card", "checkout"], ["card"]), (["zebra"], ["zebr"]), (["refund", "card", "ledger"], []), (["nothing"], ["x"])]
@@ -52,24 +51,30 @@ def _reference(corpus: Corpus, query: tuple[list[str], list[str]], params: BM25P
     return [(f"c{r}", s) for r, s in bm25_rank(index.rowids, index.lengths, postings, params, limit=None)]
 
 
+class _Rows:
+    """The added rows' postings as ``LexicalIndex.apply`` asks for them."""
+
+    nbytes = 100
+
+    def __init__(self, added: Corpus) -> None:
+        self.added = added
+        self.asked: list[tuple[int, str]] = []
+
+    def postings(self, field: int, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        self.asked.append((field, term))
+        ids, tfs = _postings(self.added, field, term)
+        return (ids, tfs) if ids.size else None
+
+
 def _apply(index: LexicalIndex, corpus: Corpus, removed: list[int], added: Corpus) -> LexicalIndex:
     """Apply the change to ``index`` and to ``corpus`` (in place)."""
     for r in removed:
         del corpus[r]
     corpus.update(added)
     rows = sorted(added)
-
-    def postings(keys: Collection[tuple[int, str]]) -> Mapping[tuple[int, str], tuple[np.ndarray, np.ndarray]]:
-        out = {}
-        for field, term in keys:
-            ids, tfs = _postings({r: added[r] for r in rows}, field, term)
-            if ids.size:
-                out[(field, term)] = (ids, tfs)
-        return out
-
     lengths = np.array([[len(added[r][0]), len(added[r][1])] for r in rows], dtype=np.float64).reshape(-1, 2)
-    return index.apply(np.array(removed, dtype=np.int64), np.array(rows, dtype=np.int64), lengths,
-                       [f"c{r}" for r in rows], postings)
+    return index.apply(np.array(sorted(removed), dtype=np.int64), np.array(rows, dtype=np.int64), lengths,
+                       [f"c{r}" for r in rows], _Rows(dict(added)))
 
 
 def _check(index: LexicalIndex, corpus: Corpus) -> None:
@@ -97,27 +102,29 @@ def test_removed_and_added_rows_rank_as_a_fresh_index(amid: bool) -> None:
 
 
 def test_several_generations_without_using_the_carried_terms() -> None:
-    """Terms carried through generations unused are merged through every position map;
-    past MAX_CARRY generations they are dropped (and read again), same scores."""
+    """Terms carried through six generations unused (six layers) merge every later
+    change on first use: the added rows of each layer, the removals of all."""
     corpus = _corpus()
     index = _index(corpus)
     _check(index, corpus)
-    for g in range(MAX_CARRY + 2):
+    carried = index.cached_terms[0]
+    for g in range(6):
         index = _apply(index, corpus, [sorted(corpus)[g % 3]], {200 + g: (["card", "ledger"] * (g + 1), ["card"])})
-        if g < MAX_CARRY:
-            assert index.carried_terms > 0
+        assert index.carried_terms == carried and len(index._layers) == g + 1  # nothing merged yet
+        assert index.cached_terms == (0, 0)
     _check(index, corpus)
+    assert index.carried_terms == 0
 
 
 def test_nothing_to_apply_keeps_the_index_and_bad_changes_raise() -> None:
     corpus = _corpus()
     index = _index(corpus)
     empty = np.empty(0, dtype=np.int64)
-    assert index.apply(empty, empty, np.zeros((0, 2)), [], lambda keys: {}) is index
+    assert index.apply(empty, empty, np.zeros((0, 2)), [], None) is index
     with pytest.raises(ValueError, match="does not hold"):
-        index.apply(np.array([11]), empty, np.zeros((0, 2)), [], lambda keys: {})
+        index.apply(np.array([11]), empty, np.zeros((0, 2)), [], None)
     with pytest.raises(ValueError, match="holds already"):
-        index.apply(empty, np.array([10]), np.ones((1, 2)), ["again"], lambda keys: {})
+        index.apply(empty, np.array([10]), np.ones((1, 2)), ["again"], _Rows({}))
 
 
 def test_carried_terms_count_against_the_budget() -> None:
@@ -126,5 +133,5 @@ def test_carried_terms_count_against_the_budget() -> None:
     index = _index(corpus, budget=0)
     _check(index, corpus)
     nxt = _apply(index, corpus, [10], {90: (["card"], ["card"])})
-    assert nxt.cached_bytes <= max(nxt.budget, 0) + 2000
+    assert nxt._layers == [] and nxt.carried_terms == 0  # over the budget: dropped at once
     _check(nxt, corpus)

@@ -16,9 +16,11 @@ distinct query term costs one postings read until it is cached again) or, knowin
 chunk rows the write added and removed, derives the next generation's index with
 :meth:`LexicalIndex.apply`: the lengths of the added rows, the removed rows dropped, and
 the postings of every term this index holds *carried* — merged on the term's first use
-in the new generation (positions remapped, the added rows' postings of the term
-included), so a write costs the next query O(chunks) array copies plus O(postings) per
-term it uses, and no read of the rows that did not change. Score rows are always
+in the new generation (its row ids looked up among the new generation's, the removed
+ones dropped, the added rows' postings of the term included), so a write costs the next
+query O(chunks) array copies plus O(postings · log chunks) per term it uses, and no read
+of the rows that did not change. Carried terms count against the budget (with the row
+ids of each earlier generation they still refer to, once) and are evicted first. Score rows are always
 recomputed in the new generation (N, avgdl and df moved), by the same function, so the
 scores are those of an index built fresh.
 
@@ -38,84 +40,33 @@ rowid (positions are in rowid order).
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from plait.stores.base import BM25Params
 from plait.stores.lexical import term_scores, top_k
+from plait.stores.lexical_carry import ENTRY_OVERHEAD, MAX_LAYERS, Added, Layer, ScoreRow, merge
+from plait.stores.lexical_carry import Term as _Term
 
 __all__ = [
-    "DEFAULT_BUDGET", "ENTRY_OVERHEAD", "MAX_CARRY", "MAX_MISSES", "AddedPostings", "LexicalIndex", "Postings",
-    "ScoreRow",
+    "DEFAULT_BUDGET", "ENTRY_OVERHEAD", "MAX_LAYERS", "MAX_MISSES", "Added", "LexicalIndex", "Postings", "ScoreRow",
 ]
 
 #: Bytes of postings and score rows one :class:`LexicalIndex` keeps by default.
 DEFAULT_BUDGET = 256 * 2**20
-#: Bytes counted per cached term on top of its arrays (dict entry, tuple, array headers).
-ENTRY_OVERHEAD = 400
 #: Terms without postings remembered per index (least recently used dropped past it).
 MAX_MISSES = 4096
-#: Generations a term's postings are carried without being used before they are dropped
-#: (read again on the term's next query): bounds the old position maps kept alive.
-MAX_CARRY = 4
 
 #: A loader of one term's raw postings in one field: ``load(field, term)`` gives
 #: (ascending chunk rowids, term frequencies).
 Postings = Callable[[int, str], tuple[np.ndarray, np.ndarray]]
-#: What :meth:`LexicalIndex.apply` asks about the added chunks: given the ``(field, term)``
-#: keys the index holds, each key's postings among the added chunks (ascending row ids,
-#: term frequencies), keys without any left out.
-AddedPostings = Callable[[Collection[tuple[int, str]]], Mapping[tuple[int, str], tuple[np.ndarray, np.ndarray]]]
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreRow:
-    """One term's precomputed contribution: ``scores[i]`` goes to chunk position ``positions[i]``."""
-
-    positions: np.ndarray
-    scores: np.ndarray
 
 
 _EMPTY = ScoreRow(np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float64))
 _NO_POSTINGS = (_EMPTY.positions, _EMPTY.scores)
-
-
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """Part of a carried term's postings: ``positions`` of an earlier generation's index
-    mapped through ``maps`` in order (each an array: old position -> next generation's
-    position, -1 for a removed chunk) give positions in the holding index."""
-
-    maps: tuple[np.ndarray, ...]
-    positions: np.ndarray
-    tfs: np.ndarray
-
-
-@dataclass(slots=True)
-class _Carried:
-    """A term's postings carried from earlier generations, merged on first use."""
-
-    pieces: list[_Piece]
-    nbytes: int
-
-
-def _carried(pieces: list[_Piece]) -> _Carried:
-    return _Carried(pieces, sum(p.positions.nbytes + p.tfs.nbytes for p in pieces) + ENTRY_OVERHEAD)
-
-
-@dataclass(slots=True)
-class _Term:
-    """One cached term: its postings (positions, tfs) and score rows per parameter set."""
-
-    positions: np.ndarray
-    tfs: np.ndarray
-    rows: dict[BM25Params, ScoreRow] = field(default_factory=dict)
-    nbytes: int = 0
 
 
 class LexicalIndex:
@@ -154,8 +105,7 @@ class LexicalIndex:
         self.max_misses = max_misses
         self._terms: OrderedDict[tuple[int, str], _Term] = OrderedDict()
         self._misses: OrderedDict[tuple[int, str], None] = OrderedDict()
-        self._carried: OrderedDict[tuple[int, str], _Carried] = OrderedDict()
-        self._depth = 0  # generations since the oldest carried piece's index
+        self._layers: list[Layer] = []  # changes applied, newest first (lexical_carry)
         self._bytes = 0
         self._lock = threading.Lock()
         self._free: list[tuple[np.ndarray, np.ndarray]] = []
@@ -167,8 +117,8 @@ class LexicalIndex:
 
     @property
     def cached_bytes(self) -> int:
-        """Bytes the cached terms count against the budget (misses not included)."""
-        return self._bytes
+        """Bytes the cached terms and carried layers count against the budget (misses not included)."""
+        return self._bytes + sum(layer.nbytes for layer in self._layers)
 
     @property
     def cached_terms(self) -> tuple[int, int]:
@@ -178,9 +128,9 @@ class LexicalIndex:
 
     @property
     def carried_terms(self) -> int:
-        """Terms carried from an earlier generation and not used in this one yet."""
+        """Terms carried from earlier generations and not merged yet (layers' terms)."""
         with self._lock:
-            return len(self._carried)
+            return sum(len(layer.terms) for layer in self._layers)
 
     def _miss(self, key: tuple[int, str]) -> None:
         """Remember ``key`` as holding no postings. Under the lock."""
@@ -200,11 +150,12 @@ class LexicalIndex:
         if key in self._misses:
             self._misses.move_to_end(key)
             return _Term(*_NO_POSTINGS)
-        carried = self._carried.pop(key, None)
-        if carried is None:
+        if not self._layers:
             return None
-        self._bytes -= carried.nbytes
-        positions, tfs = self._merge(carried.pieces)
+        merged = merge(self._layers, key, self.rowids)
+        if merged is None:
+            return None
+        positions, tfs = merged
         if positions.size == 0:
             self._miss(key)
             return _Term(*_NO_POSTINGS)
@@ -215,31 +166,13 @@ class LexicalIndex:
         self._evict(key)
         return entry
 
-    def _merge(self, pieces: Sequence[_Piece]) -> tuple[np.ndarray, np.ndarray]:
-        """A carried term's (ascending positions in this index, term frequencies)."""
-        parts: list[tuple[np.ndarray, np.ndarray]] = []
-        for piece in pieces:
-            positions, tfs = piece.positions, piece.tfs
-            for mapping in piece.maps:
-                positions = mapping[positions]
-                kept = positions >= 0
-                if not kept.all():
-                    positions, tfs = positions[kept], tfs[kept]
-            parts.append((positions, tfs))
-        if len(parts) == 1:
-            return parts[0][0].astype(np.intp, copy=False), parts[0][1]
-        positions = np.concatenate([p for p, _ in parts])
-        tfs = np.concatenate([t for _, t in parts])
-        order = np.argsort(positions, kind="stable")
-        return positions[order].astype(np.intp, copy=False), tfs[order]
-
     def _evict(self, keep: tuple[int, str] | None) -> None:
-        """Drop carried terms not used yet, then least recently used terms, until within
+        """Drop the oldest carried layers, then least recently used terms, until within
         budget (never ``keep``). Under the lock."""
-        while self._bytes > self.budget and self._carried:
-            _, carried = self._carried.popitem(last=False)
-            self._bytes -= carried.nbytes
-        while self._bytes > self.budget and self._terms:
+        carried = sum(layer.nbytes for layer in self._layers)
+        while self._bytes + carried > self.budget and self._layers:
+            carried -= self._layers.pop().nbytes
+        while self._bytes + carried > self.budget and self._terms:
             key, victim = next(iter(self._terms.items()))
             if key == keep:
                 if len(self._terms) == 1:
@@ -272,77 +205,56 @@ class LexicalIndex:
         rowids: np.ndarray,
         lengths: np.ndarray,
         chunk_ids: Sequence[str],
-        postings: AddedPostings,
+        added: Added | None,
     ) -> LexicalIndex:
         """The index of the next generation: this one's chunks without the row ids
-        ``removed`` (all held here), plus the chunks of row ids ``rowids`` (ascending,
-        none held here) with their ``lengths`` (``(n, 2)``) and ``chunk_ids``.
+        ``removed`` (ascending, all held here), plus the chunks of row ids ``rowids``
+        (ascending, none held here) with their ``lengths`` (``(n, 2)``) and
+        ``chunk_ids``; ``added`` answers for those chunks' postings (None: no chunk added).
 
-        ``postings(keys)`` gives the added chunks' postings of those of ``keys`` (the
-        terms this index holds: cached, carried or known to hold none) that occur in
-        them. Every held term is carried into the new index and merged on its first use
-        there; the new index gives exactly the scores of one built from the new
-        generation's rows (its lengths, mean lengths and score rows are computed as
-        for a fresh index). This index is not changed: queries of its generation go on.
-        Raises :class:`ValueError` if ``removed`` names a row not held or ``rowids`` one
-        held already (the caller reloads in full). Nothing to apply gives this index.
+        The terms this index holds (cached, or known to hold none) are carried into the
+        new index at no cost per term and merged on their first use there
+        (:mod:`plait.stores.lexical_carry`); the new index gives exactly the scores of
+        one built from the new generation's rows (its lengths, mean lengths and score
+        rows are computed as for a fresh index). This index is not changed: queries of
+        its generation go on. Raises :class:`ValueError` if ``removed`` names a row not
+        held or ``rowids`` one held already (the caller reloads in full). Nothing to
+        apply gives this index.
         """
         if not removed.size and not rowids.size:
             return self
-        n_old = self.size
-        gone = np.isin(self.rowids, removed)
-        kept_positions = np.flatnonzero(~gone)
-        if n_old - kept_positions.size != np.unique(removed).size:
+        cut = np.searchsorted(self.rowids, removed)
+        if removed.size and (
+            int(cut[-1]) >= self.size
+            or not np.array_equal(self.rowids[cut], removed)
+            or (removed.size > 1 and not bool(np.all(removed[1:] > removed[:-1])))
+        ):
             raise ValueError("removed row ids the index does not hold")
-        base_ids = self.rowids[kept_positions]
-        base_lengths = self.lengths[kept_positions]
-        base_chunks = list(itertools.compress(self.chunk_ids, (~gone).tolist())) if removed.size else list(self.chunk_ids)
-        added_lengths = np.asarray(lengths, dtype=np.float64).reshape(-1, 2)
+        keep = np.ones(self.size, dtype=bool)
+        keep[cut] = False
+        base_ids, base_lengths = self.rowids[keep], self.lengths[keep]
+        base_chunks: list[str] = []
+        start = 0
+        for position in cut.tolist():  # the list without the removed positions, in slices
+            base_chunks.extend(self.chunk_ids[start:position])
+            start = position + 1
+        base_chunks.extend(self.chunk_ids[start:])
         new_ids = np.concatenate([base_ids, rowids.astype(np.int64, copy=False)])
-        new_lengths = np.ascontiguousarray(np.concatenate([base_lengths, added_lengths]))
-        combined = base_chunks + list(chunk_ids)
+        new_lengths = np.ascontiguousarray(
+            np.concatenate([base_lengths, np.asarray(lengths, dtype=np.float64).reshape(-1, 2)])
+        )
+        base_chunks.extend(chunk_ids)
         if rowids.size and base_ids.size and rowids[0] <= base_ids[-1]:  # added amid the held rows
             order = np.argsort(new_ids, kind="stable")
             new_ids, new_lengths = new_ids[order], new_lengths[order]
-            combined = [combined[i] for i in order.tolist()]
-            where = np.empty_like(order)
-            where[order] = np.arange(order.size)
-        else:
-            where = np.arange(new_ids.size)
+            base_chunks = [base_chunks[i] for i in order.tolist()]
         if new_ids.size > 1 and not bool(np.all(new_ids[1:] > new_ids[:-1])):
             raise ValueError("added row ids the index holds already")
-        mapping = np.full(n_old, -1, dtype=np.intp)
-        mapping[kept_positions] = where[: kept_positions.size]
-        index = LexicalIndex(new_ids, new_lengths, combined, budget=self.budget, max_misses=self.max_misses)
+        index = LexicalIndex(new_ids, new_lengths, base_chunks, budget=self.budget, max_misses=self.max_misses)
         with self._lock:
-            carry_old = self._depth < MAX_CARRY
-            carried = list(self._carried.items()) if carry_old else []
-            terms = [(key, entry.positions, entry.tfs) for key, entry in self._terms.items()]
-            misses = list(self._misses)
-        keys = [key for key, _ in carried] + [key for key, _, _ in terms] + misses
-        found = postings(keys) if rowids.size else {}
-
-        def plus(key: tuple[int, str]) -> list[_Piece]:
-            hit = found.get(key)
-            if hit is None or not len(hit[0]):
-                return []
-            positions = np.searchsorted(new_ids, hit[0]).astype(np.intp, copy=False)
-            return [_Piece((), positions, np.asarray(hit[1], dtype=np.float64))]
-
+            layer = Layer(self.rowids, dict(self._terms), self._bytes, frozenset(self._misses), added if rowids.size else None)
+            index._layers = [layer, *self._layers][:MAX_LAYERS]
         with index._lock:
-            for key, old in carried:  # oldest first: the first evicted past the budget
-                pieces = [_Piece((*p.maps, mapping), p.positions, p.tfs) for p in old.pieces]
-                index._carried[key] = _carried(pieces + plus(key))
-            for key, positions, tfs in terms:
-                index._carried[key] = _carried([_Piece((mapping,), positions, tfs), *plus(key)])
-            for key in misses:
-                extra = plus(key)
-                if extra:
-                    index._carried[key] = _carried(extra)
-                else:
-                    index._miss(key)
-            index._bytes = sum(c.nbytes for c in index._carried.values())
-            index._depth = self._depth + 1 if carried else 1
             index._evict(None)
         return index
 

@@ -8,9 +8,10 @@ log since the cached generation (:data:`~plait.stores.postgres_changes.CHANGES`)
 row added since, in the layout of :data:`~plait.stores.postgres_lexcache.LENGTHS` — and
 the postings of the query's terms the cached index does not hold. :func:`advance` then
 derives the new generation's index (:meth:`LexicalIndex.apply`): the added rows'
-postings of the terms it holds are counted here from their ``lex_exact`` /
-``lex_stems`` exactly as the triggers' ``plait_lex_postings`` counts them (tokens split
-on single spaces, term frequency = occurrences), so no posting is read again.
+postings of a term it holds are counted here (:class:`AddedRows`, when the term is next
+queried) from their ``lex_exact`` / ``lex_stems`` exactly as the triggers'
+``plait_lex_postings`` counts them (tokens split on single spaces, term frequency =
+occurrences), so no posting is read again.
 
 A change too large to be worth it falls back to the full reload: more row ids than
 :func:`most_rows` (``share`` of the collection's chunks, at least :data:`MIN_ROWS`;
@@ -20,8 +21,9 @@ does a log that no longer reaches back to the cached generation.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from plait.stores.lexical_index import LexicalIndex
 from plait.stores.postgres_changes import Changes
 from plait.stores.postgres_lexcache import index_from
 
-__all__ = ["ADDED", "DEFAULT_SHARE", "MIN_ROWS", "added_postings", "advance", "most_rows"]
+__all__ = ["ADDED", "DEFAULT_SHARE", "MIN_ROWS", "AddedRows", "advance", "most_rows"]
 
 #: Largest change (row ids added + removed) applied in place of a reload, as a share of
 #: the cached index's chunks (see ``benchmarks/results/postgres_after_write.md``).
@@ -65,28 +67,34 @@ def _tokens(text: str) -> list[str]:
     return text.split(" ") if text else []
 
 
-def added_postings(
-    rowids: np.ndarray, exact: Sequence[str], stems: Sequence[str], keys: Collection[tuple[int, str]]
-) -> dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]:
-    """Each of ``keys``'s (ascending row ids, term frequencies) among the chunks of
-    ``rowids`` (ascending) whose analysed fields are ``exact[i]`` / ``stems[i]``; keys
-    occurring in none are left out."""
-    wanted: tuple[set[str], set[str]] = (set(), set())
-    for field, term in keys:
-        wanted[field].add(term)
-    found: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
-    for field, texts in enumerate((exact, stems)):
-        if not wanted[field]:
-            continue
-        for rowid, text in zip(rowids.tolist(), texts, strict=True):
-            counts = Counter(_tokens(text))
-            for term in counts.keys() & wanted[field]:
-                ids, tfs = found.setdefault((field, term), ([], []))
+class AddedRows:
+    """The added chunk rows' postings, as :meth:`LexicalIndex.apply` asks for them: each
+    row's term frequencies per field, counted on first use exactly as the triggers'
+    ``plait_lex_postings`` counts them."""
+
+    def __init__(self, rowids: np.ndarray, exact: Sequence[str], stems: Sequence[str]) -> None:
+        self._rowids = rowids.tolist()
+        self._texts = (list(exact), list(stems))
+        self._counts: list[list[Counter[str]] | None] = [None, None]
+        self._lock = threading.Lock()
+        # the texts, and their counts once made (~3x the text)
+        self.nbytes = int(rowids.nbytes + 4 * sum(len(t) for field in self._texts for t in field))
+
+    def postings(self, field: int, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        with self._lock:
+            counts = self._counts[field]
+            if counts is None:
+                counts = self._counts[field] = [Counter(_tokens(text)) for text in self._texts[field]]
+        ids: list[int] = []
+        tfs: list[int] = []
+        for rowid, counted in zip(self._rowids, counts, strict=True):
+            tf = counted.get(term)
+            if tf:
                 ids.append(rowid)
-                tfs.append(counts[term])
-    return {
-        key: (np.array(ids, dtype=np.int64), np.array(tfs, dtype=np.float64)) for key, (ids, tfs) in found.items()
-    }
+                tfs.append(tf)
+        if not ids:
+            return None
+        return np.array(ids, dtype=np.int64), np.array(tfs, dtype=np.float64)
 
 
 def advance(index: LexicalIndex, changes: Changes, row: Sequence[Any] | None) -> LexicalIndex:
@@ -97,17 +105,12 @@ def advance(index: LexicalIndex, changes: Changes, row: Sequence[Any] | None) ->
         if not changes.removed.size:
             return index  # nothing lexical changed: the same index serves the new generation
         empty = np.empty(0, dtype=np.int64)
-        return index.apply(changes.removed, empty, np.zeros((0, 2)), [], lambda keys: {})
+        return index.apply(changes.removed, empty, np.zeros((0, 2)), [], None)
     if row is None or row[0] is None:
         raise ValueError("the change log names added rows the snapshot does not hold")
     added = index_from(row[:4], budget=0)
     if not np.array_equal(added.rowids, changes.added):
         raise ValueError("the change log names added rows the snapshot does not hold")
-    exact, stems = list(row[4]), list(row[5])
     return index.apply(
-        changes.removed,
-        added.rowids,
-        added.lengths,
-        added.chunk_ids,
-        lambda keys: added_postings(added.rowids, exact, stems, keys),
+        changes.removed, added.rowids, added.lengths, added.chunk_ids, AddedRows(added.rowids, row[4], row[5])
     )

@@ -1,0 +1,123 @@
+"""What a :class:`~plait.stores.lexical_index.LexicalIndex` carries into the next generation.
+
+:meth:`LexicalIndex.apply` makes the next generation's index without touching the terms
+the old one cached: it adds one :class:`Layer` — the old index's row ids, a shallow copy
+of its cached terms (positions into those row ids, term frequencies) and of the terms it
+knew to hold no postings, and the rows the change added (:class:`Added`) — in front of
+the old index's own layers. A term is *merged* on its first use in the new index
+(:func:`merge`): the layers are walked newest first, each contributing the postings of
+its added rows, until one holds the term (or knows it held none); its postings' row ids
+are then looked up among the new generation's (rows removed since are no longer found:
+row ids are never reused) and sorted. So applying a change costs nothing per cached term,
+and each term costs O(postings · log chunks) once, when it is next queried.
+
+A merged term is taken out of its layer (another index sharing the layer then reads it
+again: the same postings, never others), and layers count against the index's budget
+(their live terms, their row ids and their added rows), oldest dropped first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from plait.stores.base import BM25Params
+
+__all__ = ["ENTRY_OVERHEAD", "MAX_LAYERS", "Added", "Key", "Layer", "ScoreRow", "Term", "merge"]
+
+#: Bytes counted per cached term on top of its arrays (dict entry, tuple, array headers).
+ENTRY_OVERHEAD = 400
+#: Layers (changes applied and not yet dropped) one index keeps at most.
+MAX_LAYERS = 8
+
+Key = tuple[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRow:
+    """One term's precomputed contribution: ``scores[i]`` goes to chunk position ``positions[i]``."""
+
+    positions: np.ndarray
+    scores: np.ndarray
+
+
+@dataclass(slots=True)
+class Term:
+    """One cached term: its postings (positions, tfs) and score rows per parameter set."""
+
+    positions: np.ndarray
+    tfs: np.ndarray
+    rows: dict[BM25Params, ScoreRow] = field(default_factory=dict)
+    nbytes: int = 0
+
+
+class Added(Protocol):
+    """The chunk rows one change added, as a layer asks about them."""
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes they hold (counted against the budget)."""
+
+    def postings(self, field: int, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The term's (ascending row ids, term frequencies) among the added rows, None if none."""
+
+
+class Layer:
+    """One applied change: what the index before it held (see the module docstring)."""
+
+    def __init__(
+        self, base: np.ndarray, terms: dict[Key, Term], terms_bytes: int, misses: frozenset[Key], added: Added | None
+    ) -> None:
+        self.base = base
+        self.terms = terms  # a copy: merged terms are taken out of it
+        self.misses = misses
+        self.added = added
+        self._lock = threading.Lock()
+        self.nbytes = base.nbytes + terms_bytes + (added.nbytes if added is not None else 0)
+
+    def take(self, key: Key) -> Term | None:
+        """The term's entry, removed from the layer (None if it holds none)."""
+        with self._lock:
+            entry = self.terms.pop(key, None)
+            if entry is not None:
+                self.nbytes -= entry.nbytes
+            return entry
+
+
+def merge(layers: Sequence[Layer], key: Key, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The term's (ascending positions among ``rowids``, term frequencies) from ``layers``
+    (newest first), None when no layer knew the term (it must be read)."""
+    ids: list[np.ndarray] = []
+    tfs: list[np.ndarray] = []
+    for layer in layers:
+        if layer.added is not None:
+            hit = layer.added.postings(*key)
+            if hit is not None:
+                ids.append(hit[0])
+                tfs.append(hit[1])
+        entry = layer.take(key)
+        if entry is not None:
+            ids.append(layer.base[entry.positions])
+            tfs.append(entry.tfs)
+            break
+        if key in layer.misses:
+            break
+    else:
+        return None
+    if not ids:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float64)
+    all_ids, all_tfs = (ids[0], tfs[0]) if len(ids) == 1 else (np.concatenate(ids), np.concatenate(tfs))
+    if len(ids) > 1:
+        order = np.argsort(all_ids, kind="stable")
+        all_ids, all_tfs = all_ids[order], all_tfs[order]
+    positions = np.searchsorted(rowids, all_ids).astype(np.intp, copy=False)
+    if rowids.size == 0:
+        return positions[:0], all_tfs[:0]
+    found = rowids[np.minimum(positions, rowids.size - 1)] == all_ids
+    if not found.all():
+        positions, all_tfs = positions[found], all_tfs[found]
+    return positions, np.asarray(all_tfs, dtype=np.float64)
