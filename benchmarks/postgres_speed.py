@@ -19,7 +19,9 @@ On one private PostgreSQL (``pgserver``) and one SQLite file, both holding SciFa
   every query, as after a write: lengths and the query's postings read again), *cold*
   (one pass, each term read on its first query) and *warm* (the same queries again), and
   the SQL statement the store used before (d9f3a8a, frozen in ``postgres_lexical_sql.py``)
-  on the same data and connection pool.
+  on the same data and connection pool; then the first query after real writes (one
+  document, 1 % and 5 % of the chunks re-indexed), the change log applied against a full
+  reload side by side (``postgres_after_write.after_writes``).
 
 Figures are wall-clock milliseconds per query on whatever machine runs it; on a shared
 machine label them so and read the ratios.
@@ -137,7 +139,8 @@ def run(tmp: Path, corpus: Path, texts: list[str], *, dim: int, scale: int = 11,
             out["identical_lexical_top50_vs_sqlite"] = f"{same}/{len(terms)}"
             out["load_average_end"] = [round(x, 1) for x in os.getloadavg()]
             if scale > 1:
-                out["scaled"] = _scaled(pg_store, terms[:scaled_queries], scale, lexical_query, rescore, BM25Params())
+                out["scaled"] = _scaled(pg_store, terms[:scaled_queries], scale, lexical_query, rescore, BM25Params(),
+                                        dsn=dsn, schema="plait_perf")
         pg_store.close()
     return out
 
@@ -160,20 +163,13 @@ def _index_bytes(store: Any, name: str) -> dict[str, Any]:
             "total_mb": round((per_chunk + postings + rows) / 1e6, 1)}
 
 
-def _scaled(store: Any, terms: Sequence[tuple[list[str], list[str]]], scale: int, lexical_query: Any, rescore: Any, params: Any) -> dict[str, Any]:
-    store.ensure_collection("big")
-    t = time.perf_counter()
-    with store._tx() as conn:
-        conn.execute("SET LOCAL statement_timeout = 0")
-        conn.execute(
-            "INSERT INTO plait_chunks (collection_id, chunk_id, source_id, scope, ordinal, content, content_hash, "
-            "origin, metadata, lex_exact, lex_stems) SELECT b.id, c.chunk_id || '~' || g, c.source_id || '~' || g, "
-            "c.scope, c.ordinal, c.content, c.content_hash, c.origin, c.metadata, c.lex_exact, c.lex_stems "
-            "FROM plait_chunks c, plait_collections s, plait_collections b, generate_series(1, %s) g "
-            "WHERE s.name = 'sf' AND b.name = 'big' AND c.collection_id = s.id ORDER BY g, c.id",
-            (scale,),
-        )
-    load_s = time.perf_counter() - t
+def _scaled(
+    store: Any, terms: Sequence[tuple[list[str], list[str]]], scale: int, lexical_query: Any, rescore: Any, params: Any,
+    *, dsn: str, schema: str,
+) -> dict[str, Any]:
+    from postgres_after_write import after_writes, copy_collection
+
+    load_s = copy_collection(store, "sf", "big", scale)
     t = time.perf_counter()
     store.vacuum()
     vacuum_s = time.perf_counter() - t
@@ -206,6 +202,8 @@ def _scaled(store: Any, terms: Sequence[tuple[list[str], list[str]]], scale: int
         "lexical_sql_before": sql_statement, "lexical_index": index,
         "identical_in_process_vs_sql_exhaustive": f"{same}/{len(terms)}",
         "postings": _postings_bytes(store),
+        # last: its writes change the collection the figures above were taken on
+        "after_write": after_writes(dsn, schema, store, terms),
     }
 
 
@@ -274,5 +272,9 @@ def markdown(pg: dict[str, Any] | None) -> list[str]:
                    f"In-process top 50 identical to the old exhaustive statement's: {big['identical_in_process_vs_sql_exhaustive']}. "
                    f"Postings at this size: {big['postings']['bytes_per_posting']} bytes per posting (bulk-inserted)."
                    + _index_line(big.get("lexical_index"))), ""]
+        if big.get("after_write"):
+            from postgres_after_write import markdown as after_write_lines
+
+            lines += [*after_write_lines(big["after_write"]), ""]
     return lines
 
