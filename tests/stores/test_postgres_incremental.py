@@ -325,3 +325,39 @@ def test_a_write_committed_mid_reload_is_read_whole(pg_dsn: str, schema: str, tm
         writer.close()
         reader.close()
         lite.close()
+
+
+def test_added_rows_are_counted_as_the_triggers_count_them(pg_dsn: str, schema: str) -> None:
+    """Raw SQL rows with an empty field, repeated tokens, a double and a leading space: the
+    postings the incremental index counts for them (empty text: no token; otherwise every
+    space splits, so '' is a token) are the triggers' own, so the ranking of the terms
+    'a', '' and 'b' equals a fresh load's. (Counting '' in an empty field as a token, as
+    ``''.split(' ')`` does, ranked the row with the empty field for the term ''.)"""
+    writer = PostgresStore(pg_dsn, schema=schema)
+    reader = _Counting(pg_dsn, schema=schema)
+    try:
+        writer.ensure_collection("c")
+        writer.replace_source("c", "s", "docs", _chunks("s", ["a b", "b c"]))
+        terms = ([["a", ""], ["b", ""]], [["", "b"], ["a"]], [["a"], ["", "c"]])
+        for e, s in terms:  # every term cached (or remembered as holding none)
+            reader.lexical_search("c", e, s, limit=None)
+        with writer._tx() as conn:
+            for i, (exact, stems) in enumerate([("", "a b"), ("a  a b", " b"), (" a", ""), ("b b b", "a  ")]):
+                conn.execute(
+                    "INSERT INTO plait_chunks (collection_id, chunk_id, source_id, scope, ordinal, content, "
+                    "content_hash, origin, metadata, lex_exact, lex_stems) SELECT id, %s, 'raw', 'docs', 0, 'x', 'h', "
+                    "'{}', '{}', %s, %s FROM plait_collections WHERE name = 'c'",
+                    (f"raw{i}", exact, stems),
+                )
+        fresh = PostgresStore(pg_dsn, schema=schema)
+        try:
+            for e, s in terms:
+                got = reader.lexical_search("c", e, s, limit=None)
+                assert got == fresh.lexical_search("c", e, s, limit=None), (e, s)
+        finally:
+            fresh.close()
+        assert reader.full_reloads == 0
+        assert any(i == "raw0" for i, _ in reader.lexical_search("c", [], ["a"], limit=None))
+    finally:
+        writer.close()
+        reader.close()
