@@ -20,7 +20,7 @@ On one private PostgreSQL (``pgserver``) and one SQLite file, both holding SciFa
   (one pass, each term read on its first query) and *warm* (the same queries again), and
   the SQL statement the store used before (d9f3a8a, frozen in ``postgres_lexical_sql.py``)
   on the same data and connection pool; then the first query after real writes (one
-  document, 1 % and 5 % of the chunks re-indexed), the change log applied against a full
+  document, 1 % of the chunks re-indexed), the change log applied against a full
   reload side by side (``postgres_after_write.after_writes``).
 
 Figures are wall-clock milliseconds per query on whatever machine runs it; on a shared
@@ -203,7 +203,7 @@ def _scaled(
         "identical_in_process_vs_sql_exhaustive": f"{same}/{len(terms)}",
         "postings": _postings_bytes(store),
         # last: its writes change the collection the figures above were taken on
-        "after_write": after_writes(dsn, schema, store, terms),
+        "after_write": after_writes(dsn, schema, terms),
     }
 
 

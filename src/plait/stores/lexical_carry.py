@@ -6,10 +6,11 @@ of its cached terms (positions into those row ids, term frequencies) and of the 
 knew to hold no postings, and the rows the change added (:class:`Added`) — in front of
 the old index's own layers. A term is *merged* on its first use in the new index
 (:func:`merge`): the layers are walked newest first, each contributing the postings of
-its added rows, until one holds the term (or knows it held none); its postings' row ids
-are then looked up among the new generation's (rows removed since are no longer found:
-row ids are never reused) and sorted. So applying a change costs nothing per cached term,
-and each term costs O(postings · log chunks) once, when it is next queried.
+its added rows, until one holds the term (or knows it held none); its positions are
+then mapped to the new generation's through the layer's :func:`position_map` (made once
+per layer and holding index: each old row's new position, -1 for a removed one; row ids
+are never reused) and sorted. So applying a change costs nothing per cached term, and
+each term costs O(postings) once, when it is next queried.
 
 A merged term is taken out of its layer (another index sharing the layer then reads it
 again: the same postings, never others), and layers count against the index's budget
@@ -19,7 +20,7 @@ again: the same postings, never others), and layers count against the index's bu
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from plait.stores.base import BM25Params
 
-__all__ = ["ENTRY_OVERHEAD", "MAX_LAYERS", "Added", "Key", "Layer", "ScoreRow", "Term", "merge"]
+__all__ = ["ENTRY_OVERHEAD", "MAX_LAYERS", "Added", "Key", "Layer", "ScoreRow", "Term", "merge", "position_map"]
 
 #: Bytes counted per cached term on top of its arrays (dict entry, tuple, array headers).
 ENTRY_OVERHEAD = 400
@@ -88,36 +89,48 @@ class Layer:
             return entry
 
 
-def merge(layers: Sequence[Layer], key: Key, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def position_map(base: np.ndarray, rowids: np.ndarray) -> np.ndarray:
+    """For each row id of ``base`` (ascending), its position among ``rowids`` (ascending),
+    -1 where it is not there (removed)."""
+    if rowids.size == 0:
+        return np.full(base.size, -1, dtype=np.intp)
+    positions = np.searchsorted(rowids, base).astype(np.intp, copy=False)
+    gone = rowids[np.minimum(positions, rowids.size - 1)] != base
+    positions[gone] = -1
+    return positions
+
+
+def merge(
+    layers: Sequence[Layer], key: Key, rowids: np.ndarray, mapping: Callable[[Layer], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The term's (ascending positions among ``rowids``, term frequencies) from ``layers``
-    (newest first), None when no layer knew the term (it must be read)."""
-    ids: list[np.ndarray] = []
-    tfs: list[np.ndarray] = []
+    (newest first), None when no layer knew the term (it must be read). ``mapping(layer)``
+    is :func:`position_map` of the layer's row ids into ``rowids`` (cached by the caller)."""
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
     for layer in layers:
         if layer.added is not None:
             hit = layer.added.postings(*key)
             if hit is not None:
-                ids.append(hit[0])
-                tfs.append(hit[1])
+                ids = hit[0]
+                positions = np.searchsorted(rowids, ids).astype(np.intp, copy=False)
+                if rowids.size:
+                    kept = rowids[np.minimum(positions, rowids.size - 1)] == ids
+                    parts.append((positions[kept], np.asarray(hit[1], dtype=np.float64)[kept]))
         entry = layer.take(key)
         if entry is not None:
-            ids.append(layer.base[entry.positions])
-            tfs.append(entry.tfs)
+            positions = mapping(layer)[entry.positions]
+            kept = positions >= 0
+            parts.append((positions, entry.tfs) if kept.all() else (positions[kept], entry.tfs[kept]))
             break
         if key in layer.misses:
             break
     else:
         return None
-    if not ids:
+    if not parts:
         return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float64)
-    all_ids, all_tfs = (ids[0], tfs[0]) if len(ids) == 1 else (np.concatenate(ids), np.concatenate(tfs))
-    if len(ids) > 1:
-        order = np.argsort(all_ids, kind="stable")
-        all_ids, all_tfs = all_ids[order], all_tfs[order]
-    positions = np.searchsorted(rowids, all_ids).astype(np.intp, copy=False)
-    if rowids.size == 0:
-        return positions[:0], all_tfs[:0]
-    found = rowids[np.minimum(positions, rowids.size - 1)] == all_ids
-    if not found.all():
-        positions, all_tfs = positions[found], all_tfs[found]
-    return positions, np.asarray(all_tfs, dtype=np.float64)
+    if len(parts) == 1:
+        return parts[0]
+    positions = np.concatenate([p for p, _ in parts])
+    tfs = np.concatenate([t for _, t in parts])
+    order = np.argsort(positions, kind="stable")
+    return positions[order], tfs[order]

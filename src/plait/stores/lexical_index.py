@@ -48,7 +48,7 @@ import numpy as np
 
 from plait.stores.base import BM25Params
 from plait.stores.lexical import term_scores, top_k
-from plait.stores.lexical_carry import ENTRY_OVERHEAD, MAX_LAYERS, Added, Layer, ScoreRow, merge
+from plait.stores.lexical_carry import ENTRY_OVERHEAD, MAX_LAYERS, Added, Layer, ScoreRow, merge, position_map
 from plait.stores.lexical_carry import Term as _Term
 
 __all__ = [
@@ -106,6 +106,7 @@ class LexicalIndex:
         self._terms: OrderedDict[tuple[int, str], _Term] = OrderedDict()
         self._misses: OrderedDict[tuple[int, str], None] = OrderedDict()
         self._layers: list[Layer] = []  # changes applied, newest first (lexical_carry)
+        self._maps: dict[int, np.ndarray] = {}  # id(layer) -> its position map into this index
         self._bytes = 0
         self._lock = threading.Lock()
         self._free: list[tuple[np.ndarray, np.ndarray]] = []
@@ -152,7 +153,7 @@ class LexicalIndex:
             return _Term(*_NO_POSTINGS)
         if not self._layers:
             return None
-        merged = merge(self._layers, key, self.rowids)
+        merged = merge(self._layers, key, self.rowids, self._map)
         if merged is None:
             return None
         positions, tfs = merged
@@ -166,12 +167,24 @@ class LexicalIndex:
         self._evict(key)
         return entry
 
+    def _map(self, layer: Layer) -> np.ndarray:
+        """The layer's position map into this index, made once. Under the lock."""
+        found = self._maps.get(id(layer))
+        if found is None:
+            found = self._maps[id(layer)] = position_map(layer.base, self.rowids)
+            self._bytes += found.nbytes
+        return found
+
     def _evict(self, keep: tuple[int, str] | None) -> None:
         """Drop the oldest carried layers, then least recently used terms, until within
         budget (never ``keep``). Under the lock."""
         carried = sum(layer.nbytes for layer in self._layers)
         while self._bytes + carried > self.budget and self._layers:
-            carried -= self._layers.pop().nbytes
+            dropped = self._layers.pop()
+            carried -= dropped.nbytes
+            mapped = self._maps.pop(id(dropped), None)
+            if mapped is not None:
+                self._bytes -= mapped.nbytes
         while self._bytes + carried > self.budget and self._terms:
             key, victim = next(iter(self._terms.items()))
             if key == keep:
@@ -244,7 +257,8 @@ class LexicalIndex:
             np.concatenate([base_lengths, np.asarray(lengths, dtype=np.float64).reshape(-1, 2)])
         )
         base_chunks.extend(chunk_ids)
-        if rowids.size and base_ids.size and rowids[0] <= base_ids[-1]:  # added amid the held rows
+        reordered = bool(rowids.size and base_ids.size and rowids[0] <= base_ids[-1])
+        if reordered:  # added amid the held rows
             order = np.argsort(new_ids, kind="stable")
             new_ids, new_lengths = new_ids[order], new_lengths[order]
             base_chunks = [base_chunks[i] for i in order.tolist()]
@@ -255,6 +269,13 @@ class LexicalIndex:
             layer = Layer(self.rowids, dict(self._terms), self._bytes, frozenset(self._misses), added if rowids.size else None)
             index._layers = [layer, *self._layers][:MAX_LAYERS]
         with index._lock:
+            if reordered:
+                index._map(layer)
+            else:  # the kept rows keep their order at the front: position = kept before it
+                mapped = np.cumsum(keep, dtype=np.intp) - 1
+                mapped[~keep] = -1
+                index._maps[id(layer)] = mapped
+                index._bytes += mapped.nbytes
             index._evict(None)
         return index
 

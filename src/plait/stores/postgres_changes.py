@@ -164,9 +164,22 @@ class Changes:
 
 
 def _ids(blob: bytes | None) -> np.ndarray:
+    """Ascending, distinct row ids of a ``bytea`` of big-endian int8 (already sorted by SQL)."""
     if not blob:
         return np.empty(0, dtype=np.int64)
-    return np.unique(np.frombuffer(blob, dtype=">i8").astype(np.int64))
+    ids = np.frombuffer(blob, dtype=">i8").astype(np.int64)
+    if ids.size > 1:
+        ids = ids[np.concatenate(([True], ids[1:] != ids[:-1]))]
+    return ids
+
+
+def _in(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``ascending`` (sorted arrays, no numpy set routine:
+    those cost a lazy import on first use)."""
+    if ascending.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    at = np.minimum(np.searchsorted(ascending, values), ascending.size - 1)
+    return np.asarray(ascending[at] == values)
 
 
 def changes_from(row: Sequence[Any] | None, *, since: int, generation: int) -> Changes | None:
@@ -184,7 +197,7 @@ def changes_from(row: Sequence[Any] | None, *, since: int, generation: int) -> C
     if int(row[2]) and all(blob is None for blob in row[3:6]):
         return None  # more ids than asked for
     added, removed, updated = (_ids(blob) for blob in row[3:6])
-    net_added = np.setdiff1d(added, removed, assume_unique=True)
-    net_removed = np.setdiff1d(removed, added, assume_unique=True)
-    net_updated = np.setdiff1d(updated, np.union1d(added, removed), assume_unique=True)
+    net_added = added[~_in(added, removed)]
+    net_removed = removed[~_in(removed, added)]
+    net_updated = updated[~(_in(updated, added) | _in(updated, removed))]
     return Changes(since, generation, net_added, net_removed, net_updated)

@@ -80,7 +80,6 @@ MAX_INDEXES = 16
 Ranked = list[tuple[str, float]]
 _CHECK = "SELECT id, dimension, generation, revision, n_chunks FROM plait_collections WHERE name = %s"
 _GENERATION = "SELECT generation, revision, n_chunks FROM plait_collections WHERE id = %s"
-_STATE = "SELECT generation, n_chunks FROM plait_collections WHERE id = %s"
 
 log = logging.getLogger(__name__)
 
@@ -471,14 +470,14 @@ class PostgresSearch(PostgresBase):
         reads = _Lexical()
         with conn.pipeline(), conn.transaction():
             conn.execute(READ_SNAPSHOT)
-            check = conn.execute(_STATE, (cid,), prepare=self._prepare)
+            check = conn.execute(_GENERATION, (cid,), prepare=self._prepare)
             logged = conn.execute(CHANGES, changes_params(cid, since, most), prepare=self._prepare)
             added = conn.execute(ADDED, changes_params(cid, since, most), prepare=self._prepare)
             self._send_reads(conn, reads, cid, False, unknown, filters)
         now = check.fetchone()
         if now is None:
             return None
-        generation, chunks = int(now[0]), int(now[1])
+        generation, chunks = int(now[0]), int(now[2])
         changes = changes_from(logged.fetchone(), since=since, generation=generation)
         added_row = added.fetchone()
         if changes is None:  # the log does not reach back, or the change is large
