@@ -111,6 +111,7 @@ def test_several_generations_without_using_the_carried_terms() -> None:
     for g in range(6):
         index = _apply(index, corpus, [sorted(corpus)[g % 3]], {200 + g: (["card", "ledger"] * (g + 1), ["card"])})
         assert index.carried_terms == carried and len(index._layers) == g + 1  # nothing merged yet
+        assert len(index._maps) == g + 1  # the older layers' position maps composed, not searched again
         assert index.cached_terms == (0, 0)
     _check(index, corpus)
     assert index.carried_terms == 0

@@ -268,14 +268,21 @@ class LexicalIndex:
         with self._lock:
             layer = Layer(self.rowids, dict(self._terms), self._bytes, frozenset(self._misses), added if rowids.size else None)
             index._layers = [layer, *self._layers][:MAX_LAYERS]
+            older = dict(self._maps)
         with index._lock:
             if reordered:
-                index._map(layer)
+                newest = index._map(layer)
             else:  # the kept rows keep their order at the front: position = kept before it
-                mapped = np.cumsum(keep, dtype=np.intp) - 1
-                mapped[~keep] = -1
-                index._maps[id(layer)] = mapped
-                index._bytes += mapped.nbytes
+                newest = np.cumsum(keep, dtype=np.intp) - 1
+                newest[~keep] = -1
+                index._maps[id(layer)] = newest
+                index._bytes += newest.nbytes
+            for kept_layer in index._layers[1:]:  # this index's maps of older layers, composed
+                mapped = older.get(id(kept_layer))
+                if mapped is not None:
+                    composed = np.where(mapped >= 0, newest[np.maximum(mapped, 0)], -1)
+                    index._maps[id(kept_layer)] = composed
+                    index._bytes += composed.nbytes
             index._evict(None)
         return index
 
