@@ -8,7 +8,7 @@ A private PostgreSQL (``pgserver``) gets SciFact (``../shared/data/scifact``, in
 lexical-only through ``Plait.index``) copied ``--scale`` times into one collection (11:
 100,331 chunks, one ``INSERT … SELECT``, then ``VACUUM (ANALYZE)``). Two reader stores
 on it (two pools, as two serving processes): *incremental* (the default,
-``incremental_share=0.1``: the change log applied to the cached index) and *full*
+``incremental_share=0.1``, the lexical index capped at 1 %: the change log applied to the cached index) and *full*
 (``incremental_share=0``: the cached index dropped and reloaded, the behaviour before
 migration 10), both warmed with every query first. A third store writes; after each
 write both readers answer the same query (which one first alternates), timed. Writes:

@@ -80,7 +80,8 @@ class PostgresStore(PostgresRows):
     ``lexical_cache_bytes`` bounds each collection's in-process lexical cache (postings
     and score rows; default 256 MiB, least recently used terms evicted and read again).
     ``incremental_share``: after a write of at most this share of a collection's chunks
-    (rows added + removed; default 0.1, at least 1,000 rows), a search applies the
+    (rows added + removed; default 0.1, at least 1,000 rows; the lexical index caps it at
+    0.01), a search applies the
     change log to its cached lexical index instead of reloading it (0: always reload).
     ``ann_threshold`` (default ``PLAIT_ANN_THRESHOLD`` or 20,000, as the SQLite store) is
     the number of chunks from which the dense arm uses pgvector's HNSW index; below it

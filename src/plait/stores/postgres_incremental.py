@@ -15,8 +15,9 @@ occurrences), so no posting is read again.
 
 A change too large to be worth it falls back to the full reload: more row ids than
 :func:`most_rows` (``share`` of the collection's chunks, at least :data:`MIN_ROWS`;
-``share`` is the store's ``incremental_share``, default :data:`DEFAULT_SHARE`), and so
-does a log that no longer reaches back to the cached generation.
+``share`` is the store's ``incremental_share``, default :data:`DEFAULT_SHARE`, capped at
+:data:`LEXICAL_SHARE` for the lexical index), and so does a log that no longer reaches
+back to the cached generation.
 """
 
 from __future__ import annotations
@@ -32,11 +33,15 @@ from plait.stores.lexical_index import LexicalIndex
 from plait.stores.postgres_changes import Changes
 from plait.stores.postgres_lexcache import index_from
 
-__all__ = ["ADDED", "DEFAULT_SHARE", "MIN_ROWS", "AddedRows", "advance", "most_rows"]
+__all__ = ["ADDED", "DEFAULT_SHARE", "LEXICAL_SHARE", "MIN_ROWS", "AddedRows", "advance", "most_rows"]
 
-#: Largest change (row ids added + removed) applied in place of a reload, as a share of
-#: the cached index's chunks (see ``benchmarks/results/postgres_after_write.md``).
+#: The store's default ``incremental_share``: the largest change (row ids added + removed)
+#: applied to a cached index or matrix in place of a full load, as a share of its chunks.
 DEFAULT_SHARE = 0.1
+#: The lexical index's cap on that share, whatever ``incremental_share`` allows: at 100k
+#: chunks a change of ~2 % of the row ids (1 % of the chunks re-indexed) was no faster than
+#: the full reload (``benchmarks/results/postgres_after_write.md``), so 1 %.
+LEXICAL_SHARE = 0.01
 #: ... but never fewer rows than this (a small collection reloads cheaply either way).
 MIN_ROWS = 1000
 

@@ -56,7 +56,7 @@ from plait.stores.postgres_dense import (
     load_changes,
     load_full,
 )
-from plait.stores.postgres_incremental import ADDED, DEFAULT_SHARE, advance, most_rows
+from plait.stores.postgres_incremental import ADDED, DEFAULT_SHARE, LEXICAL_SHARE, advance, most_rows
 from plait.stores.postgres_lexcache import (
     LENGTHS,
     POSTINGS,
@@ -465,7 +465,7 @@ class PostgresSearch(PostgresBase):
         if stale is None or self._incremental_share <= 0:
             return self._full(conn, cid, pairs, filters)
         since, old = stale
-        most = most_rows(old.size, self._incremental_share)
+        most = most_rows(old.size, min(self._incremental_share, LEXICAL_SHARE))
         unknown = old.missing(pairs)  # the rest are held or carried by the new index
         reads = _Lexical()
         with conn.pipeline(), conn.transaction():
