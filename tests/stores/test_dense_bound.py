@@ -272,3 +272,34 @@ def test_searches_never_wait_for_the_first_pass_build(monkeypatch: pytest.Monkey
     dense._builder.join(timeout=60)
     assert dense._bounded is not None and builds == [1]
     assert dense.rank(query, limit=10) == plain.rank(query, limit=10)
+
+
+def test_float32_scores_that_overflow_rank_as_the_full_scan() -> None:
+    """Review 6 #6a: scores of 1e40 and 2e40 are inf in float32; the full scan ties them
+    and breaks the tie by rowid (c0 first), which the finite estimates must not undo."""
+    matrix = np.zeros((10, 4), dtype=np.float32)
+    matrix[0] = [1e20, 0, 0, 0]
+    matrix[1] = [2e20, 0, 0, 0]
+    matrix[2:] = 1.0
+    ids = np.arange(10, dtype=np.int64)
+    names = [f"c{i}" for i in ids]
+    bounded = DenseMatrix(ids, matrix, names, bounded_from=0)
+    bounded.build_first_pass()
+    query = np.array([1e20, 0, 0, 0], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        assert bounded.rank(query, limit=1) == [("c0", float("inf"))]
+        assert bounded.rank(query, limit=3) == [("c0", float("inf")), ("c1", float("inf")), ("c2", float(np.float32(1e20)))]
+
+
+def test_a_float64_query_whose_norm_overflows_still_finds_its_rows() -> None:
+    """Review 6 #6b: ‖q‖ of (1e200,)*4 overflows float64 when computed directly; row 3
+    (score 0) beats every other row (score -4e200)."""
+    matrix = np.full((10, 4), -1.0, dtype=np.float32)
+    matrix[3] = 0.0
+    ids = np.arange(10, dtype=np.int64)
+    names = [f"c{i}" for i in ids]
+    bounded = DenseMatrix(ids, matrix, names, bounded_from=0)
+    assert bounded.build_first_pass() is not None
+    query = np.full(4, 1e200)
+    assert bounded.rank(query, limit=1) == [("c3", 0.0)]
+    assert bounded.rank(query, limit=2) == [("c3", 0.0), ("c0", -4e200)]

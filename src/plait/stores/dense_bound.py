@@ -33,7 +33,11 @@ a probe (:func:`split_levels`, once per process) sees the kernel add products of
 ``vpmaddubsw`` saturates such pairs at ±2¹⁵) each level is split into its positive and
 negative parts (four uint8 rows in ``[0, 127]``, no zero point): no pair of products
 then exceeds 2·127·127 < 2¹⁵, and the int32 products are exact on every path. Without onnxruntime, or for a matrix with a
-non-finite value, no first pass is built and the exact scan answers alone.
+non-finite value, no first pass is built and the exact scan answers alone. The bound
+assumes finite scores: a query for which ``‖q‖·max_i‖e_i‖·(1+γ)`` reaches the score
+dtype's largest value (a score or partial sum could overflow), or whose bound or
+``limit``-th lower bound is not finite, is scanned exactly (``‖q‖`` is computed as
+``max|q|·‖q/max|q|‖``, so it does not overflow itself).
 
 Memory: the int8 copy (``d`` bytes per row, held by onnxruntime in its packed layout)
 plus two float64 per row (the scale and the bound's coefficient).
@@ -62,7 +66,15 @@ class BoundedScan:
     """The int8 first pass over one matrix (see the module docstring)."""
 
     def __init__(
-        self, session: Any, scale: np.ndarray, coef: np.ndarray, dimension: int, *, split: bool
+        self,
+        session: Any,
+        scale: np.ndarray,
+        coef: np.ndarray,
+        dimension: int,
+        *,
+        split: bool,
+        max_norm: float = np.inf,
+        dtype: np.dtype[Any] | None = None,
     ) -> None:
         self._session = session
         self._split = split  # four uint8 rows (each level's two signs), else two with zero point 128
@@ -70,15 +82,24 @@ class BoundedScan:
         self._coef = coef  # the bound per unit of ‖q‖ (module docstring)
         self._floor = dimension * _SUBNORMAL  # absolute: every product's underflow
         self.rows = int(scale.size)
+        self._max_norm = max_norm  # max_i ‖e_i‖: whether a score can overflow
+        self._dtype = np.dtype(np.float32) if dtype is None else dtype  # the matrix's
+        self._gamma = _gamma(dimension)
 
     def bounds(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
         """Every row's (estimate, error bound) for ``query`` in units of the query's second
         quantisation step, and the absolute floor in those units (add it to both bounds);
-        None when the query is zero or not finite (the caller scans exactly)."""
+        None when the query is zero or not finite, or when an exact score could overflow
+        (the bound assumes finite scores) or the bound itself is not finite: the caller
+        then scans exactly."""
         q = np.asarray(query, dtype=np.float64)
         top = float(np.max(np.abs(q))) if q.size else 0.0
         if not np.isfinite(top) or top == 0.0:
             return None
+        q_norm = top * float(np.linalg.norm(q / top))  # ‖q‖ without overflow
+        limit = float(np.finfo(np.result_type(self._dtype, query.dtype)).max)
+        if not q_norm * self._max_norm * (1.0 + self._gamma) < limit:
+            return None  # |partial sums| ≤ ‖q‖·‖e_i‖·(1 + γ): none may overflow
         t1 = top / _LEVELS
         t2 = t1 / _SECOND  # a power of two: exact
         q1 = np.rint(q / t1)
@@ -100,7 +121,9 @@ class BoundedScan:
             combined = dots[0] * _SECOND
             combined += dots[1]
         estimate = np.multiply(self._scale, combined, out=combined)
-        err = self._coef * (float(np.linalg.norm(q)) / t2 * _WIDEN)
+        err = self._coef * (q_norm / t2 * _WIDEN)
+        if not (np.isfinite(err).all() and np.isfinite(estimate).all()):
+            return None
         return estimate, err, self._floor / t2
 
     def candidates(self, query: np.ndarray, limit: int, among: np.ndarray | None) -> np.ndarray | None:
@@ -115,6 +138,8 @@ class BoundedScan:
         if limit <= 0 or limit >= estimate.size:
             return None
         cut = kth_largest(estimate - err, limit)
+        if not np.isfinite(cut):
+            return None
         # lo = estimate − err − floor, hi = estimate + err + floor: hi ≥ the limit-th lo
         keep = np.flatnonzero(estimate + err >= cut - 2.0 * floor)
         return keep if among is None else among[keep]
@@ -155,6 +180,7 @@ def build_bounded_scan(matrix: np.ndarray) -> BoundedScan | None:
     packed = np.empty((dimension, rows), dtype=np.int8)
     scale = np.empty(rows, dtype=np.float64)
     coef = np.empty(rows, dtype=np.float64)
+    max_norm = 0.0
     # ‖ρ‖ ≤ √d·t1/256 ≤ √d/(256·127)·‖q‖ (t1 = max|q|/127 ≤ ‖q‖/127), 1% for rounding
     rho = 1.01 * np.sqrt(dimension) / (2.0 * _SECOND * _LEVELS)
     gamma = _gamma(dimension)
@@ -168,6 +194,7 @@ def build_bounded_scan(matrix: np.ndarray) -> BoundedScan | None:
         codes = np.clip(np.rint(block / np.where(s > 0.0, s, 1.0)[:, None]), -_LEVELS, _LEVELS)
         residual = np.linalg.norm(block - s[:, None] * codes, axis=1)
         norms = np.linalg.norm(block, axis=1)
+        max_norm = max(max_norm, float(np.max(norms)))
         scale[start:end] = s
         coef[start:end] = s * np.linalg.norm(codes, axis=1) * rho + residual + gamma * norms
         packed[:, start:end] = codes.T
@@ -175,7 +202,7 @@ def build_bounded_scan(matrix: np.ndarray) -> BoundedScan | None:
     session = _session(packed, split=split)
     if session is None:
         return None
-    return BoundedScan(session, scale, coef, dimension, split=split)
+    return BoundedScan(session, scale, coef, dimension, split=split, max_norm=max_norm, dtype=matrix.dtype)
 
 
 @cache
