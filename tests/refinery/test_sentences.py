@@ -131,3 +131,31 @@ def test_an_answer_ending_in_a_bracketed_or_quoted_question_or_a_smiley_is_kept(
     )
     assert [c.text for c in candidates("When do database backups run?", [hit])] == [text]
     assert [terminal(text), terminal('"Can I pause it?"'), terminal('Asked: "Can I pause it?"')] == [text[-1], "?", "?"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # abbreviations before a phrase, a name or a number: no end before a lowercase word
+        ("Smith et al. reported that it works. Others disagree.", ["Smith et al. reported that it works.", "Others disagree."]),
+        ("Acme Inc. and its partners ship it. Contact sales.", ["Acme Inc. and its partners ship it.", "Contact sales."]),
+        ("A empresa XYZ Ltda. e seus parceiros. Fale conosco.", ["A empresa XYZ Ltda. e seus parceiros.", "Fale conosco."]),
+        ("Set the max. value to 10. Then save.", ["Set the max. value to 10.", "Then save."]),
+        # a lone capital after a lowercase word is a word: it ends the sentence before a capital
+        ("Levels of vitamin D. These results were confirmed.", ["Levels of vitamin D.", "These results were confirmed."]),
+        ("Choose option A. The other option is slower.", ["Choose option A.", "The other option is slower."]),
+        ("Growth of E. coli was slower. Then it stopped.", ["Growth of E. coli was slower.", "Then it stopped."]),
+        # an initial: at the start, after a capitalised word or another initial, or before one
+        ("J. Smith and K. M. Lang wrote it. Call J. Smith today.", ["J. Smith and K. M. Lang wrote it.", "Call J. Smith today."]),
+        ("It was written by J. K. Rowling. Yes.", ["It was written by J. K. Rowling.", "Yes."]),
+        # a dotted abbreviation ends a sentence before a common sentence opener only
+        ("The meeting is at 10 a.m. The room is booked.", ["The meeting is at 10 a.m.", "The room is booked."]),
+        ("Read the F.A.Q. Then ask. The U.S. Army uses it.", ["Read the F.A.Q.", "Then ask.", "The U.S. Army uses it."]),
+        ("See e.g. The Guide. Then go.", ["See e.g. The Guide.", "Then go."]),
+        # a piece with no word joins the sentence before it; a code span never splits
+        ("Model. . . . . The end.", ["Model. . . . .", "The end."]),
+        ("Is it `foo?` or bar that fails? Run `make test`. then deploy.", ["Is it `foo?` or bar that fails?", "Run `make test`.", "then deploy."]),
+    ],
+)
+def test_scientific_and_business_abbreviations_initials_and_word_less_pieces(text: str, expected: list[str]) -> None:
+    assert sentences(text) == expected
