@@ -42,9 +42,10 @@ from psycopg import sql
 
 from plait.errors import StoreError
 from plait.stores.base import Filters
+from plait.stores.dense_bound import first_pass_bytes
 from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
 from plait.stores.postgres_lexcache import READ_SNAPSHOT, allowed_query, parse_allowed
-from plait.stores.sqlite_snapshot import DenseMatrix
+from plait.stores.sqlite_snapshot import BOUNDED_FROM, DenseMatrix
 
 __all__ = [
     "ADDED_IDS", "DEFAULT_DENSE_BUDGET", "DENSE_IDS", "DenseCache", "Key", "MatrixLoad", "advance_matrix", "dense_copy", "load_changes",
@@ -243,11 +244,12 @@ def load_changes(
 
 
 def _size(matrix: DenseMatrix) -> int:
-    """Bytes a cached matrix holds: its arrays and its chunk-id strings (each counted as
-    an ASCII ``str``, 49 B plus its length, and 8 B in the list: ``sys.getsizeof`` per
-    string cost 110 ms at 40k chunks on a busy machine)."""
+    """Bytes a cached matrix holds: its arrays, its int8 first pass (counted up front when
+    the matrix is large enough to build one lazily: :attr:`DenseMatrix.nbytes`) and its
+    chunk-id strings (each counted as an ASCII ``str``, 49 B plus its length, and 8 B in
+    the list: ``sys.getsizeof`` per string cost 110 ms at 40k chunks on a busy machine)."""
     ids = matrix.chunk_ids
-    return int(matrix.rowids.nbytes + matrix.matrix.nbytes + sum(map(len, ids)) + (49 + 8) * len(ids))
+    return int(matrix.nbytes + sum(map(len, ids)) + (49 + 8) * len(ids))
 
 
 class DenseCache:
@@ -268,8 +270,10 @@ class DenseCache:
         return self._bytes
 
     def fits(self, chunks: int, dimension: int) -> bool:
-        """Whether a matrix of (at most) ``chunks`` vectors could be cached at all."""
-        return chunks * (4 * dimension + 8) <= self.budget
+        """Whether a matrix of (at most) ``chunks`` vectors could be cached at all (with
+        its int8 first pass from ``BOUNDED_FROM`` rows)."""
+        first_pass = first_pass_bytes(chunks, dimension) if chunks >= BOUNDED_FROM else 0
+        return chunks * (4 * dimension + 8) + first_pass <= self.budget
 
     def get(self, cid: int) -> tuple[Key, DenseMatrix] | None:
         with self._lock:

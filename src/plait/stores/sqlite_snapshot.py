@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from plait.stores.base import Filters
-from plait.stores.dense_bound import BoundedScan, build_bounded_scan
+from plait.stores.dense_bound import BoundedScan, build_bounded_scan, first_pass_bytes
 from plait.stores.lexical import top_k
 from plait.stores.lexical_index import LexicalIndex
 
@@ -115,6 +115,26 @@ class DenseMatrix:
             best_scores = scores[best]
         ids = self.chunk_ids
         return [(ids[i], s) for i, s in zip(best.tolist(), best_scores.tolist(), strict=True)]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays plus the int8 first pass: once built, what it holds; before,
+        what it will hold if this matrix can build one (so a byte budget counted when the
+        matrix is cached is never exceeded by the lazy build). Chunk ids not included."""
+        size = int(self.rowids.nbytes + self.matrix.nbytes)
+        if self._bounded_built:
+            return size + (0 if self._bounded is None else self._bounded.nbytes)
+        if self._may_bound() and self.matrix.ndim == 2:
+            return size + first_pass_bytes(self.matrix.shape[0], self.matrix.shape[1])
+        return size
+
+    def _may_bound(self) -> bool:
+        return (
+            self._bounded_from is not None
+            and self.rowids.size >= self._bounded_from
+            and self.rowids.size > 0
+            and self.matrix.dtype in _BOUNDED_DTYPES
+        )
 
     def _candidates(
         self, query: np.ndarray, limit: int | None, among: np.ndarray | None
