@@ -1,9 +1,15 @@
 """The snippets' split-text cache is bounded by bytes as well as entries: 4,096 entries of
-15-25 kB (a 1.5 kB chunk) are under 100 MB, but 4,096 chunks of a megabyte held gigabytes
+about 30 kB (a 1.5 kB chunk, tracemalloc) are 122 MB, but 4,096 chunks of a megabyte held gigabytes
 (the cache counted entries only). ``plait.byte_cache`` drops the least recently used
 entries past ``TEXT_CACHE_BYTES`` (128 MiB) and never keeps one larger than the budget."""
 
 from __future__ import annotations
+
+import gc
+import random
+import string
+import sys
+import tracemalloc
 
 from plait import snippets
 from plait.byte_cache import ByteLRU, byte_lru_cache
@@ -67,3 +73,55 @@ def test_typical_chunks_stay_bound_by_the_entry_count() -> None:
     assert 1400 <= len(text) <= 1600
     size = snippets._split_bytes((text, False, None), snippets._words_of(text))
     assert snippets.TEXT_CACHE_SIZE * size <= snippets.TEXT_CACHE_BYTES
+
+
+def _traced_and_counted(texts: list[str]) -> tuple[int, int]:
+    """Real bytes the cache holds after splitting ``texts`` (tracemalloc, plus the raw
+    keys, allocated before tracing) and what it counts."""
+    snippets._hit_words.cache_clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for t in texts:
+            snippets._hit_words(t, False, None)
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    info = snippets._hit_words.cache_info()
+    assert info.currsize == len(texts)
+    raw = sum(sys.getsizeof(t) for t in texts)
+    counted = info.currbytes
+    snippets._hit_words.cache_clear()
+    return traced + raw, counted
+
+
+def test_the_byte_budget_counts_the_real_memory_of_texts_of_distinct_words() -> None:
+    """Review 6 #4: texts of identifiers (every word distinct) held 1.6-1.8x what the
+    cache counted (the words and the intern table were left out). Measured by
+    tracemalloc, not by the cache's own estimate: within 5% either way."""
+    rng = random.Random(0)
+    alphabet = string.ascii_lowercase + string.digits
+    ids = [" ".join("".join(rng.choices(alphabet, k=12)) for _ in range(250)) for _ in range(300)]
+    traced, counted = _traced_and_counted(ids)
+    assert 0.95 * counted <= traced <= 1.05 * counted, (traced, counted)
+    prose = [" ".join(rng.choice(["rotate", "key", "service", "dns", "the", "config"]) for _ in range(250)) for _ in range(300)]
+    traced, counted = _traced_and_counted(prose)
+    assert 0.95 * counted <= traced <= 1.05 * counted, (traced, counted)
+
+
+def test_the_vocabulary_is_bounded_by_characters_too() -> None:
+    """Review 6 #4: 2 kB hyphenated 'words' (minified text) took 2.2 kB each in the
+    vocabulary, bounded by count only (65,536 of them: ~144 MiB)."""
+    vocabulary = snippets._Vocabulary(1 << 16, max_chars=10_000)
+    long_words = ["-".join(f"w{i}x{j}" for j in range(400)) for i in range(12)]  # 2.7k-3.1k chars each
+    assert all(2000 < len(w) < 3500 for w in long_words)
+    for word in long_words:
+        terms, _ = vocabulary.learn([snippets._words_of(word)])
+        assert word in terms
+        assert sum(map(len, terms)) <= 10_000
+    assert len(terms) < 5  # started afresh: at most four 2.4k-char words fit
+    small = snippets._Vocabulary(1 << 16)
+    for word in long_words:
+        terms, _ = small.learn([snippets._words_of(word)])
+    assert len(terms) == 12  # the default (4 Mi characters) holds them all

@@ -49,21 +49,30 @@ def query_terms(query: str) -> list[frozenset[str]]:
     return list(words)
 
 
+#: The vocabulary's words hold at most this many characters in all (with their terms
+#: and table entries, a few times that in bytes).
+VOCABULARY_CHARS = 4 << 20
+
+
 class _Vocabulary:
     """The words met in hits so far: each word's terms in both lexical fields, and each
     term's words, so a query's matched words are look-ups, not a loop over the hits'
     words (words repeat across hits and queries: each is analysed once).
 
-    At most ``limit`` words: past it the tables start afresh (a new generation). A split
+    At most ``limit`` words and ``max_chars`` characters of words (long hyphenated or
+    dotted "words" of minified or generated text take kilobytes each, with their
+    terms): past either the tables start afresh (a new generation). A split
     text (:class:`_Words`) records the generation its words were all learnt in, so a
     text met again is not looked at again. A search reads the tables it started with; a
     word's term entries are written before the word itself, and a text's words before
     its generation, so what another thread has listed is always complete.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, max_chars: int = VOCABULARY_CHARS) -> None:
         self.limit = limit
+        self.max_chars = max_chars
         self._tables: tuple[dict[str, frozenset[str]], dict[str, set[str]], int] = ({}, {}, next(_GENERATIONS))
+        self._chars = 0  # the current tables' words' total length
 
     def learn(self, texts: Sequence[_Words]) -> tuple[dict[str, frozenset[str]], dict[str, set[str]]]:
         """The tables (word → terms, term → words), every word of ``texts`` in them."""
@@ -71,10 +80,13 @@ class _Vocabulary:
         todo = [t for t in texts if t.known[0] != generation]
         if todo:
             new = {word for t in todo for word in t.where if word not in terms}
-            if len(terms) + len(new) > self.limit:
+            chars = sum(map(len, new))
+            if len(terms) + len(new) > self.limit or self._chars + chars > self.max_chars:
                 terms, words_of, generation = self._tables = ({}, {}, next(_GENERATIONS))
                 todo = list(texts)
                 new = {word for t in texts for word in t.where}
+                chars, self._chars = sum(map(len, new)), 0
+            self._chars += chars
             for word in new:
                 fields = analyse(word)
                 mine = frozenset(fields.exact).union(fields.stems)
@@ -92,11 +104,13 @@ Match = tuple[int, int, frozenset[int]]
 #: ``_WORD`` as a splitter: ``split(text)`` is [gap, word, gap, word, …, gap], the words
 #: exactly those ``_WORD.finditer`` finds (same scan, left to right, no empty match).
 _SPLIT = re.compile(f"({_WORD.pattern})")
-#: Hits' texts kept split (:func:`_hit_words`): about 7 kB each for a 1.5 kB chunk.
+#: Hits' texts kept split (:func:`_hit_words`): about 30 kB each for a 1.5 kB chunk
+#: (tracemalloc, SciFact abstracts of 1.3-1.7 kB, raw key included: 29.7 kB, which
+#: :func:`_split_bytes` counts within 2%; 51 kB for 3.2 kB of distinct 12-character
+#: identifiers, 12.6 kB for 1.4 kB of a six-word vocabulary).
 TEXT_CACHE_SIZE = 4096
-#: ... and at most this many bytes in all (:func:`_split_bytes`: 15-25 kB for a 1.5 kB
-#: chunk, so 4,096 typical chunks stay within it): 4,096 chunks of a megabyte no longer
-#: hold gigabytes.
+#: ... and at most this many bytes in all (:func:`_split_bytes`), so 4,096 typical
+#: chunks (122 MB) stay within it: 4,096 chunks of a megabyte no longer hold gigabytes.
 TEXT_CACHE_BYTES = 128 << 20
 
 
@@ -116,31 +130,34 @@ class _Words:
 
 def _words_of(text: str) -> _Words:
     """``text`` split once into its words and the gaps between them (one regular-expression
-    pass, no match objects); the offsets are the pieces' running lengths. Words are
-    interned: they repeat across texts, so the cached texts share them and sets of them
-    hash fast."""
+    pass, no match objects); the offsets are the pieces' running lengths. A word that
+    repeats in the text is one object (the first occurrence's, ``where``'s key). Words
+    are not interned: the interpreter's intern table never shrinks, and for texts of
+    identifiers or hashes nothing else would share them (review 6 #4)."""
     parts = _SPLIT.split(text)
     ends = list(accumulate(map(len, parts)))
-    words = tuple(map(sys.intern, parts[1::2]))
     where: dict[str, list[int]] = {}
-    for i, word in enumerate(words):
+    canonical: list[str] = []
+    for i, word in enumerate(parts[1::2]):
         at = where.get(word)
         if at is None:
             where[word] = [i]
+            canonical.append(word)
         else:
             at.append(i)
-    return _Words(text, words, array("l", ends[:-1]), where, [-1])
+            canonical.append(canonical[at[0]])
+    return _Words(text, tuple(canonical), array("l", ends[:-1]), where, [-1])
 
 
 def _split_bytes(args: tuple[str, bool, str | None], split: _Words) -> int:
     """About the bytes a cached split text holds: the key's raw content, the visible
-    text, the words' tuple, the offsets and each distinct word's positions (a list, its
-    int objects; the words themselves are interned, shared with other texts and the
-    vocabulary)."""
+    text, the words' tuple, the offsets, each distinct word (its own object: not
+    interned) and its positions (a list, its int objects)."""
     return (
         sys.getsizeof(args[0]) + sys.getsizeof(split.text) + sys.getsizeof(split.words)
         + split.bounds.itemsize * len(split.bounds)
         + sys.getsizeof(split.where) + sum(map(sys.getsizeof, split.where.values()))
+        + sum(map(sys.getsizeof, split.where))
         + 28 * max(0, len(split.words) - 257)  # positions past 256 are int objects of their own
     )
 
