@@ -42,8 +42,11 @@ def test_the_dense_cache_budget_holds_the_lazily_built_first_pass() -> None:
     tight = DenseCache(budget=arrays + ids + 280_000 - 1)
     tight.keep(1, (1, 1), matrix)
     assert tight.get(1) is None and tight.bytes == 0
-    assert not DenseCache(budget=arrays + 280_000 - 1).fits(2500, 32)  # ids not counted there
-    assert DenseCache(budget=arrays + 280_000).fits(2500, 32)
+    # the estimate counts each chunk id's 57 B besides its characters (review 5 #1: the
+    # estimate and the cached size are one function; the characters are known after a load)
+    per_id = 2500 * (49 + 8)
+    assert not DenseCache(budget=arrays + per_id + 280_000 - 1).fits(2500, 32)
+    assert DenseCache(budget=arrays + per_id + 280_000).fits(2500, 32)
     roomy = DenseCache(budget=arrays + ids + 280_000)
     roomy.keep(1, (1, 1), matrix)
     assert roomy.get(1) is not None and roomy.bytes == arrays + ids + 280_000

@@ -24,8 +24,10 @@ faster to 40 % slower than the ``COPY`` at 9k and 100k chunks on a busy machine:
 Memory: :class:`DenseCache` holds at most ``budget`` bytes of matrices (row ids, float32
 vectors, chunk ids; default :data:`DEFAULT_DENSE_BUDGET`) and at most ``max_entries``
 collections, least recently searched dropped first. A collection whose matrix alone
-would not fit (``chunks × (4 × dimension + 8)`` is the estimate used before loading)
-is searched in SQL, as above the threshold. Below the default threshold a matrix is at
+would not fit is searched in SQL, as above the threshold: the estimate before loading
+and the count of a loaded matrix are one function (:func:`matrix_bytes`), the chunk
+ids as long as in the collection's last load, so a matrix loaded once and found too
+large is not loaded again (its searches run the pgvector statement). Below the default threshold a matrix is at
 most 20,000 × 384 × 4 B ≈ 31 MB (123 MB at 1,536 dimensions).
 """
 
@@ -48,8 +50,8 @@ from plait.stores.postgres_lexcache import READ_SNAPSHOT, allowed_query, parse_a
 from plait.stores.sqlite_snapshot import BOUNDED_FROM, DenseMatrix
 
 __all__ = [
-    "ADDED_IDS", "DEFAULT_DENSE_BUDGET", "DENSE_IDS", "DenseCache", "Key", "MatrixLoad", "advance_matrix", "dense_copy", "load_changes",
-    "load_full", "matrix_from",
+    "ADDED_IDS", "DEFAULT_DENSE_BUDGET", "DENSE_IDS", "ID_OVERHEAD", "DenseCache", "Key", "MatrixLoad", "advance_matrix", "dense_copy", "load_changes",
+    "load_full", "matrix_bytes", "matrix_from",
 ]
 
 #: Bytes of dense matrices one store keeps in process (all collections together).
@@ -243,13 +245,32 @@ def load_changes(
     return (int(now[0]), revision), matrix, None if allowed is None else parse_allowed(allowed.fetchone())
 
 
+#: Bytes counted per chunk id besides its characters: an ASCII ``str`` (49 B) and its
+#: slot in the list (8 B); ``sys.getsizeof`` per string cost 110 ms at 40k chunks on a
+#: busy machine.
+ID_OVERHEAD = 49 + 8
+
+
+def matrix_bytes(rows: int, dimension: int, id_chars: int, *, first_pass: bool = True) -> int:
+    """Bytes a cached matrix of ``rows`` vectors of ``dimension`` holds: its row ids and
+    float32 vectors, its int8 first pass (from ``BOUNDED_FROM`` rows, counted up front:
+    :attr:`DenseMatrix.nbytes`) and its chunk ids (``id_chars`` characters in all). The
+    one size both the estimate before a load (:meth:`DenseCache.fits`) and the cache's
+    count of a loaded matrix (:meth:`DenseCache.keep`) use."""
+    arrays = rows * (8 + 4 * dimension)
+    bounded = first_pass_bytes(rows, dimension) if first_pass and rows >= BOUNDED_FROM else 0
+    return int(arrays + bounded + ID_OVERHEAD * rows + id_chars)
+
+
 def _size(matrix: DenseMatrix) -> int:
-    """Bytes a cached matrix holds: its arrays, its int8 first pass (counted up front when
-    the matrix is large enough to build one lazily: :attr:`DenseMatrix.nbytes`) and its
-    chunk-id strings (each counted as an ASCII ``str``, 49 B plus its length, and 8 B in
-    the list: ``sys.getsizeof`` per string cost 110 ms at 40k chunks on a busy machine)."""
+    """:func:`matrix_bytes` of a loaded matrix (its :attr:`DenseMatrix.nbytes`: the first
+    pass as built, or as it will be)."""
     ids = matrix.chunk_ids
-    return int(matrix.nbytes + sum(map(len, ids)) + (49 + 8) * len(ids))
+    return int(matrix.nbytes + ID_OVERHEAD * len(ids) + sum(map(len, ids)))
+
+
+#: Collections whose chunk-id length :class:`DenseCache` remembers for its estimate.
+_MAX_ID_STATS = 1024
 
 
 class DenseCache:
@@ -263,17 +284,27 @@ class DenseCache:
         self._entries: OrderedDict[int, tuple[Key, DenseMatrix, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        # collection id -> (chunk-id characters, rows) of its last loaded matrix, kept or not
+        self._id_stats: OrderedDict[int, tuple[int, int]] = OrderedDict()
 
     @property
     def bytes(self) -> int:
         """Bytes held now."""
         return self._bytes
 
-    def fits(self, chunks: int, dimension: int) -> bool:
-        """Whether a matrix of (at most) ``chunks`` vectors could be cached at all (with
-        its int8 first pass from ``BOUNDED_FROM`` rows)."""
-        first_pass = first_pass_bytes(chunks, dimension) if chunks >= BOUNDED_FROM else 0
-        return chunks * (4 * dimension + 8) + first_pass <= self.budget
+    def estimate(self, chunks: int, dimension: int, cid: int | None = None) -> int:
+        """:func:`matrix_bytes` of (at most) ``chunks`` vectors, their chunk ids as long as
+        in ``cid``'s last loaded matrix (none counted before a first load)."""
+        with self._lock:
+            stats = None if cid is None else self._id_stats.get(cid)
+        id_chars = 0 if not stats or not stats[1] else -(-stats[0] * chunks // stats[1])
+        return matrix_bytes(chunks, dimension, id_chars)
+
+    def fits(self, chunks: int, dimension: int, cid: int | None = None) -> bool:
+        """Whether a matrix of (at most) ``chunks`` vectors could be cached at all
+        (:meth:`estimate`). A matrix :meth:`keep` refused for its size is not loaded again
+        for as many chunks: the estimate then holds its real chunk ids."""
+        return self.estimate(chunks, dimension, cid) <= self.budget
 
     def get(self, cid: int) -> tuple[Key, DenseMatrix] | None:
         with self._lock:
@@ -288,6 +319,10 @@ class DenseCache:
         recently used until the budget holds (a matrix larger than it is not kept)."""
         size = _size(matrix)
         with self._lock:
+            self._id_stats[cid] = (sum(map(len, matrix.chunk_ids)), len(matrix.chunk_ids))
+            self._id_stats.move_to_end(cid)
+            while len(self._id_stats) > _MAX_ID_STATS:
+                self._id_stats.popitem(last=False)
             held = self._entries.get(cid)
             if held is not None:
                 if held[0][0] > key[0] or held[0][1] > key[1]:

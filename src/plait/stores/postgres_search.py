@@ -172,7 +172,7 @@ class PostgresSearch(PostgresBase):
         size = self._sizes.get(cid)
         return (
             size is not None and dimension is not None and size < self.ann_threshold
-            and self._dense.fits(size, dimension)
+            and self._dense.fits(size, dimension, cid)
         )
 
     def _cached(self, cid: int) -> tuple[int, LexicalIndex] | None:

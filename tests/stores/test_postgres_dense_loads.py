@@ -1,0 +1,120 @@
+"""How often the PostgreSQL store loads a collection's dense matrix (review 5): a
+matrix the budget cannot hold is loaded once, then searched in SQL (#1); concurrent
+cold searches load it once (#4); a collection re-created with another dimension is
+seen by the next vector search (#6)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+
+from plait.stores import postgres_search
+from plait.stores.postgres import PostgresStore
+from plait.stores.postgres_dense import ID_OVERHEAD, DenseCache, matrix_bytes
+from plait.stores.sqlite_snapshot import DenseMatrix
+from plait.testing.contract import make_chunk
+from plait.testing.pg import postgres_dsn
+
+DIM = 16
+#: 55 characters; with the index, 56 or 57 per chunk id.
+LONG = "a-fairly-long-chunk-identifier/docs/guide.md#section-"
+
+
+@pytest.fixture(scope="module")
+def pg_dsn() -> Iterator[str]:
+    with postgres_dsn("plait-pg-loads-") as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def schema(pg_dsn: str) -> Iterator[str]:
+    name = f"plait_t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def open_pg(pg_dsn: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
+    opened: list[PostgresStore] = []
+
+    def make(**kwargs: Any) -> PostgresStore:
+        store = PostgresStore(pg_dsn, schema=schema, **kwargs)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    m = rng.standard_normal((n, dim)).astype(np.float32)
+    return (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _fill(store: Any, n: int = 60, dim: int = DIM, prefix: str = "k", source: str = "src") -> np.ndarray:
+    vectors = _unit(np.random.default_rng(3), n, dim)
+    store.ensure_collection("c")
+    store.set_embedder("c", provider="fake", model="m", dimension=dim)
+    store.replace_source("c", source, "docs", [
+        make_chunk(f"{prefix}{i}", f"text {i} word{i % 5}", source_id=source, vector=vectors[i].tolist(), ordinal=i)
+        for i in range(n)
+    ])
+    return vectors
+
+
+def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    loads: list[int] = []
+    real = postgres_search.load_full
+
+    def counting(*a: Any, **k: Any) -> Any:
+        loads.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(postgres_search, "load_full", counting)
+    return loads
+
+
+def test_the_estimate_and_the_cached_size_are_the_same_bytes() -> None:
+    ids = [f"{LONG}{i}" for i in range(60)]
+    chars = 60 * len(LONG) + 10 + 50 * 2  # 'LONG0'..'LONG59'
+    assert sum(map(len, ids)) == chars
+    matrix = DenseMatrix(np.arange(60, dtype=np.int64), np.zeros((60, DIM), dtype=np.float32), ids)
+    cache = DenseCache(budget=10**6)
+    assert cache.estimate(60, DIM, 7) == matrix_bytes(60, DIM, 0) == 60 * (8 + 4 * DIM + ID_OVERHEAD)
+    cache.keep(7, (1, 0), matrix)
+    assert cache.bytes == matrix_bytes(60, DIM, chars) == 60 * (8 + 64 + 57) + chars
+    assert cache.estimate(60, DIM, 7) == cache.bytes  # after a load: the real ids
+    assert cache.estimate(30, DIM, 7) == 30 * (8 + 64 + 57) + chars // 2
+    assert cache.estimate(60, DIM, 8) == 60 * (8 + 64 + 57)  # another collection: no ids known
+
+
+def test_a_matrix_too_large_to_keep_is_loaded_once_then_searched_in_sql(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The estimate without chunk ids fits, the loaded matrix (56-57 characters per id)
+    does not: the first search ranks it in process, the next ones run the pgvector
+    statement, and nothing is copied again (before: a full COPY on every search)."""
+    budget = matrix_bytes(60, DIM, 0) + 1000  # 60 * 56 characters of ids do not fit
+    pg = open_pg(dense_cache_bytes=budget)
+    _fill(pg, prefix=LONG)
+    sql_store = open_pg(dense_cache_bytes=0)  # always the pgvector statement
+    loads = _count_loads(monkeypatch)
+    queries = list(_unit(np.random.default_rng(9), 5))
+    first = pg.vector_search("c", queries[0], limit=3)
+    assert pg.last_vector_path == "exact" and len(loads) == 1 and pg._dense.bytes == 0
+    for q in queries:
+        got = pg.vector_search("c", q, limit=3)
+        assert pg.last_vector_path in {"hnsw", "scan"}
+        assert [i for i, _ in got] == [i for i, _ in sql_store.vector_search("c", q, limit=3)]
+    assert [i for i, _ in first] == [i for i, _ in pg.vector_search("c", queries[0], limit=3)]
+    _fill(pg, n=2, prefix=LONG + "x", source="more")  # a write moves the key: still too large
+    pg.vector_search("c", queries[1], limit=3)
+    assert len(loads) == 1 and pg.last_vector_path in {"hnsw", "scan"}
