@@ -5,6 +5,8 @@ seen by the next vector search (#6)."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -70,12 +72,14 @@ def _fill(store: Any, n: int = 60, dim: int = DIM, prefix: str = "k", source: st
     return vectors
 
 
-def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def _count_loads(monkeypatch: pytest.MonkeyPatch, *, slow: float = 0.0) -> list[int]:
+    """Count the full matrix loads (each taking ``slow`` seconds longer)."""
     loads: list[int] = []
     real = postgres_search.load_full
 
     def counting(*a: Any, **k: Any) -> Any:
         loads.append(1)
+        time.sleep(slow)  # every other thread arrives while this load runs
         return real(*a, **k)
 
     monkeypatch.setattr(postgres_search, "load_full", counting)
@@ -118,3 +122,59 @@ def test_a_matrix_too_large_to_keep_is_loaded_once_then_searched_in_sql(
     _fill(pg, n=2, prefix=LONG + "x", source="more")  # a write moves the key: still too large
     pg.vector_search("c", queries[1], limit=3)
     assert len(loads) == 1 and pg.last_vector_path in {"hnsw", "scan"}
+
+
+def _concurrently(search: Callable[[], Any], threads: int = 4) -> list[Any]:
+    barrier = threading.Barrier(threads)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            results.append(search())
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    started = [threading.Thread(target=run) for _ in range(threads)]
+    for t in started:
+        t.start()
+    for t in started:
+        t.join()
+    assert not errors
+    return results
+
+
+def test_concurrent_cold_searches_load_the_matrix_once(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four threads find no matrix of the current key at once: one loads it, the other
+    three wait and rank from the cache (before: each ran its own COPY of the collection)."""
+    writer = open_pg()
+    _fill(writer, n=400)
+    reader = open_pg(max_connections=4)
+    q = _unit(np.random.default_rng(9), 1)[0]
+    reader.lexical_search("c", ["text"], [], limit=1)  # learns the id and size; no matrix yet
+    expected = writer.vector_search("c", q, limit=3)
+    loads = _count_loads(monkeypatch, slow=0.5)
+    results = _concurrently(lambda: reader.vector_search("c", q, limit=3))
+    assert len(loads) == 1
+    assert results == [expected] * 4 and reader._dense.bytes > 0
+    writer.set_vectors("c", {"k1": -_unit(np.random.default_rng(1), 1)[0]})  # revision moves: a new load
+    results = _concurrently(lambda: reader.vector_search("c", q, limit=3))
+    assert len(loads) == 2 and len({tuple(r) for r in results}) == 1
+
+
+def test_concurrent_searches_of_a_matrix_too_large_to_keep_load_it_once(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threads that waited for a load the cache refused run the pgvector statement."""
+    pg = open_pg(dense_cache_bytes=matrix_bytes(60, DIM, 0) + 1000, max_connections=4)
+    _fill(pg, prefix=LONG)
+    q = _unit(np.random.default_rng(9), 1)[0]
+    pg.lexical_search("c", ["text"], [], limit=1)
+    expected = [i for i, _ in open_pg(dense_cache_bytes=0).vector_search("c", q, limit=3)]
+    loads = _count_loads(monkeypatch, slow=0.5)
+    results = _concurrently(lambda: [i for i, _ in pg.vector_search("c", q, limit=3)])
+    assert len(loads) == 1 and pg._dense.bytes == 0
+    assert results == [expected] * 4

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -286,6 +287,26 @@ class DenseCache:
         self._lock = threading.Lock()
         # collection id -> (chunk-id characters, rows) of its last loaded matrix, kept or not
         self._id_stats: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        # collection id -> (its load lock, threads holding or waiting for it)
+        self._loads: dict[int, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def loading(self, cid: int) -> Iterator[None]:
+        """Held while this thread loads ``cid``'s matrix: one load per collection at a
+        time (the threads that wait look in the cache again once it is done)."""
+        with self._lock:
+            lock, waiting = self._loads.get(cid, (threading.Lock(), 0))
+            self._loads[cid] = (lock, waiting + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, waiting = self._loads[cid]
+                if waiting == 1:
+                    del self._loads[cid]
+                else:
+                    self._loads[cid] = (lock, waiting - 1)
 
     @property
     def bytes(self) -> int:

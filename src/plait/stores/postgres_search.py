@@ -83,6 +83,10 @@ _GENERATION = "SELECT generation, revision, n_chunks FROM plait_collections WHER
 
 log = logging.getLogger(__name__)
 
+#: :meth:`PostgresSearch._matrix`'s answer when another thread's load found the matrix
+#: too large to keep: search with the pgvector statement.
+SQL_PATH = "sql"
+
 
 Loaded = dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]
 
@@ -295,6 +299,8 @@ class PostgresSearch(PostgresBase):
                     if found is None:
                         self._forget(collection)
                         continue
+                    if isinstance(found, str):  # too large to keep: the pgvector statement
+                        continue
                     current, dense_allowed = found
                     self.last_vector_path = "exact"
                     if current.rowids.size == 0:
@@ -359,13 +365,34 @@ class PostgresSearch(PostgresBase):
         held: tuple[Key, DenseMatrix] | None,
         dimension: int,
         filters: Filters | None,
-    ) -> tuple[DenseMatrix, np.ndarray | None] | None:
+    ) -> tuple[DenseMatrix, np.ndarray | None] | str | None:
         """The cached matrix when it is of ``key`` (and None); else the current key's and
         the filter's row ids, read in one snapshot of their own (``COPY`` cannot join the
         check's pipeline): from the cached one and the change log when only rows were
-        added or removed, else in full. None: the collection is gone."""
+        added or removed, else in full. One thread loads a collection's matrix at a time;
+        the others wait and take it from the cache, or get :data:`SQL_PATH` when the
+        loaded matrix was too large to keep (run the pgvector statement then). None: the
+        collection is gone."""
         if held is not None and held[0] == key:
             return held[1], None
+        with self._dense.loading(cid):  # one load per collection at a time
+            again = self._dense.get(cid)  # loaded by the thread this one waited for?
+            if again is not None and again[0] == key:
+                return again[1], None
+            if not self._in_process(cid, dimension):  # loaded meanwhile and too large to keep
+                return SQL_PATH
+            return self._load(conn, cid, key, again, dimension, filters)
+
+    def _load(
+        self,
+        conn: psycopg.Connection,
+        cid: int,
+        key: Key,
+        held: tuple[Key, DenseMatrix] | None,
+        dimension: int,
+        filters: Filters | None,
+    ) -> tuple[DenseMatrix, np.ndarray | None] | None:
+        """:meth:`_matrix`'s load, under the collection's load lock."""
         loaded: MatrixLoad | None = None
         if held is not None:
             self._dense.drop(cid, held[1])  # stale: never serve it again
