@@ -7,6 +7,9 @@ A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
 
 from __future__ import annotations
 
+import gc
+import sys
+import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,7 +20,7 @@ from psycopg import sql
 
 from plait.errors import NotFoundError
 from plait.stores.postgres import PostgresStore
-from plait.stores.postgres_rows import CHUNK_OVERHEAD, RowCache
+from plait.stores.postgres_rows import CHUNK_OVERHEAD, RowCache, _deep_size
 from plait.testing.contract import make_chunk
 from plait.testing.pg import postgres_dsn
 
@@ -106,8 +109,9 @@ def test_another_process_s_writes_are_seen_by_the_next_read(open_pg: Callable[..
 
 def test_the_row_cache_stays_within_its_budget() -> None:
     chunks = [make_chunk(f"k{i}", "x" * 100, source_id="d").chunk for i in range(10)]
-    # the model, plus sys.getsizeof of 'k0' (51), 'd' (50), the content (149), 'h-' + content (151)
-    one = CHUNK_OVERHEAD + 51 + 50 + 149 + 151
+    # the model, plus sys.getsizeof of 'k0' (51), 'd' (50), the content (149), 'h-' + content (151),
+    # plus the origin and the empty metadata dict as held (review 5 #8)
+    one = CHUNK_OVERHEAD + 51 + 50 + 149 + 151 + _deep_size(chunks[0].origin) + sys.getsizeof({})
     cache = RowCache(budget=3 * one)
     cache.add(1, (1, 0), chunks[:5])
     key, found = cache.lookup(1, [c.id for c in chunks])
@@ -117,3 +121,49 @@ def test_the_row_cache_stays_within_its_budget() -> None:
     assert cache.lookup(1, ["k9"])[1] == {}
     cache.add(1, (2, 0), chunks[9:])  # a newer key drops the collection's older rows
     assert cache.lookup(1, ["k4", "k9"]) == ((2, 0), {"k9": chunks[9]})
+
+
+def test_metadata_and_origin_are_counted_as_held() -> None:
+    """Each key and value of the metadata and the origin's fields count (a flat 1 KiB
+    covered them before, whatever their size)."""
+    small = make_chunk("k0", "x" * 100, source_id="d").chunk
+    rich = make_chunk("k0", "x" * 100, source_id="d", metadata={"a": "xy", "n": [1, 2]}).chunk
+    origin = small.origin
+    assert _deep_size(origin) == sys.getsizeof(origin) + sys.getsizeof(origin.__dict__) + sum(
+        sys.getsizeof(k) + _deep_size(v) for k, v in origin.__dict__.items()
+    )
+    assert _deep_size(["H"]) == sys.getsizeof(["H"]) + sys.getsizeof("H") == 56 + 8 + 50
+    meta = rich.metadata
+    expected = sys.getsizeof(meta) + 50 + 51 + 50 + sys.getsizeof(meta["n"]) + 2 * 28  # 'a' 'xy' 'n' [1, 2]
+    assert _deep_size(meta) == expected
+    one, two = RowCache(), RowCache()
+    one.add(1, (1, 0), [small])
+    two.add(1, (1, 0), [rich])
+    assert two.bytes - one.bytes == expected - sys.getsizeof({})
+
+
+def test_the_row_cache_budget_bounds_memory_with_rich_metadata() -> None:
+    """1,000 chunks with about 55 kB of metadata each against a 2 MiB budget: the cache
+    holds what fits in 2 MiB of memory (before: all 1,000 were kept, 68 MiB, counted as
+    1.2 MiB)."""
+    budget = 2 * 2**20
+    big = {f"field{i}": "v" * 200 for i in range(250)}
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        cache = RowCache(budget=budget)
+        chunks = [
+            make_chunk(f"k{i}", "short text", source_id="d", metadata={k: v + str(i) for k, v in big.items()}).chunk
+            for i in range(1000)
+        ]
+        cache.add(1, (1, 0), chunks)
+        del chunks
+        gc.collect()
+        held = len(cache.lookup(1, [f"k{i}" for i in range(1000)])[1])
+        traced = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert cache.bytes <= budget and 0 < held < 1000
+    assert traced <= budget  # the count is an upper bound of what is held
+    assert traced >= 0.7 * cache.bytes  # and not far above it

@@ -15,8 +15,8 @@ so rows read after it are at least as new as the key they are cached under; had 
 landed between the two, the key moved with it and the next check drops them.
 
 Memory: at most ``budget`` bytes in all (default :data:`DEFAULT_ROW_BUDGET`; counted as
-each chunk's content and ids plus :data:`CHUNK_OVERHEAD` bytes for the model, its origin
-and metadata), least recently read chunks dropped first.
+each chunk's content and ids, its origin and metadata as they are held, plus
+:data:`CHUNK_OVERHEAD` bytes for the model), least recently read chunks dropped first.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from plait.errors import NotFoundError, StoreError
 from plait.stores.postgres_search import PostgresSearch
@@ -40,7 +40,8 @@ __all__ = [
 
 #: Bytes of cached chunks one store keeps (all collections together).
 DEFAULT_ROW_BUDGET = 64 * 2**20
-#: Bytes counted per cached chunk besides its strings (model, origin, metadata).
+#: Bytes counted per cached chunk for the model itself (its origin and metadata are
+#: counted as they are: :func:`_size`).
 CHUNK_OVERHEAD = 1024
 
 CHUNK_COLUMNS = "c.chunk_id, c.source_id, c.scope, c.ordinal, c.content, c.content_hash, c.origin, c.metadata"
@@ -64,8 +65,27 @@ def chunk_from(row: Sequence[Any]) -> Chunk:
     )
 
 
+def _deep_size(value: Any, depth: int = 0) -> int:
+    """``sys.getsizeof`` of ``value`` and, recursively, of what it holds (JSON values:
+    dicts, lists, strings, numbers; a model's fields). Shared objects (small ints, None,
+    repeated keys) are counted each time: an upper bound, so the budget bounds memory."""
+    size = sys.getsizeof(value)
+    if depth > 64:  # deeper than any JSON the rows hold: counted flat
+        return size
+    if isinstance(value, dict):
+        return size + sum(_deep_size(k, depth + 1) + _deep_size(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return size + sum(_deep_size(v, depth + 1) for v in value)
+    if isinstance(value, BaseModel):
+        return size + _deep_size(value.__dict__, depth + 1)
+    return size
+
+
 def _size(chunk: Chunk) -> int:
-    return CHUNK_OVERHEAD + sum(sys.getsizeof(s) for s in (chunk.id, chunk.source_id, chunk.content, chunk.content_hash))
+    """Bytes one cached chunk holds: :data:`CHUNK_OVERHEAD` for the model, its strings,
+    its origin and its metadata (:func:`_deep_size`)."""
+    strings = sum(sys.getsizeof(s) for s in (chunk.id, chunk.source_id, chunk.content, chunk.content_hash))
+    return CHUNK_OVERHEAD + strings + _deep_size(chunk.origin) + _deep_size(chunk.metadata)
 
 
 class RowCache:
