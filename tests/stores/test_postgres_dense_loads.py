@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from plait.errors import StoreError
 from plait.stores import postgres_search
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_dense import ID_OVERHEAD, DenseCache, matrix_bytes
@@ -178,3 +179,22 @@ def test_concurrent_searches_of_a_matrix_too_large_to_keep_load_it_once(
     results = _concurrently(lambda: [i for i, _ in pg.vector_search("c", q, limit=3)])
     assert len(loads) == 1 and pg._dense.bytes == 0
     assert results == [expected] * 4
+
+
+def test_recreated_with_another_dimension_is_seen_by_the_next_vector_search(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    """The remembered dimension is read again before a query is refused (before: the
+    16-d dimension remembered refused a valid 8-d query)."""
+    reader, writer = open_pg(), open_pg()
+    _fill(writer)
+    reader.vector_search("c", _unit(np.random.default_rng(1), 1)[0], limit=3)
+    writer.delete_collection("c")
+    vectors = _fill(writer, dim=8)
+    q8 = _unit(np.random.default_rng(2), 1, 8)[0]
+    got = reader.vector_search("c", q8, limit=3)
+    best = int(np.argmax(vectors @ q8))
+    assert len(got) == 3 and got[0][0] == f"k{best}"
+    assert got == writer.vector_search("c", q8, limit=3)
+    with pytest.raises(StoreError, match="query vector has 16 dimensions, collection 'c' holds 8-d vectors"):
+        reader.vector_search("c", _unit(np.random.default_rng(1), 1)[0], limit=3)  # still refused when wrong

@@ -222,6 +222,7 @@ class PostgresSearch(PostgresBase):
                 return answered
         for _ in range(3):
             known = self._known.get(collection)
+            remembered = known is not None
             with self._read() as conn:
                 if known is None:
                     row = conn.execute(_CHECK, (collection,), prepare=self._prepare).fetchone()
@@ -236,6 +237,9 @@ class PostgresSearch(PostgresBase):
                     if dimension is None:  # no vector stored yet: nothing to rank
                         query_vector = None
                 if query_vector is not None:
+                    if remembered and query_vector.shape != (dimension,):
+                        self._known.pop(collection, None)  # re-created with another dimension?
+                        continue  # read it again before refusing the query
                     self._check_query(collection, query_vector, dimension)
                 held = self._cached(cid) if lexical else None
                 pinned: Loaded = {} if held is None else held[1].held(pairs)
