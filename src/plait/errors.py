@@ -7,7 +7,8 @@
     ├── NotFoundError          a collection, chunk or source does not exist
     ├── ModelMismatchError     a collection was indexed with another embedding model
     ├── StoreError             the store cannot be opened, read or written
-    │   └── StoreUnavailableError   a store server is unreachable
+    │   ├── StoreUnavailableError   a store server is unreachable
+    │   └── StoreConflictError      a write lost a lock conflict (deadlock, serialization): retry it
     ├── ProviderError          an embedding or LLM provider failed
     │   ├── ProviderUnavailableError  connection refused, DNS, timeout
     │   └── ProviderResponseError     an answer that is not what the protocol promises
@@ -44,6 +45,7 @@ __all__ = [
     "ServiceTimeoutError",
     "ServiceUnavailableError",
     "SourceError",
+    "StoreConflictError",
     "StoreError",
     "StoreUnavailableError",
     "ValidationError",
@@ -81,6 +83,12 @@ class StoreError(PlaitError):
 
 class StoreUnavailableError(StoreError):
     """A store server is unreachable."""
+
+
+class StoreConflictError(StoreError):
+    """The store server is there, but aborted the transaction for a conflict with another
+    one (a deadlock, a serialization failure, a lock not granted in time): nothing of it
+    was written, and running it again is expected to succeed."""
 
 
 class ProviderError(PlaitError):

@@ -11,6 +11,7 @@ library's own models in their camelCase JSON form, and errors map from
     ModelMismatchError, SourceError, ConflictError   409
     ProviderResponseError                            502
     StoreUnavailableError, ProviderUnavailableError  503 with ``Retry-After: 5``
+    StoreConflictError (deadlock, serialization)     503 with ``Retry-After: 5``
     any other PlaitError                             500 with its message
     anything else                                    500 "internal error" (no traceback)
     body over ``max_body_bytes``                     413
@@ -55,6 +56,7 @@ from plait.errors import (
     ProviderResponseError,
     ProviderUnavailableError,
     SourceError,
+    StoreConflictError,
     StoreUnavailableError,
     ValidationError,
 )
@@ -86,6 +88,7 @@ _STATUS: tuple[tuple[type[PlaitError], int], ...] = (
     (ModelMismatchError, 409),
     (SourceError, 409),
     (ProviderResponseError, 502),
+    (StoreConflictError, 503),
     (StoreUnavailableError, 503),
     (ProviderUnavailableError, 503),
 )

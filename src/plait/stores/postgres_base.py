@@ -23,7 +23,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from plait.errors import NotFoundError, StoreError, StoreUnavailableError
+from plait.errors import NotFoundError, StoreConflictError, StoreError, StoreUnavailableError
 from plait.stores.postgres_queries import LEXICAL_WORK_MEM
 from plait.stores.postgres_schema import migrate
 
@@ -198,7 +198,8 @@ class PostgresBase:
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        """Driver errors become :class:`StoreError` (:class:`StoreUnavailableError` when
+        """Driver errors become :class:`StoreError` (:class:`StoreConflictError` for a deadlock,
+        serialization failure or lock timeout, :class:`StoreUnavailableError` when
         the server is gone)."""
         try:
             yield
@@ -210,6 +211,14 @@ class PostgresBase:
             raise StoreError(
                 f"a PostgreSQL statement exceeded the {self._timeout_ms / 1000:g}s statement "
                 f"timeout: {exc}"
+            ) from exc
+        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected, psycopg.errors.TransactionRollback,
+                psycopg.errors.LockNotAvailable) as exc:
+            # 40P01 deadlock, 40001 serialization failure, 55P03 lock_timeout: the server is
+            # there and rolled the transaction back for a conflict with another one.
+            raise StoreConflictError(
+                f"PostgreSQL at {self._where} aborted the transaction for a conflict with another "
+                f"one ({exc.sqlstate}); nothing of it was written, retry it: {exc}"
             ) from exc
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"lost PostgreSQL at {self._where}: {exc}") from exc

@@ -71,6 +71,7 @@ import psycopg
 from plait.stores.postgres_bounds import MIGRATION_8
 from plait.stores.postgres_changes import MIGRATION_10
 from plait.stores.postgres_generation import MIGRATION_9
+from plait.stores.postgres_lockwait import MIGRATION_12
 from plait.stores.postgres_revision import MIGRATION_11
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
@@ -482,7 +483,7 @@ CREATE TABLE plait_usage (
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
     _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
-    MIGRATION_8, MIGRATION_9, MIGRATION_10, MIGRATION_11,
+    MIGRATION_8, MIGRATION_9, MIGRATION_10, MIGRATION_11, MIGRATION_12,
 )
 LATEST_VERSION = len(MIGRATIONS)
 
