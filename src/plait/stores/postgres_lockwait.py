@@ -7,23 +7,25 @@ plait_lex_terms) WHERE t.collection_id = … AND t.term = … AND t.chunk_row = 
 planned it as a nested loop whose index condition on ``plait_postings_pkey`` used only
 ``(collection_id, term)``, filtering ``chunk_row`` afterwards: deleting one chunk read every
 posting of each of its terms (a common term's document frequency). Re-indexing 1 % of a
-100k-chunk collection took 181 s, past the 60 s statement timeout. Materialising the joined
-rows first (``WITH x AS MATERIALIZED``) gives the index condition all three key columns, so
-each deleted posting is one index probe.
+100k-chunk collection took 181 s, past the 60 s statement timeout. Now the deleted chunks'
+(collection, term id, row) triples are materialised first (``WITH x AS MATERIALIZED``; each
+term id found by its ``(collection_id, key)`` key) and each posting is found by one probe of
+the full primary key (a ``LATERAL … LIMIT 1`` subquery, which the planner cannot turn into a
+hash join or a range scan whatever its row estimates) and deleted by its ``ctid``.
 
 The function is otherwise the same as migration 10's (document-frequency updates, deletes
 of terms no chunk holds any more, the generation bump and the change log). The other two
-statements were checked with ``EXPLAIN``: the ``UPDATE`` and ``DELETE`` of ``plait_lex_terms``
-use its ``(collection_id, key)`` key in full.
+statements were checked with ``EXPLAIN``: without statistics for the transition table the
+``UPDATE`` and ``DELETE`` of ``plait_lex_terms`` read it by a sequential scan and a hash join
+(the whole vocabulary per deleting statement; not the df-sized cost above, left as it was).
 
 Safe on a populated database without stopping anything: ``CREATE OR REPLACE FUNCTION``
 takes no table lock, and the new function computes exactly what the old one did, so a
 write in flight under the old definition is as correct as one under the new.
 
-:func:`plait.stores.postgres_schema.migrate` runs every migration with a short
-``lock_timeout`` and retries (see there): a migration that needs a table lock (11's
-``ALTER TABLE``) gives up its place in the lock queue instead of stalling every search
-behind it while a reader's transaction is open.
+(Migration 11's ``ALTER TABLE`` needs ``ACCESS EXCLUSIVE`` and stalls new searches while it
+waits for an open reader transaction; ``migrate`` has no ``lock_timeout`` retry yet: see
+docs/postgres.md.)
 """
 
 from __future__ import annotations

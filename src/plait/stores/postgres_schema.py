@@ -58,6 +58,9 @@ Migration 11 (:mod:`plait.stores.postgres_revision`) adds ``plait_collections.re
 bumped once per transaction that updates a chunk row in place (a vector, metadata…): the
 in-process dense matrix is keyed by ``(generation, revision)``.
 
+Migration 12 (:mod:`plait.stores.postgres_lockwait`) redefines ``plait_lex_stats_remove``
+so that its postings delete probes ``plait_postings_pkey`` by the full key.
+
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
