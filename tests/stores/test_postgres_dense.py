@@ -11,7 +11,6 @@ A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
 
 from plait.errors import StoreError
 from plait.stores.base import Filters, SourceWrite
@@ -28,7 +26,7 @@ from plait.stores.postgres_dense import DenseCache, advance_matrix
 from plait.stores.sqlite import SQLiteStore
 from plait.stores.sqlite_snapshot import DenseMatrix
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 DIM = 16
 
@@ -41,10 +39,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_t_") as name:
+        yield name
 
 
 @pytest.fixture

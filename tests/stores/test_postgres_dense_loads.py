@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
-from psycopg import sql
 
 from plait.errors import StoreError
 from plait.stores import postgres_search
@@ -22,7 +19,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_dense import ID_OVERHEAD, DenseCache, matrix_bytes
 from plait.stores.sqlite_snapshot import DenseMatrix
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 DIM = 16
 #: 55 characters; with the index, 56 or 57 per chunk id.
@@ -37,10 +34,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_t_") as name:
+        yield name
 
 
 @pytest.fixture

@@ -12,14 +12,11 @@ for this module.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from plait.analysis import analyse_query
 from plait.stores.base import BM25Params, Filters, SourceWrite
@@ -27,7 +24,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_changes import KEEP_GENERATIONS
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 QUERIES = ("checkout card", "declined payment", "refund ledger card", "session token expired", "zebra", "card")
 DOCS = {
@@ -45,10 +42,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_i_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_i_") as name:
+        yield name
 
 
 def _chunks(source: str, texts: Sequence[str]) -> list[Any]:

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from plait.analysis import analyse_query
 from plait.stores.base import BM25Params, Filters, SourceWrite
@@ -28,7 +26,7 @@ from plait.stores.postgres_lexcache import LENGTHS
 from plait.stores.postgres_search import _Lexical
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +37,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_l_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_l_") as name:
+        yield name
 
 
 def _generation(store: PostgresStore, name: str = "c") -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_schema import LATEST_VERSION, migrate
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 TEXTS = (("a", "checkout card"), ("b", "refund ledger"), ("d", "card declined"))
 
@@ -39,10 +38,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_m10_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_m10_") as name:
+        yield name
 
 
 def _connect(dsn: str, schema: str) -> psycopg.Connection:

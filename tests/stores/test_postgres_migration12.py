@@ -9,7 +9,6 @@ for this module.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +21,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_changes import MIGRATION_10
 from plait.stores.postgres_schema import LATEST_VERSION
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 N = 3000
 
@@ -35,10 +34,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_m12_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_m12_") as name:
+        yield name
 
 
 def _connect(dsn: str, schema: str, *, autocommit: bool = True) -> psycopg.Connection:

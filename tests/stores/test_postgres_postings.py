@@ -9,7 +9,6 @@ once for this module (the pattern of ``test_postgres_store.py``).
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from plait.stores.postgres_lexcache import LENGTHS, POSTINGS, index_from, postin
 from plait.stores.postgres_schema import LATEST_VERSION, migrate, schema_version
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 EXACT = BM25Params(stems_weight=0.0)  # k1 = 0.9, b = 0.4, exact field only
 
@@ -40,10 +39,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_p_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_p_") as name:
+        yield name
 
 
 @pytest.fixture

@@ -11,14 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
-from psycopg import sql
 
 from plait.api.keys import hash_token
 from plait.embeddings.fake import FakeEmbedder
@@ -26,7 +23,7 @@ from plait.refinery.models import CardStatus, RunStatus
 from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.testing.corpus import ARTICLE_DOCS, documents
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, throwaway_schema
 
 # The side files exactly as plait wrote them before the records moved into the store.
 _OLD_REFINERY = (
@@ -134,10 +131,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def pg_schema(pg_dsn: str) -> Iterator[str]:
-    name = f"plait_t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    with throwaway_schema(pg_dsn, "plait_t_") as name:
+        yield name
 
 
 def test_postgres_imports_the_cwd_side_files(

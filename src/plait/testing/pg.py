@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from plait.config import Settings
 
-__all__ = ["postgres_dsn", "private_postgres"]
+__all__ = ["postgres_dsn", "private_postgres", "throwaway_schema"]
 
 
 @contextmanager
@@ -44,3 +45,16 @@ def postgres_dsn(prefix: str = "plait-pg-") -> Iterator[str]:
         return
     with private_postgres(prefix) as dsn:
         yield dsn
+
+
+@contextmanager
+def throwaway_schema(dsn: str, prefix: str = "plait_t_") -> Iterator[str]:
+    """A new schema name (``prefix`` + 12 hex digits) for one test; the schema, and
+    everything a store created in it, is dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"{prefix}{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
