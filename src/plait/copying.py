@@ -40,13 +40,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,6 +63,7 @@ from plait.fields import lexical_text
 from plait.refinery.cards import card_chunk_id, card_source_id
 from plait.refinery.models import CARD_SCOPE
 from plait.refinery.store import RefineryStore
+from plait.store_identity import may_be_one_collection, store_sameness
 from plait.stores.base import BulkStore, SourceWrite, Store, StoredChunk
 from plait.stores.records_import import collection_records, copy_records, write_records
 from plait.types import FileOrigin, Model
@@ -228,45 +227,13 @@ def _same_state(
 
 
 def same_store(a: Store, b: Store) -> bool:
-    """Whether two store objects name the same storage, however it was spelt: the same
-    object; the same SQLite file (compared by file identity: a relative path, a symlink or
-    a hard link to it is the same store); the same PostgreSQL server cluster, database
-    and schema (asked of the servers: host order, ``localhost`` or ``127.0.0.1``, a port
-    given or left to its default and the order of parameters do not matter); the same
-    milvus-lite file (by file identity, its path resolved when the store opened: relative,
-    absolute or through a symlink) and prefix; the same Milvus server URI and prefix."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    file_a, file_b = getattr(a, "database_file", None), getattr(b, "database_file", None)
-    if callable(file_a) and callable(file_b):
-        path_a, path_b = file_a(), file_b()
-        if path_a is None or path_b is None:
-            return False  # two in-memory databases are two stores
-        try:
-            return os.path.samefile(path_a, path_b)
-        except OSError:  # a file not there (yet): its absolute path is all there is
-            return bool(Path(path_a).resolve() == Path(path_b).resolve())
-    identity_a, identity_b = getattr(a, "identity", None), getattr(b, "identity", None)
-    if callable(identity_a) and callable(identity_b):
-        if getattr(a, "dsn", None) == getattr(b, "dsn", None) and getattr(a, "schema", None) == getattr(b, "schema", None):
-            return True
-        return bool(identity_a() == identity_b())
-    lite_a, lite_b = getattr(a, "lite_path", None), getattr(b, "lite_path", None)
-    if isinstance(lite_a, Path) and isinstance(lite_b, Path):  # milvus-lite: the file it opened
-        if getattr(a, "_prefix", None) != getattr(b, "_prefix", None):
-            return False
-        try:
-            return os.path.samefile(lite_a, lite_b)
-        except OSError:  # not there (yet): the paths resolved when the stores opened
-            return lite_a == lite_b
-    uri_a, uri_b = getattr(a, "uri", None), getattr(b, "uri", None)
-    if uri_a is not None and uri_b is not None:
-        if not str(uri_a).startswith(("http:", "https:", "tcp:", "unix:")):
-            uri_a, uri_b = Path(uri_a).expanduser().resolve(), Path(uri_b).expanduser().resolve()
-        return bool(uri_a == uri_b and getattr(a, "_prefix", None) == getattr(b, "_prefix", None))
-    return False
+    """Whether two store objects certainly name the same storage, however it was spelt
+    (:func:`plait.store_identity.store_sameness` is ``"same"``): the same object; the same
+    SQLite file (by file identity: a relative path, a symlink or a hard link to it is the
+    same store); the same PostgreSQL cluster (a replica and its primary are one),
+    database and schema, asked of the servers; the same milvus-lite file and prefix; the
+    same Milvus server (its address normalised and resolved), database and prefix."""
+    return store_sameness(a, b) == "same"
 
 
 def _prepare_target(source: Store, target: Store, collection: str, target_name: str, *, replace: bool) -> None:
@@ -322,11 +289,18 @@ def copy_collection(
     name = target_name or collection
     if batch_chunks < 1:
         raise ValidationError(f"batch_chunks must be at least 1, got {batch_chunks}")
-    shared = same_store(source, target)
+    sameness = store_sameness(source, target)
+    shared = sameness == "same"
     if shared and name == collection:
         raise ValidationError(
             f"the source and the target are the same store: copying {collection!r} onto itself would "
             "delete or move it; only a copy under another name (target_name) is allowed within one store"
+        )
+    if sameness == "unknown" and name == collection and replace and may_be_one_collection(source, target, name):
+        raise ValidationError(
+            f"cannot tell whether the source and the target are one store, and collection {collection!r} on "
+            "both may be one collection: --replace (replace=True) could delete the source; copy under "
+            "another name (--as, target_name), or delete the target's collection there yourself first"
         )
     started = time.perf_counter()
     _prepare_target(source, target, collection, name, replace=replace)

@@ -116,7 +116,7 @@ def test_a_server_denying_pg_control_system_is_named_by_its_start_time(pg_dsn: s
     ]
     try:
         first, second = (store.identity() for store in stores)
-        assert first == second == (f"started:{started[0]}", name, "plait_deny")
+        assert first == second and first[:3] == (f"started:{started[0]}", name, "plait_deny")
         assert same_store(stores[0], stores[1])
     finally:
         for store in stores:

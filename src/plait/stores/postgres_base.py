@@ -27,7 +27,7 @@ from plait.errors import NotFoundError, StoreConflictError, StoreError, StoreUna
 from plait.stores.postgres_queries import LEXICAL_WORK_MEM
 from plait.stores.postgres_schema import migrate
 
-__all__ = ["PostgresBase"]
+__all__ = ["PostgresBase", "server_identity"]
 
 _VECTOR_HINT = (
     "install pgvector on the server (https://github.com/pgvector/pgvector#installation, "
@@ -251,21 +251,33 @@ class PostgresBase:
         with self._tx() as conn:
             conn.execute("SELECT 1")
 
-    def identity(self) -> tuple[str, str, str]:
-        """Which storage this store is, however its DSN is spelt: (the server cluster's
-        ``system_identifier``, the database, the schema plait's tables are in). A server
-        that denies ``pg_control_system()`` is named by its postmaster's start time.
-        Two stores with equal identities read and write the same tables."""
+    def identity(self) -> tuple[str, str, str, str]:
+        """Which storage this store is, however its DSN is spelt (:func:`server_identity`)."""
         with self._read() as conn:
-            database, schema = conn.execute("SELECT current_database(), current_schema()").fetchone() or ("", "")
-            try:
-                with conn.transaction():
-                    row = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
-                cluster = f"system:{row[0]}" if row else ""
-            except psycopg.errors.InsufficientPrivilege:
-                row = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
-                cluster = f"started:{row[0]}" if row else ""
-        return cluster, str(database), str(schema)
+            return server_identity(conn)
 
     def close(self) -> None:
         self._pool.close()
+
+
+def server_identity(conn: psycopg.Connection) -> tuple[str, str, str, str]:
+    """Which storage a connection reaches: (the server cluster's ``system_identifier``,
+    the database, the schema plait's tables are in, the OIDs of the database and of the
+    collections table). A physical replica shares all of them with its primary: the same
+    data. A server that denies ``pg_control_system()`` is named by its postmaster's start
+    time, which a replica does not share: the OIDs then tell two databases apart, never
+    one from its replica (:func:`plait.store_identity.postgres_sameness`)."""
+    row = conn.execute(
+        "SELECT current_database(), current_schema(), "
+        "(SELECT oid FROM pg_database WHERE datname = current_database())::text || ':' "
+        "|| coalesce(to_regclass('plait_collections')::oid::text, '')"
+    ).fetchone()
+    database, schema, catalog = row or ("", "", "")
+    try:
+        with conn.transaction():
+            found = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
+        cluster = f"system:{found[0]}" if found else ""
+    except psycopg.errors.InsufficientPrivilege:
+        found = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
+        cluster = f"started:{found[0]}" if found else ""
+    return cluster, str(database), str(schema), str(catalog)

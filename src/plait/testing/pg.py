@@ -17,7 +17,7 @@ from pathlib import Path
 
 from plait.config import Settings
 
-__all__ = ["postgres_dsn", "private_postgres", "throwaway_schema"]
+__all__ = ["postgres_dsn", "private_postgres", "streaming_standby", "throwaway_schema"]
 
 
 @contextmanager
@@ -58,3 +58,54 @@ def throwaway_schema(dsn: str, prefix: str = "plait_t_") -> Iterator[str]:
     yield name
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@contextmanager
+def streaming_standby(primary_dsn: str) -> Iterator[str]:
+    """A physical streaming replica (hot standby) of a local ``pgserver`` primary reached
+    through its Unix socket: ``pg_basebackup -R`` into a new folder, started by ``pg_ctl``
+    with its own socket there; yield its URI; stop it and delete the folder afterwards.
+    Run as the ``pgserver`` system user when run as root (as ``pgserver`` runs the primary)."""
+    import os
+    import pwd
+    import subprocess
+
+    import psycopg
+    from pgserver._commands import POSTGRES_BIN_PATH
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    host = str(conninfo_to_dict(primary_dsn).get("host", ""))
+    if not host.startswith("/"):
+        raise RuntimeError("streaming_standby needs a primary reached through its Unix socket")
+    user = "pgserver" if os.geteuid() == 0 else None
+    root = Path(tempfile.mkdtemp(prefix="plait-pg-standby-"))
+    data = root / "data"
+    data.mkdir(mode=0o700)
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        for folder in (root, data):
+            os.chown(folder, entry.pw_uid, entry.pw_gid)
+    bin_path = Path(POSTGRES_BIN_PATH)
+
+    def run(*args: str) -> None:
+        subprocess.run([str(bin_path / args[0]), *args[1:]], check=True, user=user, timeout=120,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    started = False
+    try:
+        run("pg_basebackup", "-h", host, "-U", "postgres", "-D", str(data), "-R", "-X", "stream", "-c", "fast")
+        for copied in data.glob(".s.PGSQL.*"):  # the primary's socket lock, copied with its folder
+            copied.unlink()
+        options = f"-c port=5432 -c listen_addresses='' -c unix_socket_directories='{data}' -c hot_standby=on"
+        run("pg_ctl", "-D", str(data), "-w", "-t", "60", "-l", str(root / "log"), "-o", options, "start")
+        started = True
+        dsn = make_conninfo(primary_dsn, host=str(data))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+        if row is None or not row[0]:
+            raise RuntimeError("the standby is not in recovery")
+        yield dsn
+    finally:
+        if started:
+            run("pg_ctl", "-D", str(data), "-w", "-m", "immediate", "stop")
+        shutil.rmtree(root, ignore_errors=True)
