@@ -10,6 +10,7 @@ half steps, un-normalised rows, a filter, limits around the row count.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -244,11 +245,11 @@ def test_searches_never_wait_for_the_first_pass_build(monkeypatch: pytest.Monkey
     builds: list[int] = []
     real = sqlite_snapshot.build_bounded_scan
 
-    def slow_build(m: np.ndarray) -> dense_bound.BoundedScan | None:
+    def slow_build(m: np.ndarray, **options: Any) -> dense_bound.BoundedScan | None:
         builds.append(1)
         started.set()
         release.wait(30)
-        return real(m)
+        return real(m, **options)
 
     monkeypatch.setattr(sqlite_snapshot, "build_bounded_scan", slow_build)
     dense = DenseMatrix(ids, matrix, names, bounded_from=0, build_after=1)

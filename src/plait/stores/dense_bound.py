@@ -49,6 +49,7 @@ is that figure, which :attr:`BoundedScan.nbytes` reports and caches count.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -180,10 +181,12 @@ def _gamma(dimension: int) -> float:
     return n * unit / (1.0 - n * unit)
 
 
-def build_bounded_scan(matrix: np.ndarray) -> BoundedScan | None:
+def build_bounded_scan(matrix: np.ndarray, *, cancelled: Callable[[], bool] | None = None) -> BoundedScan | None:
     """The first pass over ``matrix`` (rows x d), its bounds valid for exact scores
     computed in float32 or float64; None when it cannot be built (onnxruntime missing,
-    a non-finite value, an empty matrix)."""
+    a non-finite value, an empty matrix) or when ``cancelled`` — asked before each block
+    of rows and before the integer kernel is compiled — answers True (the matrix was
+    replaced by a write: the build stops there)."""
     if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] == 0:
         return None
     rows, dimension = matrix.shape
@@ -194,7 +197,11 @@ def build_bounded_scan(matrix: np.ndarray) -> BoundedScan | None:
     # ‖ρ‖ ≤ √d·t1/256 ≤ √d/(256·127)·‖q‖ (t1 = max|q|/127 ≤ ‖q‖/127), 1% for rounding
     rho = 1.01 * np.sqrt(dimension) / (2.0 * _SECOND * _LEVELS)
     gamma = _gamma(dimension)
+    blocks = -(-rows // _BLOCK)
     for start in range(0, rows, _BLOCK):  # float64 one block at a time: small temporaries
+        if cancelled is not None and cancelled():
+            log.debug("int8 first pass cancelled after %d of %d blocks", start // _BLOCK, blocks)
+            return None
         block = np.asarray(matrix[start : start + _BLOCK], dtype=np.float64)
         if not np.isfinite(block).all():
             return None
@@ -208,6 +215,9 @@ def build_bounded_scan(matrix: np.ndarray) -> BoundedScan | None:
         scale[start:end] = s
         coef[start:end] = s * np.linalg.norm(codes, axis=1) * rho + residual + gamma * norms
         packed[:, start:end] = codes.T
+    if cancelled is not None and cancelled():
+        log.debug("int8 first pass cancelled after %d of %d blocks", blocks, blocks)
+        return None
     split = split_levels()
     session = _session(packed, split=split)
     if session is None:

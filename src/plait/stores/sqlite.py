@@ -150,7 +150,9 @@ class SQLiteStore(SQLiteSearch):
             db.execute("DELETE FROM terms WHERE collection_id = ?", (cid,))
             db.execute("DELETE FROM chunks WHERE collection_id = ?", (cid,))
             db.execute("DELETE FROM collections WHERE id = ?", (cid,))
-        self._snapshots.pop(cid, None)
+        gone = self._snapshots.pop(cid, None)
+        if gone is not None:
+            gone.retire()
         self._ann.pop(cid, None)
         for suffix in (".hnsw", ".hnsw.npz"):
             Path(f"{self.path}.{cid}{suffix}").unlink(missing_ok=True)

@@ -52,6 +52,8 @@ class SQLiteSearch(SQLiteBase):
     def _snap_for(self, cid: int, generation: int) -> Snapshot:
         snap = self._snapshots.get(cid)
         if snap is None or snap.generation != generation:
+            if snap is not None:
+                snap.retire()  # a write replaced it: stop its first-pass build
             snap = Snapshot(generation)
             self._snapshots[cid] = snap
         return snap

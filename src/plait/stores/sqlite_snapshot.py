@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,10 @@ class DenseMatrix:
         self._queries = 0  # answered by the full scan while no first pass was built
         self._builder: threading.Thread | None = None
         self._build_lock = threading.Lock()  # held by the build; searches never wait on it
+        self._retired = threading.Event()  # replaced by a write: no first pass for it
+        #: True when a first-pass build was stopped (or its result dropped) because the
+        #: matrix had been retired: no stale pass is ever installed.
+        self.first_pass_cancelled = False
 
     def rank(
         self, query: np.ndarray, *, limit: int | None, allowed: np.ndarray | None = None
@@ -153,15 +158,27 @@ class DenseMatrix:
             return None
         return scan.candidates(query, limit, among)
 
+    def retire(self) -> None:
+        """This matrix was replaced (a write made a new generation, or its collection
+        went): a first-pass build running for it stops at its next block of rows, and
+        none is started or installed for it any more. Searches still holding it keep
+        answering by the full scan."""
+        self._retired.set()
+
     def _start_build(self) -> None:
-        """Start the first pass's build on a daemon thread, once (never blocks)."""
-        if not self._build_lock.acquire(blocking=False):
-            return  # a build is running
+        """Start the first pass's build on a daemon thread, once (never blocks). The
+        thread holds the matrix only weakly: a matrix its cache dropped (nothing else
+        holding it) stops its build as a retired one does."""
+        if self._retired.is_set() or not self._build_lock.acquire(blocking=False):
+            return  # retired, or a build is running
         try:
             if self._bounded_built or self._builder is not None:
                 return
             self._builder = threading.Thread(
-                target=self.build_first_pass, name="plait-dense-first-pass", daemon=True
+                target=_build_in_background,
+                args=(weakref.ref(self), self._build_lock, self.matrix, self._retired),
+                name="plait-dense-first-pass",
+                daemon=True,
             )
         finally:
             self._build_lock.release()
@@ -169,18 +186,47 @@ class DenseMatrix:
 
     def build_first_pass(self) -> BoundedScan | None:
         """Build the int8 first pass now, on this thread (once; later calls return it).
-        Searches running meanwhile use the full scan."""
+        Searches running meanwhile use the full scan. A retired matrix gets none."""
         with self._build_lock:
             if not self._bounded_built:
-                self._bounded = build_bounded_scan(self.matrix)
-                self._bounded_built = True
+                self._install(build_bounded_scan(self.matrix, cancelled=self._retired.is_set))
         return self._bounded
+
+    def _install(self, scan: BoundedScan | None) -> None:
+        """Keep a finished build (the build lock held), unless the matrix was retired
+        meanwhile: a stale pass is dropped, never installed."""
+        if self._retired.is_set():
+            self.first_pass_cancelled = True
+            scan = None
+        self._bounded = scan
+        self._bounded_built = True
 
     def id_of(self, rowid: int) -> str:
         """The chunk id of a rowid that has a vector."""
         if self._by_rowid is None:
             self._by_rowid = dict(zip(self.rowids.tolist(), self.chunk_ids, strict=True))
         return self._by_rowid[rowid]
+
+
+def _build_in_background(
+    owner: weakref.ref[DenseMatrix], lock: threading.Lock, matrix: np.ndarray, retired: threading.Event
+) -> None:
+    """The background first-pass build of :meth:`DenseMatrix._start_build`: stopped
+    between blocks once the matrix is retired or dropped (only ``owner``, a weak
+    reference, names it here)."""
+
+    def stale() -> bool:
+        return retired.is_set() or owner() is None
+
+    with lock:
+        held = owner()
+        if held is None or held._bounded_built:
+            return
+        del held  # not kept alive by its own build
+        scan = build_bounded_scan(matrix, cancelled=stale)
+        held = owner()
+        if held is not None:
+            held._install(scan)
 
 
 class Snapshot:
@@ -192,6 +238,12 @@ class Snapshot:
         self.dense: DenseMatrix | None = None
         self.ann_synced = False  # the ANN graph was checked against this generation
         self.counts: tuple[Any, ...] | None = None  # (chunks, without vector, sources)
+
+    def retire(self) -> None:
+        """A newer generation replaced this one (or the collection went): its matrix's
+        first-pass build, if any, stops (:meth:`DenseMatrix.retire`)."""
+        if self.dense is not None:
+            self.dense.retire()
 
 
 def load_lexical(db: sqlite3.Connection, cid: int) -> LexicalIndex:
