@@ -1,6 +1,7 @@
-"""One ask reads its collection once for the gate: ``ensure_gate`` read the collection and
-its settings, then ask read both again for the gate's ``changedSince`` and its settings
-(on PostgreSQL one more round trip per ask). Counted on the store's calls."""
+"""One ask reads its collection once: ``ensure_gate`` read the collection and its settings,
+then ask read both again for the gate's ``changedSince`` and its settings, then its search
+read both once more (on PostgreSQL a round trip each). Now the ask's one read serves the
+gate, the settings and the search. Counted on the store's calls."""
 
 from __future__ import annotations
 
@@ -74,13 +75,14 @@ def test_an_ask_reads_its_collection_once_besides_its_search(
     engine: tuple[Plait, CountingStore], mode: str
 ) -> None:
     # by hand: the ask reads the collection and its settings once (gate check, its
-    # changedSince share, the ask settings), then runs its search, which reads both once
-    # as a search alone does; it read the collection 4 times (hybrid: the service's
-    # existence check, ensure_gate, the share; the search) and the settings 3 times
+    # changedSince share, the ask settings, and its search, given that read); a search
+    # alone reads both once. The ask read them twice before this (its own read, its
+    # search's), and the collection 4 times before that (hybrid: the service's existence
+    # check, ensure_gate, the share; the search) and the settings 3 times
     e, store = engine
     asked, searched = _reads(e, store, mode=mode)
     assert searched == Counter({"get_collection": 1, "get_settings": 1})
-    assert asked == Counter({"get_collection": 2, "get_settings": 2})
+    assert asked == Counter({"get_collection": 1, "get_settings": 1})
 
 
 def test_a_stale_gate_measured_by_the_ask_is_the_one_it_uses(engine: tuple[Plait, CountingStore]) -> None:
@@ -91,8 +93,8 @@ def test_a_stale_gate_measured_by_the_ask_is_the_one_it_uses(engine: tuple[Plait
     store.calls.clear()
     answer = e.ask("How does the widget 7 rotate its keys?", collection="kb")
     assert answer.gate is not None and answer.gate.calibrated_by == "ask" and answer.gate.changed_since == 0.0
-    # the ask's read, the calibration's own (calibrate_gate) and the search's
-    assert store.calls["get_collection"] == 3
+    # the ask's read and the calibration's own (calibrate_gate); the search uses the ask's
+    assert store.calls["get_collection"] == 2
 
 
 def test_asking_a_missing_collection_is_not_found(engine: tuple[Plait, CountingStore]) -> None:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
@@ -70,6 +71,7 @@ from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
 from plait.staleness import searchable_count
+from plait.stores.base import SearchScopeStore
 from plait.types import CardHit, Hit, Model, Origin, SearchMode, heading_path
 from plait.usage import metering
 
@@ -325,8 +327,16 @@ def _with_llm(llm: LLM, req: AskRequest, sources: list[Hit], base: dict[str, Any
 
 
 def answer_question(engine: AskEngine, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
-    """Answer one question over ``collection`` (see the module docstring)."""
-    read = read_collection(engine.store, collection)  # once: the gate, its share and the settings
+    """Answer one question over ``collection`` (see the module docstring). On a store
+    with search scopes (PostgreSQL) the whole ask is one scope: its one read of the
+    collection (and its key) serves the gate, the settings and the search."""
+    store = engine.store
+    with store.search_scope(collection) if isinstance(store, SearchScopeStore) else nullcontext():
+        return _answer(engine, collection, request)
+
+
+def _answer(engine: AskEngine, collection: str, request: AskRequest | Mapping[str, Any]) -> AskResult:
+    read = read_collection(engine.store, collection)  # once: the gate, its share, the settings, the search
     if read is None:
         raise NotFoundError(f"collection {collection!r} does not exist")
     req = _validated(request)
@@ -352,7 +362,7 @@ def answer_question(engine: AskEngine, collection: str, request: AskRequest | Ma
     # cards are searched only when their scope is named (no refinery is opened otherwise)
     names_cards = bool(req.scopes) and CARD_SCOPE in (req.scopes or ())
     drafts = engine.refinery.drafts_count(collection, req.include_drafts) if names_cards else True
-    result = engine.search_request(collection, search, drafts_visible=drafts)
+    result = engine.search_known(collection, search, known=(info, saved), drafts_visible=drafts)
     wanted = content_stems(req.question)
     lexical_ran = req.mode != SearchMode.VECTOR
     if lexical_ran:  # mode vector never asks the lexical index: no word is known unknown

@@ -61,6 +61,18 @@ class CardMatcher(Protocol):
 class AskEngine(Searcher, Protocol):
     """A :class:`Searcher` that can also match FAQ cards (``refinery``): what ask uses."""
 
+    def search_known(
+        self,
+        collection: str,
+        request: SearchRequest | Mapping[str, Any],
+        *,
+        known: tuple[CollectionInfo, CollectionSettings],
+        drafts_visible: bool = True,
+    ) -> SearchResult:
+        """:meth:`Searcher.search_request` with the collection and its settings as the
+        caller just read them (inside the store's search scope), not read again."""
+        ...
+
     @property
     def refinery(self) -> CardMatcher:
         """The FAQ cards of this engine."""

@@ -97,22 +97,46 @@ class QueryingMixin(EngineBase):
         scope = self.store.search_scope(collection) if isinstance(self.store, SearchScopeStore) else nullcontext()
         with scope:  # one read of the collection's state for the whole search (see SearchScopeStore)
             info, raw = self._collection_and_settings(collection)
-            if _wants_qa_first(request):
-                return self.refinery.search(collection, request, drafts_visible=drafts_visible)
-            saved = None if raw is None else parse_settings(raw, collection=collection)
-            setup = self._query_setup(
-                collection, request, info=info, drafts_visible=drafts_visible, saved_settings=saved
+            saved = None if raw is None or _wants_qa_first(request) else parse_settings(raw, collection=collection)
+            return self._search_read(collection, request, info, saved, drafts_visible=drafts_visible)
+
+    def search_known(
+        self,
+        collection: str,
+        request: SearchRequest | Mapping[str, Any],
+        *,
+        known: tuple[CollectionInfo, CollectionSettings],
+        drafts_visible: bool = True,
+    ) -> SearchResult:
+        """:meth:`search_request` with the collection and its settings as the caller just
+        read them (:func:`~plait.collection_settings.read_collection`), not read again.
+        The caller holds the store's search scope open around its read and this (ask
+        does), so the search answers from the key that read saw."""
+        return self._search_read(collection, request, known[0], known[1], drafts_visible=drafts_visible)
+
+    def _search_read(
+        self,
+        collection: str,
+        request: SearchRequest | Mapping[str, Any],
+        info: CollectionInfo,
+        saved: CollectionSettings | None,
+        *,
+        drafts_visible: bool,
+    ) -> SearchResult:
+        """:meth:`search_request` once the collection (and, where read, its settings) is known."""
+        if _wants_qa_first(request):
+            return self.refinery.search(collection, request, drafts_visible=drafts_visible)
+        setup = self._query_setup(collection, request, info=info, drafts_visible=drafts_visible, saved_settings=saved)
+        with self.metered(collection, "query"):
+            result = self._search.search(
+                collection, request, embedder=setup.embedder, embedder_note=setup.note, info=info,
+                also_hidden=setup.hidden, saved_settings=saved,
             )
-            with self.metered(collection, "query"):
-                result = self._search.search(
-                    collection, request, embedder=setup.embedder, embedder_note=setup.note, info=info,
-                    also_hidden=setup.hidden, saved_settings=saved,
-                )
-            empty = self._empty_scopes(collection, validated(request).scopes)
-            if empty:
-                result = result.model_copy(update={"notes": [*result.notes, empty]})
-            self.events.searched(collection, result)
-            return with_snippets(result)
+        empty = self._empty_scopes(collection, validated(request).scopes)
+        if empty:
+            result = result.model_copy(update={"notes": [*result.notes, empty]})
+        self.events.searched(collection, result)
+        return with_snippets(result)
 
     def _collection(self, collection: str) -> CollectionInfo:
         """The collection, or NotFoundError."""
