@@ -366,8 +366,8 @@ def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, fa
                         outcome = "correct" if cited & relevant else "wrong"
                     tables[mode][kind][outcome] += 1
                     if mode == "extractive" and kind == "answerable" and text in KIND_OF:
-                        row = by_query_kind.setdefault(KIND_OF[text], {"correct": 0, "wrong": 0, "refused": 0})
-                        row[outcome] += 1
+                        tally = by_query_kind.setdefault(KIND_OF[text], {"correct": 0, "wrong": 0, "refused": 0})
+                        tally[outcome] += 1
                     if mode == "extractive" and kind == "answerable" and outcome != "correct":
                         misses.append(_miss(engine, text, relevant, outcome, result, doc_of))
                     if mode == "fake-llm":
@@ -378,7 +378,7 @@ def run_dataset(data: Path, name: str, cache: Path, embedder: CachedEmbedder, fa
                 unknown = unknown_terms(engine.store, "default", text, content_stems(text))
                 own, where = _sentence_cosines(embedder, text, hits)
                 signals = {**_signals(text, hits, unknown), "bestSentenceCosine": max(own, default=0.0)}
-                row = {"text": text, "kind": kind, "relevant": relevant, "hits": hits, "unknown": unknown,
+                row: dict[str, Any] = {"text": text, "kind": kind, "relevant": relevant, "hits": hits, "unknown": unknown,
                        "queryKind": KIND_OF.get(text) if kind == "answerable" else None,
                        "bestSentenceRelevant": where is not None and doc_of.get(hits[where - 1].chunk_id) in relevant}
                 if judge is not None:

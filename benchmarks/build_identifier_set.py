@@ -102,8 +102,8 @@ def main() -> None:
             handle.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
     with (OUT / "qrels" / "test.tsv").open("w", encoding="utf-8") as handle:
         handle.write("query-id\tcorpus-id\tscore\n")
-        for qid, doc in qrels:
-            handle.write(f"{qid}\t{doc}\t1\n")
+        for qid, relevant_id in qrels:
+            handle.write(f"{qid}\t{relevant_id}\t1\n")
     print(f"{len(corpus)} documents, {len(queries)} queries, {len(qrels)} judgements → {OUT}")
 
 

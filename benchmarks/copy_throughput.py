@@ -30,6 +30,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+from psycopg import sql
 
 from plait.analysis import analyse
 from plait.copying import copy_collection, verify_copy
@@ -122,7 +123,7 @@ def main() -> None:
             runs["postgres->sqlite"] = timed(pg, back)
             back.close()
             with pg._tx() as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         finally:
             pg.close()
     sqlite.close()
@@ -140,7 +141,9 @@ def _cpu() -> str:
 
 
 def _write(args: argparse.Namespace, runs: dict[str, object], fill_seconds: float) -> None:
-    load = (runs.pop("loadBefore"), os.getloadavg()[0])
+    before = runs.pop("loadBefore")
+    assert isinstance(before, float)
+    load = (before, os.getloadavg()[0])
     result = {
         "chunks": args.chunks, "perSource": args.per_source, "dimension": args.dimension,
         "milvusChunks": args.milvus_chunks, "fillSeconds": round(fill_seconds, 1), "runs": runs, "label": args.label,

@@ -27,7 +27,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT.parent / "shared" / "data" / "scifact" / "queries.jsonl"  # ../shared/data beside the repository
@@ -74,8 +74,10 @@ def main() -> None:
             info = probe.store.get_collection(args.collection)
         assert info is not None
 
+        recorded = cast(str, info.embedder_provider)  # as recorded (None included): check_model compares it
+
         class Hasher(FakeEmbedder):
-            provider = info.embedder_provider
+            provider = recorded
 
         embedder = Hasher(dimension=info.dimension or 384, model=info.embedder_model or "hash-384")
         with Plait(str(db), embedder=embedder) as engine:
@@ -102,7 +104,7 @@ def main() -> None:
     medians = {key: round(statistics.median(values), 3) for key, values in sorted(spent.items())}
     means = {key: round(statistics.mean(values), 3) for key, values in sorted(spent.items())}
     busy = max(loads) >= BUSY_LOAD
-    report = {
+    report: dict[str, Any] = {
         "machine": {
             "cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -155,7 +155,8 @@ def collect(spec: str, cache: Path | None) -> dict[str, Any]:
     dataset, _, embedder = spec.partition(":")
     path = cache / f"{dataset}_{embedder}.pkl" if cache else None
     if path is not None and path.exists():
-        return pickle.loads(path.read_bytes())
+        cached: dict[str, Any] = pickle.loads(path.read_bytes())
+        return cached
     select_split, report_split = SPLITS[dataset]
     with prepared(DATA[dataset], split=report_split, embedder=embedder) as ready:
         select = load_beir(DATA[dataset], split=select_split)
@@ -347,8 +348,8 @@ def select(runs: list[dict[str, Any]], fast: dict[str, dict[str, dict[str, float
            variants: list[Variant], chosen_qids: dict[str, list[str]]) -> tuple[Variant, list[dict[str, Any]]]:
     """The held-out rule (module docstring) on ``chosen_qids`` per run: feasible on every
     run, then the highest mean Δ vs the run's better arm."""
-    table = []
-    arms = {}
+    table: list[dict[str, Any]] = []
+    arms: dict[str, float] = {}
     for data in runs:
         qids = chosen_qids[data["run"]]
         qrels = {**data["splits"][data["select"]], **data["splits"][data["report"]]}
@@ -398,10 +399,10 @@ def crossfit(runs: list[dict[str, Any]], fast: dict[str, Any], variants: list[Va
     out: dict[str, Any] = {"folds": [], "outOfFold": {}}
     oof: dict[str, dict[str, float]] = {d["run"]: {} for d in faquad}
     for f in (0, 1):
-        qids = {d["run"]: (folds[f] if d["run"].startswith("faquad") else selection_qids(d)) for d in runs}
-        chosen, _ = select(runs, fast, variants, qids)
+        fold_qids = {d["run"]: (folds[f] if d["run"].startswith("faquad") else selection_qids(d)) for d in runs}
+        chosen, _ = select(runs, fast, variants, fold_qids)
         held = folds[1 - f]
-        row = {"fold": f, "selectQueries": len(folds[f]), "chosen": chosen.name, "test": {}}
+        row: dict[str, Any] = {"fold": f, "selectQueries": len(folds[f]), "chosen": chosen.name, "test": {}}
         for d in runs:
             is_faquad = d["run"].startswith("faquad")
             sub = held if is_faquad else sorted(d["splits"][d["report"]])
@@ -475,7 +476,8 @@ def report_run(data: dict[str, Any], rows: dict[str, Variant | str], chosen: str
         if abs(engine[q] - scores["default"][q]) > 1e-9:
             raise SystemExit(f"{data['run']} {q}: fast default {scores['default'][q]} ≠ engine {engine[q]}")
         for name in ("default", "chosen"):
-            key = rows[name].name if isinstance(rows[name], Variant) else name
+            named = rows[name]
+            key = named.name if isinstance(named, Variant) else name
             if abs(fast[key][q] - scores[name][q]) > 1e-9:
                 raise SystemExit(f"{data['run']} {q}: fast nDCG {fast[key][q]} ≠ ir-measures {scores[name][q]}")
     out: dict[str, Any] = {"run": data["run"], "split": data["report"], "chosen": chosen, "subsets": {}}
@@ -723,10 +725,10 @@ def main() -> None:
     by_name = {v.name: v for v in variants}
     rank = next((i for i, t in enumerate(feasible, start=1) if t["variant"] == DEFAULT), None)
     top = []
-    for t in feasible[:10]:
-        tests = {d["run"]: round(mean_over(fast[d["run"]][t["variant"]], sorted(d["splits"][d["report"]])), 4)
+    for entry in feasible[:10]:
+        tests = {d["run"]: round(mean_over(fast[d["run"]][entry["variant"]], sorted(d["splits"][d["report"]])), 4)
                  for d in runs}
-        top.append({**{k: t[k] for k in ("variant", "meanDelta", "deltas")}, "test": tests})
+        top.append({**{k: entry[k] for k in ("variant", "meanDelta", "deltas")}, "test": tests})
     rows: dict[str, Variant | str] = {"bm25": "bm25", "vector": "vector", "default": by_name[DEFAULT],
                                       "chosen": chosen, **REFERENCES}
     reports = [report_run(d, rows, chosen.name, fast[d["run"]]) for d in runs]

@@ -384,7 +384,7 @@ def agreement(latent: Latent, count: int) -> dict[str, Any]:
         for (ids, vals), (rids, rvals) in zip(latent.encode(texts, kind), ref, strict=True):
             a, b = np.zeros(latent.head.features), np.zeros(latent.head.features)
             a[ids], b[rids] = vals, rvals
-            cosines.append(float(a @ b / max(1e-12, np.linalg.norm(a) * np.linalg.norm(b))))
+            cosines.append(float(a @ b / max(1e-12, float(np.linalg.norm(a) * np.linalg.norm(b)))))
             overlaps.append(len(set(ids[:20].tolist()) & set(rids[:20].tolist())) / 20)
         out[kind] = {"cosineMean": round(float(np.mean(cosines)), 4), "cosineMin": round(float(np.min(cosines)), 4),
                      "top20Overlap": round(float(np.mean(overlaps)), 3)}

@@ -97,7 +97,7 @@ def _segments(store: MilvusStore) -> dict[str, Any]:
     rec = store._record(COLLECTION)
     name = rec["layout"]["name"]
     try:
-        from milvus_lite.server_manager import server_manager_instance
+        from milvus_lite.server_manager import server_manager_instance  # type: ignore[import-untyped]
 
         server = server_manager_instance._servers.get(str(Path(store.uri).resolve()))
         if server is None:

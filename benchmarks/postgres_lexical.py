@@ -281,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         def store_ranker(store: Any) -> Ranker:
             def rank(text: str) -> list[tuple[str, float]]:
                 exact, stems = terms(text)
-                return store.lexical_search(COLLECTION, exact, stems, limit=DEPTH)
+                hits: list[tuple[str, float]] = store.lexical_search(COLLECTION, exact, stems, limit=DEPTH)
+                return hits
 
             return rank
 

@@ -51,12 +51,8 @@ from typing import Any
 from psycopg import sql
 
 from plait.stores.base import BM25Params, Filters
-from plait.stores.postgres_queries import (
-    TermStats,
-    filter_sql,
-    lexical_keys,
-    term_weights,
-)
+from plait.stores.postgres_queries import filter_sql
+from postgres_lexical_sql import TermStats, lexical_keys, term_weights  # frozen with it: gone from the store
 
 __all__ = ["PRUNE_MIN_POSTINGS", "SEED_POSTINGS", "Candidate", "lexical_query", "prunable", "rescore"]
 

@@ -57,6 +57,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
@@ -65,7 +66,7 @@ if str(ROOT / "src") not in sys.path:
 import psycopg
 from psycopg import sql
 
-import plait.stores.postgres as postgres_module
+import plait.stores.postgres_base as postgres_module  # where the store calls migrate
 from plait.analysis import STOPWORDS, analyse_query
 from plait.evaluation.runner import machine_info
 from plait.service import Plait
@@ -88,12 +89,8 @@ CHUNK_COLUMNS = (
 def pinned_version(version: int) -> Iterator[None]:
     """Stores opened inside migrate only up to ``version`` (to measure older layouts
     next to the latest in one run)."""
-    original = postgres_module.migrate
-    postgres_module.migrate = functools.partial(migrate, target=version)  # type: ignore[assignment]
-    try:
+    with mock.patch.object(postgres_module, "migrate", functools.partial(migrate, target=version)):
         yield
-    finally:
-        postgres_module.migrate = original  # type: ignore[assignment]
 
 
 def documents(corpus: Path, copies: int, *, edited: set[str] | None = None) -> Iterator[SourceDocument]:

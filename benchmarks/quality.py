@@ -71,7 +71,7 @@ def loss_analysis(outcome: EvalOutcome, qrels: dict[str, dict[str, int]], querie
     if not {"bm25", "vector", DEFAULT_HYBRID} <= set(scores):
         return {}
     ndcg = {name: scores[name]["ndcg@10"] for name in ("bm25", "vector", DEFAULT_HYBRID)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for qid in qrels:
         best_arm = "bm25" if ndcg["bm25"][qid] >= ndcg["vector"][qid] else "vector"
         delta = ndcg[DEFAULT_HYBRID][qid] - ndcg[best_arm][qid]
@@ -95,7 +95,8 @@ def loss_analysis(outcome: EvalOutcome, qrels: dict[str, dict[str, int]], querie
 
     def other_rank(row: dict[str, Any]) -> int | None:
         other = "vector" if row["lostTo"] == "bm25" else "bm25"
-        return row["firstRelevantRank"][other]
+        rank: int | None = row["firstRelevantRank"][other]
+        return rank
 
     summary: dict[str, Any] = {"queries": len(qrels), "hybridBelowBestArm": len(rows)}
     for arm in ("bm25", "vector"):

@@ -184,14 +184,14 @@ def dense_centred(ctx: Context, qid: str) -> tuple[str, list[str]]:
 def expansion_terms(stems_of_top: Sequence[Sequence[str]], query_stems: Sequence[str]) -> list[str]:
     """The ``PRF_TERMS`` stems most frequent (length-normalised) in the feedback chunks,
     in at least ``PRF_MIN_DF`` of them, not digits, not shorter than 3, not in the query."""
-    weight: Counter[str] = Counter()
+    weight: dict[str, float] = {}
     df: Counter[str] = Counter()
     for stems in stems_of_top:
         counts = Counter(stems)
         total = sum(counts.values()) or 1
         df.update(counts.keys())
         for term, tf in counts.items():
-            weight[term] += tf / total
+            weight[term] = weight.get(term, 0.0) + tf / total
     wanted = set(query_stems)
     kept = {t: w for t, w in weight.items() if t not in wanted and len(t) > 2 and not t.isdigit() and df[t] >= PRF_MIN_DF}
     return sorted(kept, key=lambda t: (-kept[t], t))[:PRF_TERMS]

@@ -253,10 +253,11 @@ def _hybrid_with_e5(db: Path, texts: list[str], precomputed: type, repeats: int)
     except Exception as exc:
         return {"e5_skipped": f"{type(exc).__name__}: {exc}"}
 
-    class WithE5(precomputed):  # type: ignore[misc, valid-type]
+    class WithE5(precomputed):  # type: ignore[misc]  # a class made at run time
         def embed_query(self, text: str) -> np.ndarray:
             e5.embed_query(text)
-            return super().embed_query(text)
+            vector: np.ndarray = super().embed_query(text)
+            return vector
 
         def cached_query(self, text: str) -> np.ndarray | None:
             # held only when e5's own query cache holds the query (warm), never when cold
@@ -334,14 +335,17 @@ class _Recording:
 
     @property
     def dimension(self) -> int | None:
-        return self.inner.dimension
+        dimension: int | None = self.inner.dimension
+        return dimension
 
     def embed_documents(self, texts: Any) -> np.ndarray:
         self.batches.append(list(texts))
-        return self.inner.embed_documents(texts)
+        vectors: np.ndarray = self.inner.embed_documents(texts)
+        return vectors
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
+        vector: np.ndarray = self.inner.embed_query(text)
+        return vector
 
 
 class _Instant:
@@ -356,7 +360,8 @@ class _Instant:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
 
 
 def _timed(fn: Any) -> tuple[float, float]:
@@ -369,7 +374,7 @@ def _timed(fn: Any) -> tuple[float, float]:
 def _ingest(db: Path, embedder: _Recording, sample: Path, chunks: int) -> None:
     from plait.service import Plait
 
-    with Plait(str(db), embedder=embedder) as p:  # type: ignore[arg-type]
+    with Plait(str(db), embedder=embedder) as p:
         report = p.index(sample, collection="s")
     if report.embedding.embedded != chunks:
         raise RuntimeError(f"expected {chunks} chunks embedded: {report}")
@@ -569,7 +574,8 @@ def _child(*args: str) -> dict[str, Any]:
                           check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
 
 
 def dense(sizes: list[int], repeats: int) -> dict[str, Any]:

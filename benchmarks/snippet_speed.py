@@ -99,7 +99,7 @@ def main() -> None:
         new = after(result)
         new_ms.append((time.perf_counter() - t) * 1000)
         identical += old == new
-    report = {
+    report: dict[str, Any] = {
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "python": platform.python_version(), "load_average_start": load,
                     "date": datetime.now(UTC).isoformat(timespec="seconds")},

@@ -11,4 +11,5 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # Lint and types first (configuration in pyproject.toml); then the tests.
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/mypy
+.venv/bin/mypy --strict benchmarks  # the benchmark scripts too (their untyped imports: pyproject.toml)
 exec .venv/bin/python -m pytest "$@"
