@@ -11,7 +11,7 @@ from plait._text import valid_text
 from plait.collection_settings import CollectionSettings, parse_settings
 from plait.embeddings import Embedder
 from plait.embeddings.guard import GuardedEmbedder
-from plait.errors import NotFoundError
+from plait.errors import NotFoundError, PlaitError
 from plait.ingest import check_model
 from plait.request_body import request_body
 from plait.retrieval.request import validated
@@ -19,7 +19,7 @@ from plait.search import SearchRequest
 from plait.service_base import NONE as _NONE
 from plait.service_base import EngineBase
 from plait.snippets import with_snippets
-from plait.stores.base import CollectionReadStore, SearchScopeStore
+from plait.stores.base import AheadScopeStore, CollectionReadStore, SearchScopeStore
 from plait.types import CollectionInfo, SearchResult
 
 if TYPE_CHECKING:
@@ -94,11 +94,31 @@ class QueryingMixin(EngineBase):
 
         ``drafts_visible=False`` (a reader over HTTP or MCP) hides the FAQ cards not yet
         approved from a search that names the ``faq-card`` scope."""
-        scope = self.store.search_scope(collection) if isinstance(self.store, SearchScopeStore) else nullcontext()
-        with scope:  # one read of the collection's state for the whole search (see SearchScopeStore)
-            info, raw = self._collection_and_settings(collection)
-            saved = None if raw is None or _wants_qa_first(request) else parse_settings(raw, collection=collection)
-            return self._search_read(collection, request, info, saved, drafts_visible=drafts_visible)
+        ahead = isinstance(self.store, AheadScopeStore)
+        for attempt in (0, 1):
+            scope = (
+                self.store.search_scope(collection, ahead=attempt == 0) if isinstance(self.store, AheadScopeStore)
+                else self.store.search_scope(collection) if isinstance(self.store, SearchScopeStore)
+                else nullcontext()
+            )
+            with scope:  # one read of the collection's state for the whole search (see SearchScopeStore)
+                try:
+                    info, raw = self._collection_and_settings(collection)
+                    saved = None if raw is None or _wants_qa_first(request) else parse_settings(raw, collection=collection)
+                    result, final = self._search_unfinished(collection, request, info, saved, drafts_visible=drafts_visible)
+                except PlaitError:
+                    if ahead and attempt == 0 and not self._ahead_held(collection):
+                        continue  # raised on values the collection no longer has: run again
+                    raise
+                if ahead and attempt == 0 and not self._ahead_held(collection):
+                    continue  # the collection changed before the search began: run again
+                return result if final else self._finished(collection, result)
+        raise AssertionError("unreachable: the second attempt does not read ahead")  # pragma: no cover
+
+    def _ahead_held(self, collection: str) -> bool:
+        """False when the store answered the search's first read ahead and then read
+        something else (:class:`~plait.stores.base.AheadScopeStore`): run it again."""
+        return not isinstance(self.store, AheadScopeStore) or self.store.ahead_held(collection)
 
     def search_known(
         self,
@@ -112,9 +132,10 @@ class QueryingMixin(EngineBase):
         read them (:func:`~plait.collection_settings.read_collection`), not read again.
         The caller holds the store's search scope open around its read and this (ask
         does), so the search answers from the key that read saw."""
-        return self._search_read(collection, request, known[0], known[1], drafts_visible=drafts_visible)
+        result, final = self._search_unfinished(collection, request, known[0], known[1], drafts_visible=drafts_visible)
+        return result if final else self._finished(collection, result)
 
-    def _search_read(
+    def _search_unfinished(
         self,
         collection: str,
         request: SearchRequest | Mapping[str, Any],
@@ -122,10 +143,12 @@ class QueryingMixin(EngineBase):
         saved: CollectionSettings | None,
         *,
         drafts_visible: bool,
-    ) -> SearchResult:
-        """:meth:`search_request` once the collection (and, where read, its settings) is known."""
+    ) -> tuple[SearchResult, bool]:
+        """:meth:`search_request` once the collection (and, where read, its settings) is
+        known: the result and whether it is final (a FAQ card's answer) or still gets its
+        event and snippets (:meth:`_finished`)."""
         if _wants_qa_first(request):
-            return self.refinery.search(collection, request, drafts_visible=drafts_visible)
+            return self.refinery.search(collection, request, drafts_visible=drafts_visible), True
         setup = self._query_setup(collection, request, info=info, drafts_visible=drafts_visible, saved_settings=saved)
         with self.metered(collection, "query"):
             result = self._search.search(
@@ -135,6 +158,9 @@ class QueryingMixin(EngineBase):
         empty = self._empty_scopes(collection, validated(request).scopes)
         if empty:
             result = result.model_copy(update={"notes": [*result.notes, empty]})
+        return result, False
+
+    def _finished(self, collection: str, result: SearchResult) -> SearchResult:
         self.events.searched(collection, result)
         return with_snippets(result)
 

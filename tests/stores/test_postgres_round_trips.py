@@ -27,6 +27,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+import plait.stores.postgres_ahead as ahead
 from plait.collection_settings import write_settings
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import NotFoundError
@@ -79,8 +80,14 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Wire]:
         with pipeline(self) as p:
             yield p
 
+    def counted_send(conn: psycopg.Connection, params: Any, *, prepared: bool) -> None:
+        wire.trips.append([ahead.STATEMENT])  # the collection's read, sent by libpq itself
+        send(conn, params, prepared=prepared)
+
+    send = ahead.send
     monkeypatch.setattr(psycopg.Connection, "execute", counted_execute)
     monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
+    monkeypatch.setattr(ahead, "send", counted_send)
     yield wire
     monkeypatch.undo()
 

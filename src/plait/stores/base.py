@@ -22,6 +22,7 @@ from plait.types import Chunk, CollectionInfo
 from plait.usage import UsageRow
 
 __all__ = [
+    "AheadScopeStore",
     "BM25Params",
     "BulkStore",
     "Change",
@@ -402,6 +403,23 @@ class SearchScopeStore(Protocol):
     def search_scope(self, collection: str) -> AbstractContextManager[None]:
         """Inside the block, this thread's reads of ``collection`` may answer as of the
         block's first read of it; writes committed before that read are always seen."""
+        ...
+
+
+@runtime_checkable
+class AheadScopeStore(Protocol):
+    """A :class:`SearchScopeStore` whose scope may answer its first read from the last one
+    while the read is in flight (PostgreSQL: the round trip overlaps the search's work)."""
+
+    def search_scope(self, collection: str, *, ahead: bool = False) -> AbstractContextManager[None]:
+        """:meth:`SearchScopeStore.search_scope`; ``ahead``: the block's first read of
+        ``collection`` may answer before the store has heard back."""
+        ...
+
+    def ahead_held(self, collection: str) -> bool:
+        """False when this thread's open scope answered its first read ahead and the store
+        then read something else: whatever the block computed must be computed again
+        (in a scope without ``ahead``)."""
         ...
 
 

@@ -47,13 +47,15 @@ from plait.stores.base import (
     StoredChunk,
 )
 from plait.stores.lexical_index import DEFAULT_BUDGET
+from plait.stores.postgres_ahead import PostgresInfo
 from plait.stores.postgres_base import now as _now
 from plait.stores.postgres_base import vec as _vec
 from plait.stores.postgres_dense import DEFAULT_DENSE_BUDGET
 from plait.stores.postgres_incremental import DEFAULT_SHARE
+from plait.stores.postgres_info import INFO, INFO_SETTINGS, info_of
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
-from plait.stores.postgres_rows import DEFAULT_ROW_BUDGET, PostgresRows
+from plait.stores.postgres_rows import DEFAULT_ROW_BUDGET
 from plait.stores.postgres_write import build_hnsw, check_dimension, write_sources
 from plait.stores.records import Records
 from plait.stores.records_import import import_side_files
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 
 
 
-class PostgresStore(PostgresRows):
+class PostgresStore(PostgresInfo):
     """A :class:`~plait.stores.base.Store` in a PostgreSQL database with pgvector.
 
     ``dsn`` is a libpq URL or key/value string. ``schema`` (created if missing) puts
@@ -127,34 +129,12 @@ class PostgresStore(PostgresRows):
         self._written = 0
 
     # collections -------------------------------------------------------------------
-    # One statement: the chunk count is the one the statistics triggers keep, chunks
-    # without a vector come from their partial index, sources from their table (a
-    # source row exists exactly while the source holds chunks).
-    _INFO = (
-        "SELECT p.name, p.provider, p.model, p.dimension, p.n_chunks, "
-        "(SELECT count(*) FROM plait_chunks c WHERE c.collection_id = p.id AND c.vector IS NULL), "
-        "(SELECT count(*) FROM plait_sources s WHERE s.collection_id = p.id), "
-        "p.created_at, (SELECT max(s.last_indexed_at) FROM plait_scopes s WHERE s.collection_id = p.id) "
-        "FROM plait_collections p"
-    )
-
-    _INFO_SETTINGS = _INFO.replace(" FROM plait_collections p", ", p.settings, p.id, p.generation, p.revision FROM plait_collections p") + (
-        " WHERE p.name = %s"
-    )
-
-    @staticmethod
-    def _info(row: Sequence[Any]) -> CollectionInfo:
-        return CollectionInfo(
-            name=row[0],
-            embedder_provider=row[1],
-            embedder_model=row[2],
-            dimension=row[3],
-            chunks=int(row[4]),
-            chunks_without_vector=int(row[5]),
-            sources=int(row[6]),
-            created_at=row[7],
-            last_indexed_at=row[8],
-        )
+    # One statement (plait.stores.postgres_info): the chunk count the statistics
+    # triggers keep, chunks without a vector from their partial index, sources from
+    # their table (counted once per collection key).
+    _INFO = INFO
+    _INFO_SETTINGS = INFO_SETTINGS
+    _info = staticmethod(info_of)
 
     def ensure_collection(self, name: str) -> CollectionInfo:
         with self._tx() as conn:
@@ -166,21 +146,6 @@ class PostgresStore(PostgresRows):
             row = conn.execute(self._INFO + " WHERE p.name = %s", (name,)).fetchone()
             assert row is not None  # just inserted, or already there
             return self._info(row)
-
-    def get_collection(self, name: str) -> CollectionInfo | None:
-        with self._read() as conn:
-            row = conn.execute(self._INFO + " WHERE p.name = %s", (name,), prepare=self._prepare).fetchone()
-        return self._info(row) if row else None
-
-    def collection_with_settings(self, name: str) -> tuple[CollectionInfo, dict[str, Any]] | None:
-        """The collection and its settings in one statement (a search's first read; its
-        key is what the rest of an open search scope answers from)."""
-        with self._read() as conn:
-            row = conn.execute(self._INFO_SETTINGS, (name,), prepare=self._prepare).fetchone()
-        if row is None:
-            return None
-        self._saw(name, int(row[10]), row[3], (int(row[11]), int(row[12])), int(row[4]))
-        return self._info(row), dict(row[9])
 
     def list_collections(self) -> list[CollectionInfo]:
         with self._read() as conn:

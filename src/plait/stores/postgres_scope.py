@@ -15,6 +15,11 @@ check, and the scope then remembers the key that check read.
 
 A scope holds four integers per collection, lives as long as the ``with`` block, and is
 never shared between threads (``threading.local``).
+
+A scope opened with ``ahead=True`` (the service's searches) may also answer that first
+statement from the last one while it is in flight (:mod:`plait.stores.postgres_ahead`):
+``ahead`` allows it, ``sent`` is set while it is in flight, and ``held`` records whether
+the row it brought back was the one the search ran with.
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ class Seen:
     dimension: int | None = None
     key: tuple[int, int] | None = None
     chunks: int = 0
+    #: The first read may be answered ahead (:mod:`plait.stores.postgres_ahead`).
+    ahead: bool = False
+    #: A read answered ahead is in flight.
+    sent: bool = False
+    #: Whether the read answered ahead found what the search ran with (None: none settled).
+    held: bool | None = None
 
     def saw(self, cid: int, dimension: int | None, key: tuple[int, int], chunks: int) -> None:
         self.cid, self.dimension, self.key, self.chunks = cid, dimension, key, chunks
@@ -53,13 +64,13 @@ class SearchScopes:
         return scopes
 
     @contextmanager
-    def scope(self, collection: str) -> Iterator[None]:
+    def scope(self, collection: str, *, ahead: bool = False) -> Iterator[Seen]:
         """Reads of ``collection`` in this thread share one key until the block ends."""
         scopes = self._open()
         outer = scopes.get(collection)
-        scopes[collection] = Seen()
+        scopes[collection] = seen = Seen(ahead=ahead)
         try:
-            yield
+            yield seen
         finally:
             if outer is None:
                 scopes.pop(collection, None)

@@ -36,7 +36,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -158,11 +158,6 @@ class PostgresSearch(PostgresBase):
                 self._lexicon.pop(known[0], None)
             self._dense.drop(known[0])
             self._sizes.pop(known[0], None)
-
-    def search_scope(self, collection: str) -> AbstractContextManager[None]:
-        """One read of ``collection``'s state for this thread's search
-        (:mod:`plait.stores.postgres_scope`)."""
-        return self._scopes.scope(collection)
 
     def _saw(self, collection: str, cid: int, dimension: int | None, key: Key, chunks: int) -> None:
         """Remember what a read found, for this thread's open search scope (if any)."""

@@ -1,0 +1,182 @@
+"""A search's first statement sent ahead on the PostgreSQL store (issue 26,
+:mod:`plait.stores.postgres_ahead`): the search runs on the collection's row as last read
+while the statement is in flight, and is run again when the statement brings back
+anything else — so every write committed before a search began is seen by it, whichever
+store object (process) wrote it. Also the sources count cached per collection key
+(:mod:`plait.stores.postgres_info`).
+
+A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import plait.stores.postgres_ahead as ahead
+from plait.embeddings.fake import FakeEmbedder
+from plait.errors import ModelMismatchError, NotFoundError
+from plait.service import Plait
+from plait.stores.postgres import PostgresStore
+from plait.testing.pg import postgres_dsn, throwaway_schema
+
+
+@pytest.fixture(scope="module")
+def pg_dsn() -> Iterator[str]:
+    with postgres_dsn("plait-pg-ahead-") as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def schema(pg_dsn: str) -> Iterator[str]:
+    with throwaway_schema(pg_dsn, "plait_ahead_") as name:
+        yield name
+
+
+def _docs(tmp_path: Path, name: str, texts: list[str]) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    for i, text in enumerate(texts):
+        (folder / f"{name}{i}.md").write_text(f"# {name} {i}\n\n{text}\n")
+    return folder
+
+
+def _corpus(tmp_path: Path) -> Path:
+    return _docs(tmp_path, "d", [f"alpha retrieval engine number {i} word{i % 3}" for i in range(12)])
+
+
+class _Log:
+    """What the store did, in order: statements sent ahead or read, answers received, arms run."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: PostgresStore) -> None:
+        self.events: list[str] = []
+        send, receive, arms = ahead.send, ahead._receive, store.search_arms
+
+        def logged_send(conn: psycopg.Connection, params: Any, *, prepared: bool) -> None:
+            self.events.append("send")
+            send(conn, params, prepared=prepared)
+
+        def logged_receive(conn: psycopg.Connection) -> Any:
+            self.events.append("receive")
+            return receive(conn)
+
+        def logged_arms(*args: Any, **kwargs: Any) -> Any:
+            self.events.append("arms")
+            return arms(*args, **kwargs)
+
+        monkeypatch.setattr(ahead, "send", logged_send)
+        monkeypatch.setattr(ahead, "_receive", logged_receive)
+        monkeypatch.setattr(store, "search_arms", logged_arms)
+
+
+def test_a_warm_search_runs_while_its_statement_is_in_flight(
+    pg_dsn: str, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = PostgresStore(pg_dsn, schema=schema)
+    with Plait(store, embedder=FakeEmbedder(dimension=16, model="hash-16")) as plait:
+        plait.index(_corpus(tmp_path), collection="c")
+        first = plait.search("alpha retrieval", collection="c", k=3)  # reads and waits
+        log = _Log(monkeypatch, store)
+        warm = plait.search("alpha retrieval", collection="c", k=3)
+        # by hand: sent, then both arms from the caches, then the answer read (and equal)
+        assert log.events == ["send", "arms", "receive"]
+        assert [h.chunk_id for h in warm.hits] == [h.chunk_id for h in first.hits]
+        assert [h.score for h in warm.hits] == [h.score for h in first.hits]
+
+
+def test_a_write_by_another_store_runs_the_search_again_and_is_seen(
+    pg_dsn: str, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader, writer = PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)
+    with Plait(writer, embedder=embedder) as indexer, Plait(reader, embedder=embedder) as plait:
+        indexer.index(_corpus(tmp_path), collection="c")
+        assert plait.search("zebra", collection="c", k=3, mode="lexical").hits == []
+        indexer.index(_docs(tmp_path, "z", ["zebra alpha retrieval"]), collection="c")
+        log = _Log(monkeypatch, reader)
+        hits = plait.search("zebra", collection="c", k=3, mode="lexical").hits
+        # by hand: sent ahead with the old row, the arm run on it (no zebra cached: its
+        # pipeline reads the answer first, the pool's connection given back), the answer
+        # differs (new generation): the search again, reading and waiting
+        assert log.events == ["send", "arms", "receive", "send", "receive", "arms"]
+        assert [h.content for h in hits] == ["# z 0\n\nzebra alpha retrieval"]
+
+
+def test_settings_written_by_another_store_are_seen_by_the_next_search(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader, writer = PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)
+    with Plait(reader, embedder=embedder) as plait:
+        plait.index(_corpus(tmp_path), collection="c")
+        assert plait.search("alpha retrieval", collection="c", k=3).fusion.method == "adaptive"
+        assert plait.search("alpha retrieval", collection="c", k=3).fusion.method == "adaptive"
+        writer.update_settings("c", {"fusion": {"method": "rrf"}})  # moves neither generation nor revision
+        assert plait.search("alpha retrieval", collection="c", k=3).fusion.method == "rrf"
+    writer.close()
+
+
+def test_a_collection_deleted_by_another_store_is_not_found(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader, writer = PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)
+    with Plait(reader, embedder=embedder) as plait:
+        plait.index(_corpus(tmp_path), collection="c")
+        assert len(plait.search("alpha retrieval", collection="c", k=3).hits) == 3
+        assert writer.delete_collection("c")
+        with pytest.raises(NotFoundError):
+            plait.search("alpha retrieval", collection="c", k=3)  # not the cached hits
+    writer.close()
+
+
+def test_an_error_raised_on_the_old_row_gives_way_to_the_new_one(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """The collection re-created by another store with this reader's embedder: the search
+    sent ahead runs on the old row (another model: refused), the answer differs, and the
+    search run again on the new row answers."""
+    corpus = _corpus(tmp_path)
+    with Plait(PostgresStore(pg_dsn, schema=schema), embedder=FakeEmbedder(dimension=16, model="old-16")) as old:
+        old.index(corpus, collection="c")
+    with Plait(PostgresStore(pg_dsn, schema=schema), embedder=FakeEmbedder(dimension=16, model="new-16")) as plait:
+        with pytest.raises(ModelMismatchError):
+            plait.search("alpha retrieval", collection="c", k=3)  # the row is now this store's last
+        with Plait(PostgresStore(pg_dsn, schema=schema), embedder=FakeEmbedder(dimension=16, model="new-16")) as new:
+            new.store.delete_collection("c")
+            new.index(corpus, collection="c")
+        assert len(plait.search("alpha retrieval", collection="c", k=3).hits) == 3
+
+
+def test_a_pool_of_one_connection_serves_a_search_that_reads_more(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """The statement in flight holds the only connection; the arms then read (a filtered
+    search reads the row ids its filter lets through): the answer is read first and the
+    connection given back, so the arms' read does not wait for a second connection (it
+    would time out)."""
+    store = PostgresStore(pg_dsn, schema=schema, min_connections=1, max_connections=1, connect_timeout=1)
+    with Plait(store, embedder=FakeEmbedder(dimension=16, model="hash-16")) as plait:
+        plait.index(_corpus(tmp_path), collection="c")
+        plait.search("alpha retrieval", collection="c", k=3)
+        hits = plait.search("word1 engine", collection="c", k=3, mode="lexical", scopes=["docs"]).hits
+        assert len(hits) == 3 and all("word1" in h.content for h in hits)
+
+
+def test_the_sources_count_follows_writes_by_another_store(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader, writer = PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)
+    with Plait(writer, embedder=embedder) as indexer:
+        indexer.index(_corpus(tmp_path), collection="c")
+        first = reader.get_collection("c")
+        assert first is not None and first.sources == 12
+        again = reader.get_collection("c")  # counted from the cache: same key
+        assert again == first
+        indexer.index(_docs(tmp_path, "z", ["zebra one", "zebra two"]), collection="c")
+        grown = reader.get_collection("c")
+        assert grown is not None and grown.sources == 14 and grown.chunks == first.chunks + 2
+        writer.delete_source("c", "z0.md")
+        both = reader.collection_with_settings("c")
+        assert both is not None and both[0].sources == 13
+        writer.delete_collection("c")
+        assert reader.get_collection("c") is None
+        writer.ensure_collection("c")  # re-created, empty: another id
+        empty = reader.get_collection("c")
+        assert empty is not None and empty.sources == 0 and empty.chunks == 0
+    reader.close()
