@@ -136,3 +136,26 @@ def test_carried_terms_count_against_the_budget() -> None:
     nxt = _apply(index, corpus, [10], {90: (["card"], ["card"])})
     assert nxt._layers == [] and nxt.carried_terms == 0  # over the budget: dropped at once
     _check(nxt, corpus)
+
+
+def test_many_removals_growth_past_the_shared_buffers_and_long_map_chains() -> None:
+    """More than 64 rows removed at once (the slice path of the chunk list), an index grown
+    past the score buffers it shares with the one before (they hold 16 rows of room:
+    dropped, new ones made) and twelve generations (position maps composed lazily,
+    chains of more than four composed at once) still rank as a fresh index."""
+    corpus = {r: v for i, v in enumerate(_corpus().values()) for r in [1000 + 10 * i]}
+    for k in range(100):
+        corpus[2000 + k] = (["card", "filler", f"w{k % 7}"], ["card"])
+    index = _index(corpus)
+    _check(index, corpus)  # buffers of 108 + 6 + 16 rows made, every query term cached
+    removed = [2000 + k for k in range(0, 100, 1)][:80]
+    index = _apply(index, corpus, removed, {3000: (["zebra", "card"], ["zebr"])})
+    _check(index, corpus)
+    grown = {4000 + k: (["checkout", "card"] * (1 + k % 3), ["chec"]) for k in range(200)}
+    index = _apply(index, corpus, [], grown)
+    assert index.size == 229
+    _check(index, corpus)
+    for g in range(12):
+        index = _apply(index, corpus, [sorted(corpus)[g]], {5000 + g: (["ledger", "card"], ["ledg"])})
+        assert all(not isinstance(m, tuple) or len(m) <= 4 for m in index._maps.values())
+    _check(index, corpus)

@@ -180,3 +180,40 @@ def test_the_sources_count_follows_writes_by_another_store(pg_dsn: str, schema: 
         empty = reader.get_collection("c")
         assert empty is not None and empty.sources == 0 and empty.chunks == 0
     reader.close()
+
+
+def test_after_a_write_the_lexical_index_advances_in_the_arms_round_trip(
+    pg_dsn: str, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search scope read the new generation first: the arms' one pipeline carries the
+    change log and the added rows with its check (one snapshot), instead of a second
+    round trip after it (the store's own ``lexical_search``, outside a scope, still makes it)."""
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader, writer = PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)
+    with Plait(writer, embedder=embedder) as indexer, Plait(reader, embedder=embedder) as plait:
+        indexer.index(_corpus(tmp_path), collection="c")
+        before = plait.search("alpha retrieval", collection="c", k=3, mode="lexical")
+        indexer.index(_docs(tmp_path, "z", ["alpha retrieval zebra alpha"]), collection="c")
+        pipelines: list[list[str]] = []
+        execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+
+        def counted(self: psycopg.Connection, query: Any, *args: Any, **kwargs: Any) -> Any:
+            text = query if isinstance(query, str) else query.as_string(self)
+            if self._pipeline is not None and pipelines:
+                pipelines[-1].append(text)
+            return execute(self, query, *args, **kwargs)
+
+        def counted_pipeline(self: psycopg.Connection) -> Any:
+            if self._pipeline is None:
+                pipelines.append([])
+            return pipeline(self)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", counted)
+        monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
+        after = plait.search("alpha retrieval", collection="c", k=3, mode="lexical")
+        monkeypatch.undo()
+        arms = [p for p in pipelines if any("plait_changes" in q for q in p)]
+        assert len(arms) == 1 and any(q.startswith("SELECT id, dimension, generation") for q in arms[0]), pipelines
+        assert not any(q.startswith("SELECT generation, revision, n_chunks") for p in pipelines for q in p)
+        assert after.hits[0].content.endswith("alpha retrieval zebra alpha") and before.hits[0].chunk_id != after.hits[0].chunk_id
+        assert len(reader._cached(reader._known["c"][0])[1].rowids) == 13  # type: ignore[index]  # advanced, not reloaded

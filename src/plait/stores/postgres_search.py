@@ -46,8 +46,7 @@ from plait.errors import NotFoundError, StoreError
 from plait.stores.ann import resolve_ann_threshold
 from plait.stores.base import BM25Params, Filters
 from plait.stores.lexical_index import DEFAULT_BUDGET, LexicalIndex
-from plait.stores.postgres_base import PostgresBase, vec
-from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
+from plait.stores.postgres_base import vec
 from plait.stores.postgres_dense import (
     DEFAULT_DENSE_BUDGET,
     DenseCache,
@@ -56,30 +55,22 @@ from plait.stores.postgres_dense import (
     load_changes,
     load_full,
 )
-from plait.stores.postgres_incremental import ADDED, DEFAULT_SHARE, LEXICAL_SHARE, advance, most_rows
+from plait.stores.postgres_incremental import DEFAULT_SHARE, most_rows
 from plait.stores.postgres_lexcache import (
-    LENGTHS,
-    POSTINGS,
     READ_SNAPSHOT,
-    allowed_query,
-    index_from,
     parse_allowed,
-    postings_from,
-    postings_keys,
     query_terms,
 )
+from plait.stores.postgres_lexload import MAX_INDEXES, LexicalLoads, Loaded, SentChanges, _Lexical
 from plait.stores.postgres_queries import uses_hnsw, vector_query
 from plait.stores.postgres_scope import SearchScopes, Seen
 from plait.stores.sqlite_snapshot import DenseMatrix
 
 __all__ = ["MAX_INDEXES", "PostgresSearch"]
 
-#: Collections whose lexical index one store keeps (least recently searched dropped).
-MAX_INDEXES = 16
 
 Ranked = list[tuple[str, float]]
 _CHECK = "SELECT id, dimension, generation, revision, n_chunks FROM plait_collections WHERE name = %s"
-_GENERATION = "SELECT generation, revision, n_chunks FROM plait_collections WHERE id = %s"
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +79,6 @@ log = logging.getLogger(__name__)
 SQL_PATH = "sql"
 
 
-Loaded = dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]
 
 
 def _loader(index: LexicalIndex, read: Loaded, held: Loaded) -> Any:
@@ -107,16 +97,7 @@ def _loader(index: LexicalIndex, read: Loaded, held: Loaded) -> Any:
     return load
 
 
-class _Lexical:
-    """What one query's lexical reads returned (cursors of one pipeline)."""
-
-    def __init__(self) -> None:
-        self.lengths: psycopg.Cursor[Any] | None = None
-        self.postings: psycopg.Cursor[Any] | None = None
-        self.allowed: psycopg.Cursor[Any] | None = None
-
-
-class PostgresSearch(PostgresBase):
+class PostgresSearch(LexicalLoads):
     """The arms of :class:`~plait.stores.postgres.PostgresStore`."""
 
     def __init__(
@@ -181,16 +162,6 @@ class PostgresSearch(PostgresBase):
                 self._lexicon.move_to_end(cid)
             return found
 
-    def _keep(self, cid: int, generation: int, index: LexicalIndex) -> None:
-        """Cache ``index`` unless a newer generation's index is cached already."""
-        with self._lexicon_lock:
-            held = self._lexicon.get(cid)
-            if held is None or held[0] <= generation:
-                self._lexicon[cid] = (generation, index)
-                self._lexicon.move_to_end(cid)
-                while len(self._lexicon) > MAX_INDEXES:
-                    self._lexicon.popitem(last=False)
-
     def search_arms(
         self,
         collection: str,
@@ -211,6 +182,7 @@ class PostgresSearch(PostgresBase):
         lexical = lexical and bool(pairs)
         filtered = filters is not None and not filters.empty
         seen = self._scopes.get(collection)
+        scope_generation = None if seen is None or seen.key is None else seen.key[0]
         if seen is not None and seen.cid is not None and seen.key is not None and not filtered:
             answered = self._from_scope(collection, seen, terms, pairs, bm25, query_vector, limit, lexical)
             if answered is not None:
@@ -244,7 +216,10 @@ class PostgresSearch(PostgresBase):
                 reads = _Lexical()
                 if query_vector is not None and not local:
                     self._dense.drop(cid)  # grown past the threshold (or the budget)
-                snapshot = (lexical and (held is None or bool(missing))) or (filtered and (lexical or local))
+                # the scope read a newer generation than the cached index's: its changes
+                # go in this round trip's snapshot (postgres_lexload)
+                stale = held is not None and scope_generation not in (None, held[0]) and self._incremental_share > 0
+                snapshot = (lexical and (held is None or bool(missing) or stale)) or (filtered and (lexical or local))
                 with conn.pipeline():
                     hnsw = query_vector is not None and not local and uses_hnsw(known[1], limit, filters)
                     ef = max(40, limit or 0)
@@ -259,6 +234,7 @@ class PostgresSearch(PostgresBase):
                         self._send_reads(
                             conn, reads, cid, lexical and held is None, missing if lexical else [], wanted
                         )
+                        changes = self._send_changes(conn, cid, held) if stale and held is not None else None
                         dense = None
                         if query_vector is not None and not local:
                             query, args = vector_query(
@@ -282,7 +258,10 @@ class PostgresSearch(PostgresBase):
                     built = self._index_from(cid, generation, held, reads, missing)
                     lexical_allowed = allowed
                     if built is None:  # the generation moved: apply its changes, or reload
-                        loaded = self._advance(conn, cid, held, pairs, filters if filtered else None)
+                        sent = None if changes is None else SentChanges(*changes, reads, missing, generation, int(now[4]))
+                        loaded = self._advance(
+                            conn, cid, held, pairs, filters if filtered else None, sent=sent, allowed=allowed
+                        )
                         if loaded is None:
                             self._forget(collection)
                             continue  # deleted meanwhile: the check says so next time
@@ -408,137 +387,6 @@ class PostgresSearch(PostgresBase):
         found, matrix, allowed = loaded
         self._dense.keep(cid, found, matrix)
         return matrix, allowed
-
-    def _send_reads(
-        self,
-        conn: psycopg.Connection,
-        reads: _Lexical,
-        cid: int,
-        lengths: bool,
-        missing: Sequence[tuple[int, str]],
-        filters: Filters | None,
-    ) -> None:
-        """Queue the lexical reads the cache needs on ``conn``'s pipeline."""
-        if lengths:
-            reads.lengths = conn.execute(LENGTHS, {"cid": cid}, prepare=self._prepare)
-        if missing:
-            reads.postings = conn.execute(
-                POSTINGS, {"cid": cid, "keys": postings_keys(missing)}, prepare=self._prepare
-            )
-        if filters is not None:
-            reads.allowed = conn.execute(*allowed_query(cid, filters), prepare=self._prepare)
-
-    def _index_from(
-        self,
-        cid: int,
-        generation: int,
-        held: tuple[int, LexicalIndex] | None,
-        reads: _Lexical,
-        missing: Sequence[tuple[int, str]],
-    ) -> tuple[LexicalIndex, Loaded] | None:
-        """The index of ``generation`` (the cached one, or one from ``reads``' lengths)
-        and the postings of ``missing`` ``reads`` holds (the ranking caches them); None
-        when the cached index is of another generation."""
-        if reads.lengths is not None:
-            index = index_from(reads.lengths.fetchone(), budget=self._lexical_budget)
-        elif held is not None and held[0] == generation:
-            index = held[1]
-        else:
-            with self._lexicon_lock:  # stale: never serve it again
-                if self._lexicon.get(cid) is held:
-                    self._lexicon.pop(cid, None)
-            return None
-        found = postings_from(reads.postings.fetchall() if reads.postings else [], missing) if missing else {}
-        self._keep(cid, generation, index)
-        return index, found
-
-    def _reload(
-        self,
-        conn: psycopg.Connection,
-        cid: int,
-        pairs: Sequence[tuple[int, str]],
-        filters: Filters | None,
-    ) -> tuple[tuple[LexicalIndex, Loaded], np.ndarray | None] | None:
-        """A fresh index of the collection's current generation with ``pairs`` loaded
-        (and the filter's row ids), all read in one snapshot; None if it is gone."""
-        reads = _Lexical()
-        with conn.pipeline(), conn.transaction():
-            conn.execute(READ_SNAPSHOT)
-            check = conn.execute(_GENERATION, (cid,), prepare=self._prepare)
-            self._send_reads(conn, reads, cid, True, pairs, filters)
-        now = check.fetchone()
-        if now is None:
-            return None
-        built = self._index_from(cid, int(now[0]), None, reads, pairs)
-        if built is None:  # pragma: no cover - lengths were read, so an index is built
-            return None
-        allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
-        return built, allowed
-
-    def _advance(
-        self,
-        conn: psycopg.Connection,
-        cid: int,
-        stale: tuple[int, LexicalIndex] | None,
-        pairs: Sequence[tuple[int, str]],
-        filters: Filters | None,
-    ) -> tuple[tuple[LexicalIndex, Loaded, Loaded], np.ndarray | None] | None:
-        """The index of the collection's current generation with ``pairs`` available (read
-        or held), and the filter's row ids, all from one snapshot: ``stale`` (the index
-        of an older generation) with only the changes since applied
-        (:mod:`plait.stores.postgres_incremental`), else a full :meth:`_reload`; None if
-        the collection is gone."""
-        if stale is None or self._incremental_share <= 0:
-            return self._full(conn, cid, pairs, filters)
-        since, old = stale
-        most = most_rows(old.size, min(self._incremental_share, LEXICAL_SHARE))
-        unknown = old.missing(pairs)  # the rest are held or carried by the new index
-        reads = _Lexical()
-        with conn.pipeline(), conn.transaction():
-            conn.execute(READ_SNAPSHOT)
-            check = conn.execute(_GENERATION, (cid,), prepare=self._prepare)
-            logged = conn.execute(CHANGES, changes_params(cid, since, most), prepare=self._prepare)
-            added = conn.execute(ADDED, changes_params(cid, since, most), prepare=self._prepare)
-            self._send_reads(conn, reads, cid, False, unknown, filters)
-        now = check.fetchone()
-        if now is None:
-            return None
-        generation, chunks = int(now[0]), int(now[2])
-        changes = changes_from(logged.fetchone(), since=since, generation=generation)
-        added_row = added.fetchone()
-        if changes is None:  # the log does not reach back, or the change is large
-            return self._full(conn, cid, pairs, filters)
-        try:
-            index = advance(old, changes, added_row)
-        except ValueError as error:
-            log.warning("reloading the lexical index of collection %s in full: %s", cid, error)
-            return self._full(conn, cid, pairs, filters)
-        if index.size != chunks:
-            log.warning(
-                "reloading the lexical index of collection %s in full: %s chunks after the change log, %s counted",
-                cid, index.size, chunks,
-            )
-            return self._full(conn, cid, pairs, filters)
-        read = postings_from(reads.postings.fetchall() if reads.postings else [], unknown) if unknown else {}
-        pinned = index.held([pair for pair in pairs if pair not in read])
-        if any(pair not in read and pair not in pinned for pair in pairs):  # evicted meanwhile
-            return self._full(conn, cid, pairs, filters)
-        self._keep(cid, generation, index)
-        allowed = None if reads.allowed is None else parse_allowed(reads.allowed.fetchone())
-        return (index, read, pinned), allowed
-
-    def _full(
-        self,
-        conn: psycopg.Connection,
-        cid: int,
-        pairs: Sequence[tuple[int, str]],
-        filters: Filters | None,
-    ) -> tuple[tuple[LexicalIndex, Loaded, Loaded], np.ndarray | None] | None:
-        loaded = self._reload(conn, cid, pairs, filters)
-        if loaded is None:
-            return None
-        (index, read), allowed = loaded
-        return (index, read, {}), allowed
 
     @staticmethod
     def _stored_dimension(conn: psycopg.Connection, cid: int) -> int | None:
