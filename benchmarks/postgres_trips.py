@@ -11,7 +11,13 @@ Query vectors are computed before timing and declared held (``cached_query``), s
 query guard's thread is not timed. Each worker also counts the round trips of one warm
 PostgreSQL search (a statement outside a pipeline, or a pipeline, is one).
 
-    python benchmarks/postgres_trips.py [--docs N] [--base REF]
+    python benchmarks/postgres_trips.py [--docs N] [--base REF] [--passes N]
+    python benchmarks/postgres_trips.py --dsn DSN --schema S --lite FILE   # an indexed pair, kept
+
+With ``--dsn``/``--schema``/``--lite`` the collection ``sf`` already indexed in both (by
+this script or by hand) is searched as it is: no server started, nothing indexed. The
+statement a search may send ahead with libpq itself (:mod:`plait.stores.postgres_ahead`)
+counts as a round trip too.
 
 Writes ``benchmarks/results/postgres_trips.{json,md}``. Wall-clock milliseconds on
 whatever machine runs it: on a shared machine read the ratios (labelled with the load).
@@ -27,6 +33,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +58,18 @@ def _count_trips(engine: Any, text: str) -> int:
 
     trips = [0]
     execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+    import importlib
+
+    try:
+        ahead: Any = importlib.import_module("plait.stores.postgres_ahead")
+    except ImportError:  # code before the statement sent ahead
+        ahead = None
+    send = None if ahead is None else ahead.send
+
+    def counted_send(*a: Any, **k: Any) -> Any:
+        trips[0] += 1
+        assert send is not None
+        return send(*a, **k)
 
     def counted(self: Any, *a: Any, **k: Any) -> Any:
         trips[0] += self._pipeline is None
@@ -62,14 +81,18 @@ def _count_trips(engine: Any, text: str) -> int:
 
     psycopg.Connection.execute = counted  # type: ignore[method-assign]
     psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign]
+    if ahead is not None:
+        ahead.send = counted_send
     try:
         engine.search(text, collection="sf", k=10)
     finally:
         psycopg.Connection.execute, psycopg.Connection.pipeline = execute, pipeline  # type: ignore[method-assign]
+        if ahead is not None:
+            ahead.send = send
     return trips[0]
 
 
-def worker(dsn: str, lite: str, texts: list[str]) -> None:
+def worker(dsn: str, lite: str, texts: list[str], schema: str = SCHEMA) -> None:
     """Serve ``pg i`` / ``lite i`` / ``trips`` lines on stdin, one JSON line back each."""
     from plait.embeddings.fake import FakeEmbedder
     from plait.service import Plait
@@ -87,7 +110,7 @@ def worker(dsn: str, lite: str, texts: list[str]) -> None:
             return vectors.get(text)
 
     engines = {
-        "pg": Plait(PostgresStore(dsn, schema=SCHEMA, vacuum_after=None), embedder=Precomputed(dimension=DIM, model="hash-384")),
+        "pg": Plait(PostgresStore(dsn, schema=schema, vacuum_after=None), embedder=Precomputed(dimension=DIM, model="hash-384")),
         "lite": Plait(lite, embedder=Precomputed(dimension=DIM, model="hash-384")),
     }
     for engine in engines.values():
@@ -115,7 +138,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=0, help="index only the first N SciFact documents (0: all)")
     ap.add_argument("--base", default="main", help="git ref of the code compared against this tree")
+    ap.add_argument("--passes", type=int, default=1, help="timed passes over the queries")
+    ap.add_argument("--dsn", help="a server holding collection sf indexed in --schema (kept; nothing indexed)")
+    ap.add_argument("--schema", default=SCHEMA)
+    ap.add_argument("--lite", help="with --dsn: the SQLite file holding collection sf")
     args = ap.parse_args()
+    if bool(args.dsn) != bool(args.lite):
+        ap.error("--dsn and --lite go together")
     sys.path.insert(0, str(ROOT / "src"))
     from plait.embeddings.fake import FakeEmbedder
     from plait.service import Plait
@@ -128,7 +157,8 @@ def main() -> None:
     out: dict[str, Any] = {"base": f"{args.base} @ {base_rev}", "this": f"HEAD @ {this_rev} (+ working tree)",
                            "queries": len(texts), "k": 10, "cpus": os.cpu_count(),
                            "load_average_start": [round(x, 1) for x in os.getloadavg()]}
-    with tempfile.TemporaryDirectory(prefix="plait-trips-") as tmp_name, private_postgres("plait-trips-pg-") as dsn:
+    server = nullcontext(args.dsn) if args.dsn else private_postgres("plait-trips-pg-")
+    with tempfile.TemporaryDirectory(prefix="plait-trips-") as tmp_name, server as dsn:
         tmp = Path(tmp_name)
         archive = subprocess.run(["git", "archive", args.base, "src"], cwd=ROOT, capture_output=True, check=True).stdout
         (tmp / "base.tar").write_bytes(archive)
@@ -139,18 +169,24 @@ def main() -> None:
             corpus = tmp / "corpus.jsonl"
             with (SCIFACT / "corpus.jsonl").open(encoding="utf-8") as src:
                 corpus.write_text("".join(line for _, line in zip(range(args.docs), src, strict=False)), encoding="utf-8")
-        lite = str(tmp / "lite.db")
-        t = time.perf_counter()
-        with Plait(PostgresStore(dsn, schema=SCHEMA, vacuum_after=None), embedder=FakeEmbedder(dimension=DIM, model="hash-384")) as pg:
-            pg.index(corpus, collection="sf")
-            pg.store.vacuum()  # type: ignore[attr-defined]
-            out["chunks"] = len(pg.store.chunk_ids("sf"))
-        with Plait(lite, embedder=FakeEmbedder(dimension=DIM, model="hash-384")) as sq:
-            sq.index(corpus, collection="sf")
-        out["index_s"] = round(time.perf_counter() - t, 1)
+        if args.dsn:
+            lite = args.lite
+            kept = PostgresStore(dsn, schema=args.schema, vacuum_after=None)
+            out["chunks"] = len(kept.chunk_ids("sf"))
+            kept.close()
+        else:
+            lite = str(tmp / "lite.db")
+            t = time.perf_counter()
+            with Plait(PostgresStore(dsn, schema=args.schema, vacuum_after=None), embedder=FakeEmbedder(dimension=DIM, model="hash-384")) as pg:
+                pg.index(corpus, collection="sf")
+                pg.store.vacuum()  # type: ignore[attr-defined]
+                out["chunks"] = len(pg.store.chunk_ids("sf"))
+            with Plait(lite, embedder=FakeEmbedder(dimension=DIM, model="hash-384")) as sq:
+                sq.index(corpus, collection="sf")
+            out["index_s"] = round(time.perf_counter() - t, 1)
         (tmp / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
         code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import postgres_trips as b; "
-                f"b.worker({dsn!r}, {lite!r}, json.load(open({str(tmp / 'texts.json')!r})))")
+                f"b.worker({dsn!r}, {lite!r}, json.load(open({str(tmp / 'texts.json')!r})), {args.schema!r})")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         procs = {
             name: subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -169,7 +205,7 @@ def main() -> None:
         lat: dict[str, list[float]] = {f"{v}_{s}": [] for v in ("base", "this") for s in ("pg", "lite")}
         same = 0
         pg_is_lite = dict.fromkeys(procs, 0)
-        for i in range(len(texts)):
+        for i in [i for _ in range(args.passes) for i in range(len(texts))]:
             hits = {}
             for store in ("pg", "lite"):
                 for name in ("base", "this"):
@@ -188,8 +224,9 @@ def main() -> None:
     out["pg_p50_ratio_this_vs_base"] = round(out["this_pg"]["p50_ms"] / out["base_pg"]["p50_ms"], 2)
     out["pg_vs_sqlite_p50_this"] = round(out["this_pg"]["p50_ms"] / out["this_lite"]["p50_ms"], 2)
     out["pg_vs_sqlite_p50_base"] = round(out["base_pg"]["p50_ms"] / out["base_lite"]["p50_ms"], 2)
-    out["identical_hits_base_vs_this"] = f"{same}/{len(texts)}"
-    out["identical_hits_pg_vs_sqlite"] = {name: f"{n}/{len(texts)}" for name, n in pg_is_lite.items()}
+    out["identical_hits_base_vs_this"] = f"{same}/{len(texts) * args.passes}"
+    out["identical_hits_pg_vs_sqlite"] = {name: f"{n}/{len(texts) * args.passes}" for name, n in pg_is_lite.items()}
+    out["passes"] = args.passes
     out["load_average_end"] = [round(x, 1) for x in os.getloadavg()]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "postgres_trips.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
