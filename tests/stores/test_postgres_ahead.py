@@ -10,6 +10,8 @@ A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
 
 from __future__ import annotations
 
+import os
+import resource
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -217,3 +219,29 @@ def test_after_a_write_the_lexical_index_advances_in_the_arms_round_trip(
         assert not any(q.startswith("SELECT generation, revision, n_chunks") for p in pipelines for q in p)
         assert after.hits[0].content.endswith("alpha retrieval zebra alpha") and before.hits[0].chunk_id != after.hits[0].chunk_id
         assert len(reader._cached(reader._known["c"][0])[1].rowids) == 13  # type: ignore[index]  # advanced, not reloaded
+
+
+def test_a_store_in_a_process_with_over_1024_open_files(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """The pool's sockets get descriptors >= 1024 (FD_SETSIZE, which ``select.select``
+    refuses): the statement sent ahead and the collection read still wait for their
+    answers (review-7 #6)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < 2048:
+        if hard != resource.RLIM_INFINITY and hard < 2048:
+            pytest.skip(f"the hard limit on open files is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = PostgresStore(pg_dsn, schema=schema, min_connections=1, max_connections=1)
+        with Plait(store, embedder=FakeEmbedder(dimension=16, model="hash-16")) as plait:
+            plait.index(_corpus(tmp_path), collection="c")
+            with store._read() as conn:
+                assert conn.pgconn.socket >= 1024
+            info = store.get_collection("c")
+            assert info is not None and info.chunks == 12
+            assert len(plait.search("alpha retrieval", collection="c", k=3).hits) == 3  # read and waited
+            assert len(plait.search("alpha retrieval", collection="c", k=3).hits) == 3  # sent ahead
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -32,7 +32,7 @@ so the values are those a cursor gives.
 from __future__ import annotations
 
 import logging
-import select
+import selectors
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -67,6 +67,8 @@ _SOURCES = 6  # the sources column: NULL when the key sent is the row's
 
 Raw = tuple[bytes | None, ...]
 
+_SELECTOR: type[selectors.BaseSelector] = getattr(selectors, "PollSelector", selectors.DefaultSelector)
+
 
 @dataclass(frozen=True)
 class _Last:
@@ -99,7 +101,16 @@ def send(conn: psycopg.Connection, params: Sequence[Any], *, prepared: bool) -> 
     else:
         pg.send_query_params(STATEMENT.encode(), values)
     while pg.flush():  # 1: more to write (a nonblocking connection)
-        select.select([], [pg.socket], [])
+        _wait(pg.socket, selectors.EVENT_WRITE)
+
+
+def _wait(fd: int, event: int) -> None:
+    """Wait until ``fd`` is ready for ``event``: poll (no epoll descriptor to create per
+    wait) where there is one, not ``select.select``, which refuses descriptors at or above
+    FD_SETSIZE (1024)."""
+    with _SELECTOR() as selector:
+        selector.register(fd, event)
+        selector.select()
 
 
 def _receive(conn: psycopg.Connection) -> pq.abc.PGresult:
@@ -117,7 +128,7 @@ def _receive(conn: psycopg.Connection) -> pq.abc.PGresult:
                     raise psycopg.errors.error_from_result(results[0], encoding=conn.info.encoding)
                 return results[0]
             results.append(result)
-        select.select([pg.socket], [], [])
+        _wait(pg.socket, selectors.EVENT_READ)
 
 
 def _raw(result: pq.abc.PGresult) -> Raw | None:
