@@ -23,9 +23,9 @@ Safe on a populated database without stopping anything: ``CREATE OR REPLACE FUNC
 takes no table lock, and the new function computes exactly what the old one did, so a
 write in flight under the old definition is as correct as one under the new.
 
-(Migration 11's ``ALTER TABLE`` needs ``ACCESS EXCLUSIVE`` and stalls new searches while it
-waits for an open reader transaction; ``migrate`` has no ``lock_timeout`` retry yet: see
-docs/postgres.md.)
+(Migration 11's ``ALTER TABLE`` needs ``ACCESS EXCLUSIVE`` and would stall new searches while
+it waits for an open reader transaction; ``migrate`` runs every migration under a short
+``lock_timeout`` with retries: :mod:`plait.stores.postgres_migrate`.)
 """
 
 from __future__ import annotations

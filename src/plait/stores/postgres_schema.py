@@ -64,7 +64,10 @@ so that its postings delete probes ``plait_postings_pkey`` by the full key.
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
-Migrations run under ``pg_advisory_lock`` so several processes may start at once.
+Migrations run under ``pg_advisory_lock`` so several processes may start at once, each
+in its own transaction under a short ``lock_timeout``, retried with a growing pause
+(:mod:`plait.stores.postgres_migrate`): a migration waiting for a table lock never queues
+searches behind it for more than that.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ from plait.stores.postgres_bounds import MIGRATION_8
 from plait.stores.postgres_changes import MIGRATION_10
 from plait.stores.postgres_generation import MIGRATION_9
 from plait.stores.postgres_lockwait import MIGRATION_12
+from plait.stores.postgres_migrate import DEFAULT_ATTEMPTS, DEFAULT_LOCK_TIMEOUT, apply_migration
 from plait.stores.postgres_revision import MIGRATION_11
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
@@ -502,12 +506,21 @@ def schema_version(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(conn: psycopg.Connection, *, target: int | None = None) -> int:
+def migrate(
+    conn: psycopg.Connection,
+    *,
+    target: int | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    attempts: int = DEFAULT_ATTEMPTS,
+) -> int:
     """Bring the schema up to ``target`` (default: the latest); returns the version.
 
     ``conn`` must be in autocommit mode. A session-level advisory lock (keyed by the
     current schema) serialises concurrent starts: the second process waits, then
-    finds nothing left to do.
+    finds nothing left to do. Each migration waits at most ``lock_timeout`` seconds for
+    a table lock per attempt, ``attempts`` times, so searches never queue behind it for
+    longer (:mod:`plait.stores.postgres_migrate`; past that
+    :class:`~plait.errors.StoreConflictError`).
     """
     goal = LATEST_VERSION if target is None else target
     if not 0 <= goal <= LATEST_VERSION:
@@ -533,9 +546,7 @@ def migrate(conn: psycopg.Connection, *, target: int | None = None) -> int:
             )
         current = schema_version(conn)
         for number in range(current + 1, goal + 1):
-            with conn.transaction():
-                conn.execute(MIGRATIONS[number - 1])
-                conn.execute("INSERT INTO plait_schema_version (version) VALUES (%s)", (number,))
+            apply_migration(conn, number, MIGRATIONS[number - 1], lock_timeout=lock_timeout, attempts=attempts)
         return max(current, goal)
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
