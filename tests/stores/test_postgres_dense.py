@@ -23,6 +23,7 @@ from plait.errors import StoreError
 from plait.stores.base import Filters, SourceWrite
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_dense import DenseCache, advance_matrix
+from plait.stores.postgres_keys import REVISION
 from plait.stores.sqlite import SQLiteStore
 from plait.stores.sqlite_snapshot import DenseMatrix
 from plait.testing.contract import make_chunk
@@ -156,7 +157,8 @@ def test_the_revision_moves_once_per_transaction_and_not_for_unchanged_rows(open
 
     def revision() -> int:
         with pg._read() as conn:
-            row = conn.execute("SELECT revision FROM plait_collections WHERE name = 'c'").fetchone()
+            # the column plus the revisions other SQL logged (migration 13)
+            row = conn.execute(f"SELECT {REVISION} FROM plait_collections p WHERE p.name = 'c'").fetchone()
         assert row is not None
         return int(row[0])
 

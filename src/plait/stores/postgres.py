@@ -53,6 +53,7 @@ from plait.stores.postgres_base import vec as _vec
 from plait.stores.postgres_dense import DEFAULT_DENSE_BUDGET
 from plait.stores.postgres_incremental import DEFAULT_SHARE
 from plait.stores.postgres_info import INFO, INFO_SETTINGS, info_of
+from plait.stores.postgres_lexicons import DEFAULT_TOTAL
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
 from plait.stores.postgres_rows import DEFAULT_ROW_BUDGET
@@ -80,7 +81,8 @@ class PostgresStore(PostgresInfo):
     ``VACUUM (ANALYZE)`` on the lexical tables, so their index-only scans need no heap
     visits right after a large load; None leaves it to autovacuum.
     ``lexical_cache_bytes`` bounds each collection's in-process lexical cache (postings
-    and score rows; default 256 MiB, least recently used terms evicted and read again).
+    and score rows; default 256 MiB, least recently used terms evicted and read again),
+    ``lexical_total_bytes`` all of them (default 1 GiB; least recently searched dropped).
     ``incremental_share``: after a write of at most this share of a collection's chunks
     (rows added + removed; default 0.1, at least 1,000 rows; the lexical index caps it at
     0.01), a search applies the
@@ -105,6 +107,7 @@ class PostgresStore(PostgresInfo):
         prepare: bool = True,
         vacuum_after: int | None = 5000,
         lexical_cache_bytes: int = DEFAULT_BUDGET,
+        lexical_total_bytes: int = DEFAULT_TOTAL,
         incremental_share: float = DEFAULT_SHARE,
         ann_threshold: int | None = None,
         dense_cache_bytes: int = DEFAULT_DENSE_BUDGET,
@@ -113,6 +116,7 @@ class PostgresStore(PostgresInfo):
         super().__init__(
             dsn,
             lexical_cache_bytes=lexical_cache_bytes,
+            lexical_total_bytes=lexical_total_bytes,
             incremental_share=incremental_share,
             ann_threshold=ann_threshold,
             dense_cache_bytes=dense_cache_bytes,
@@ -164,6 +168,7 @@ class PostgresStore(PostgresInfo):
             conn.execute("DELETE FROM plait_chunks WHERE collection_id = %s", (cid,))
             conn.execute("SELECT set_config('plait.skip_stats', 'off', true)")
             conn.execute("DELETE FROM plait_postings WHERE collection_id = %s", (cid,))
+            conn.execute("DELETE FROM plait_revisions WHERE collection_id = %s", (cid,))
             conn.execute("DELETE FROM plait_collections WHERE id = %s", (cid,))
         self._forget(name)
         return True

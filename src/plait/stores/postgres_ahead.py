@@ -256,8 +256,14 @@ class PostgresInfo(PostgresRows):
             self._prepared[conn] = True
         return True
 
+    def _flush(self, epoch: int) -> None:
+        super()._flush(epoch)
+        self._source_counts.clear()
+        self._last.clear()
+
     def _read_info(self, name: str) -> _Last | None:
         """:data:`STATEMENT`'s row of ``name``, waited for (None: no such collection)."""
+        epoch = self._instances.epoch
         params, sent = self._source_counts.params(name)
         with self._read() as conn:
             send(conn, (name, params["cid"], params["generation"], params["revision"]), prepared=self._prepare_on(conn))
@@ -272,6 +278,8 @@ class PostgresInfo(PostgresRows):
             self._source_counts.forget(name)
             self._last.pop(name, None)
             return None
+        if self._instances.observe((int(row[13]), row[14])) != epoch and row[6] is None:
+            return self._read_info(name)  # another schema instance: count its sources
         info = self._source_counts.info(name, row, sent)
         cid, key = int(row[10]), (int(row[11]), int(row[12]))
         last = _Last(raw, info, dict(row[9]), (cid, row[3], key, int(row[4])), (cid, *key, info.sources))

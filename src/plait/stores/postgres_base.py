@@ -42,6 +42,13 @@ _WORK_MEM_FLOOR = sql.SQL(
 ).format(m=sql.Literal(LEXICAL_WORK_MEM))
 
 
+# The collection's row lock for a write, and the flag saying this transaction holds it.
+_LOCK = (
+    "SELECT id, dimension, set_config('plait.locked_' || id, 'on', true) "
+    "FROM plait_collections WHERE name = %s FOR UPDATE"
+)
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -239,9 +246,11 @@ class PostgresBase:
 
     @staticmethod
     def _collection(conn: psycopg.Connection, name: str, *, lock: bool = False) -> tuple[int, int | None]:
-        """(id, dimension) of a collection; ``lock`` takes its row lock for a write."""
-        query = "SELECT id, dimension FROM plait_collections WHERE name = %s"
-        row = conn.execute(query + (" FOR UPDATE" if lock else ""), (name,)).fetchone()
+        """(id, dimension) of a collection; ``lock`` takes its row lock for a write, and
+        tells the revision trigger that this transaction holds it (``plait.locked_<id>``:
+        :mod:`plait.stores.postgres_keys`)."""
+        query = _LOCK if lock else "SELECT id, dimension FROM plait_collections WHERE name = %s"
+        row = conn.execute(query, (name,)).fetchone()
         if row is None:
             raise NotFoundError(f"collection {name!r} does not exist")
         return int(row[0]), row[1]

@@ -47,6 +47,7 @@ from plait.errors import StoreError
 from plait.stores.base import Filters
 from plait.stores.dense_bound import first_pass_bytes
 from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
+from plait.stores.postgres_keys import REVISION
 from plait.stores.postgres_lexcache import READ_SNAPSHOT, allowed_query, parse_allowed
 from plait.stores.sqlite_snapshot import BOUNDED_FROM, DenseMatrix
 
@@ -63,7 +64,7 @@ Key = tuple[int, int]
 #: A load's result: the key it was read under, the matrix, a filter's allowed row ids.
 MatrixLoad = tuple[Key, DenseMatrix, np.ndarray | None]
 
-_KEY = "SELECT generation, revision FROM plait_collections WHERE id = %s"
+_KEY = f"SELECT p.generation, {REVISION} FROM plait_collections p WHERE p.id = %s"
 #: The collection's chunks and chunks without a vector (the latter from its partial index).
 _COUNTS = (
     "SELECT p.n_chunks, (SELECT count(*) FROM plait_chunks c WHERE c.collection_id = p.id AND c.vector IS NULL) "
@@ -289,6 +290,16 @@ class DenseCache:
         self._id_stats: OrderedDict[int, tuple[int, int]] = OrderedDict()
         # collection id -> (its load lock, threads holding or waiting for it)
         self._loads: dict[int, tuple[threading.Lock, int]] = {}
+        self._epoch = 0  # the schema instance's epoch the matrices are of
+
+    def flush(self, epoch: int) -> None:
+        """Drop every matrix: from now on only matrices read in ``epoch`` are kept
+        (:mod:`plait.stores.postgres_instances`)."""
+        with self._lock:
+            self._entries.clear()
+            self._id_stats.clear()
+            self._bytes = 0
+            self._epoch = epoch
 
     @contextmanager
     def loading(self, cid: int) -> Iterator[None]:
@@ -335,11 +346,14 @@ class DenseCache:
             self._entries.move_to_end(cid)
             return found[0], found[1]
 
-    def keep(self, cid: int, key: Key, matrix: DenseMatrix) -> None:
-        """Cache ``matrix`` unless a newer key's matrix is cached already; evict the least
-        recently used until the budget holds (a matrix larger than it is not kept)."""
+    def keep(self, cid: int, key: Key, matrix: DenseMatrix, *, epoch: int | None = None) -> None:
+        """Cache ``matrix`` unless a newer key's matrix is cached already, or it was read
+        in another ``epoch`` than the cache's; evict the least recently used until the
+        budget holds (a matrix larger than it is not kept)."""
         size = _size(matrix)
         with self._lock:
+            if epoch is not None and epoch != self._epoch:
+                return
             self._id_stats[cid] = (sum(map(len, matrix.chunk_ids)), len(matrix.chunk_ids))
             self._id_stats.move_to_end(cid)
             while len(self._id_stats) > _MAX_ID_STATS:

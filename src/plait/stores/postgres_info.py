@@ -27,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from plait.stores.postgres_keys import INSTANCE, REVISION
 from plait.types import CollectionInfo
 
 __all__ = ["INFO", "INFO_SETTINGS", "SourceCounts", "info_of"]
@@ -43,15 +44,17 @@ _COUNT = "(SELECT count(*) FROM plait_sources s WHERE s.collection_id = p.id)"
 INFO = _COLUMNS.format(sources=_COUNT) + " FROM plait_collections p"
 
 #: :data:`INFO` of collection ``%(name)s`` with its settings, id, generation and revision
-#: (columns 9-12); the sources column is NULL when the row's id and key are
-#: ``%(cid)s``, ``%(generation)s``, ``%(revision)s`` (the count is then the one
-#: :class:`SourceCounts` holds for them).
+#: (columns 9-12; the revision as :data:`~plait.stores.postgres_keys.REVISION`) and the
+#: schema instance (13-14, :data:`~plait.stores.postgres_keys.INSTANCE`); the sources
+#: column is NULL when the row's id and key are ``%(cid)s``, ``%(generation)s``,
+#: ``%(revision)s`` (the count is then the one :class:`SourceCounts` holds for them).
 INFO_SETTINGS = (
     _COLUMNS.format(
         sources="CASE WHEN p.id = %(cid)s::int8 AND p.generation = %(generation)s::int8 "
-        f"AND p.revision = %(revision)s::int8 THEN NULL ELSE {_COUNT} END"
+        f"AND k.revision = %(revision)s::int8 THEN NULL ELSE {_COUNT} END"
     )
-    + ", p.settings, p.id, p.generation, p.revision FROM plait_collections p WHERE p.name = %(name)s"
+    + f", p.settings, p.id, p.generation, k.revision, {INSTANCE} FROM plait_collections p "
+    f"CROSS JOIN LATERAL (SELECT {REVISION} AS revision) AS k WHERE p.name = %(name)s"
 )
 
 #: The key no collection has: count the sources.
@@ -101,3 +104,8 @@ class SourceCounts:
     def forget(self, name: str) -> None:
         with self._lock:
             self._held.pop(name, None)
+
+    def clear(self) -> None:
+        """Forget every count (the schema was re-created or restored: the keys start again)."""
+        with self._lock:
+            self._held.clear()

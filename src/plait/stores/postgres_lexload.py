@@ -13,8 +13,6 @@ trip.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +25,8 @@ from plait.stores.lexical_index import LexicalIndex
 from plait.stores.postgres_base import PostgresBase
 from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
 from plait.stores.postgres_incremental import ADDED, LEXICAL_SHARE, advance, most_rows
+from plait.stores.postgres_instances import Instances
+from plait.stores.postgres_keys import GENERATION as _GENERATION
 from plait.stores.postgres_lexcache import (
     LENGTHS,
     POSTINGS,
@@ -37,13 +37,9 @@ from plait.stores.postgres_lexcache import (
     postings_from,
     postings_keys,
 )
+from plait.stores.postgres_lexicons import MAX_INDEXES, Lexicons
 
 __all__ = ["MAX_INDEXES", "LexicalLoads", "Loaded", "SentChanges"]
-
-#: Collections whose lexical index one store keeps (least recently searched dropped).
-MAX_INDEXES = 16
-
-_GENERATION = "SELECT generation, revision, n_chunks FROM plait_collections WHERE id = %s"
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +73,13 @@ class LexicalLoads(PostgresBase):
 
     _lexical_budget: int
     _incremental_share: float
-    _lexicon: OrderedDict[int, tuple[int, LexicalIndex]]
-    _lexicon_lock: threading.Lock
+    _lexicon: Lexicons
+    _instances: Instances
 
     def _keep(self, cid: int, generation: int, index: LexicalIndex) -> None:
-        """Cache ``index`` unless a newer generation's index is cached already."""
-        with self._lexicon_lock:
-            held = self._lexicon.get(cid)
-            if held is None or held[0] <= generation:
-                self._lexicon[cid] = (generation, index)
-                self._lexicon.move_to_end(cid)
-                while len(self._lexicon) > MAX_INDEXES:
-                    self._lexicon.popitem(last=False)
+        """Cache ``index`` (:meth:`Lexicons.keep`) if the caches were not dropped since this read began."""
+        self._lexicon.keep(cid, generation, index, epoch=self._instances.reading())
+
     def _send_reads(
         self,
         conn: psycopg.Connection,
@@ -124,9 +115,7 @@ class LexicalLoads(PostgresBase):
         elif held is not None and held[0] == generation:
             index = held[1]
         else:
-            with self._lexicon_lock:  # stale: never serve it again
-                if self._lexicon.get(cid) is held:
-                    self._lexicon.pop(cid, None)
+            self._lexicon.drop(cid, held)  # stale: never serve it again
             return None
         found = postings_from(reads.postings.fetchall() if reads.postings else [], missing) if missing else {}
         self._keep(cid, generation, index)

@@ -22,6 +22,11 @@ change of a transaction or none, so one bump is as good as many.
 
 The cache key of the dense matrix is ``(generation, revision)``: both move only in
 transactions that change what it holds.
+
+Migration 13 (:mod:`plait.stores.postgres_keys`) replaces the function: the collection's
+row is updated only by transactions that hold it already (the store's writers); other SQL
+logs its revision in ``plait_revisions``, which takes no lock (this version's update of
+the row, after the chunk rows were locked, deadlocked with the store's writers).
 """
 
 from __future__ import annotations

@@ -24,13 +24,15 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 from pydantic import BaseModel, TypeAdapter
 
 from plait.errors import NotFoundError, StoreError
+from plait.stores.postgres_instances import Instance
+from plait.stores.postgres_keys import ROWS_CHECK
 from plait.stores.postgres_search import PostgresSearch
 from plait.types import Chunk, Origin
 
@@ -49,8 +51,8 @@ ROWS = (
     "SELECT " + CHUNK_COLUMNS + " FROM plait_collections p JOIN plait_chunks c "
     "ON c.collection_id = p.id WHERE p.name = %s AND c.chunk_id = ANY(%s)"
 )
-#: The collection's id and key, read before its rows in the same pipeline.
-CHECK = "SELECT id, generation, revision FROM plait_collections WHERE name = %s"
+#: The collection's id, key and schema instance, read before its rows in the same pipeline.
+CHECK = ROWS_CHECK
 
 _ORIGIN: TypeAdapter[Origin] = TypeAdapter(Origin)
 
@@ -99,6 +101,16 @@ class RowCache:
         self._chunks: OrderedDict[tuple[int, str], tuple[Chunk, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._epoch = 0  # the schema instance's epoch the chunks are of
+
+    def flush(self, epoch: int) -> None:
+        """Drop every chunk: from now on only chunks read in ``epoch`` are kept
+        (:mod:`plait.stores.postgres_instances`)."""
+        with self._lock:
+            self._keys.clear()
+            self._chunks.clear()
+            self._bytes = 0
+            self._epoch = epoch
 
     @property
     def bytes(self) -> int:
@@ -115,10 +127,13 @@ class RowCache:
                     found[chunk_id] = entry[0]
             return self._keys.get(cid), found
 
-    def add(self, cid: int, key: Key, chunks: Sequence[Chunk]) -> None:
+    def add(self, cid: int, key: Key, chunks: Sequence[Chunk], *, epoch: int | None = None) -> None:
         """Cache ``chunks`` under ``key``: the collection's chunks of another key go first
-        (a newer key's are never replaced by an older one's)."""
+        (a newer key's are never replaced by an older one's); nothing when they were read
+        in another ``epoch`` than the cache's."""
         with self._lock:
+            if epoch is not None and epoch != self._epoch:
+                return
             held = self._keys.get(cid)
             if held is not None and held != key:
                 if held[0] > key[0] or held[1] > key[1]:
@@ -150,11 +165,21 @@ class RowCache:
 
 
 def read_chunks(
-    conn: psycopg.Connection, cache: RowCache, cid: int | None, collection: str, ids: Sequence[str], *, prepare: bool
+    conn: psycopg.Connection,
+    cache: RowCache,
+    cid: int | None,
+    collection: str,
+    ids: Sequence[str],
+    *,
+    prepare: bool,
+    observe: Callable[[Instance], int] | None = None,
+    epoch: int | None = None,
 ) -> tuple[int, dict[str, Chunk]] | None:
     """The chunks of ``ids`` that exist (cached ones when the collection's key is still
     the one they are cached under; the others read and cached) and the collection's id;
-    None when the collection does not exist. ``cid`` is the id last seen, or None."""
+    None when the collection does not exist. ``cid`` is the id last seen, or None.
+    ``observe`` is given the schema instance the check read and returns the epoch (a
+    change drops the caches); the rows read are cached only while it is ``epoch``."""
     held, found = (None, {}) if cid is None else cache.lookup(cid, ids)
     want = [i for i in ids if i not in found]
     with conn.pipeline():
@@ -167,6 +192,8 @@ def read_chunks(
         return None
     read = [] if rows is None else rows.fetchall()
     current, key = int(now[0]), (int(now[1]), int(now[2]))
+    if observe is not None and observe((int(now[3]), now[4])) != epoch:
+        held = None  # another schema instance: what was found cached is not of it
     if current != cid or held != key:  # another collection now, or written since: read them again
         if cid is not None:
             cache.drop(cid)
@@ -174,7 +201,7 @@ def read_chunks(
             read += conn.execute(ROWS, (collection, list(found)), prepare=prepare).fetchall()
         found = {}
     fresh = [chunk_from(r) for r in read]
-    cache.add(current, key, fresh)
+    cache.add(current, key, fresh, epoch=epoch)
     found.update((c.id, c) for c in fresh)
     return current, found
 
@@ -187,6 +214,11 @@ class PostgresRows(PostgresSearch):
         self._row_ids: dict[str, int] = {}  # collection name -> id, as get_chunks last read it
         super().__init__(dsn, **options)
 
+    def _flush(self, epoch: int) -> None:
+        super()._flush(epoch)
+        self._rows.flush(epoch)
+        self._row_ids.clear()
+
     def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         """The chunks of ``chunk_ids`` that exist, from the row cache when the collection's
         key is still the one they were cached under (inside a search scope: the key the
@@ -197,8 +229,12 @@ class PostgresRows(PostgresSearch):
             held, found = self._rows.lookup(seen.cid, ids)
             if held == seen.key and len(found) == len(ids):
                 return {i: found[i] for i in ids}
+        epoch = self._instances.begin()
         with self._read() as conn:
-            got = read_chunks(conn, self._rows, self._row_ids.get(collection), collection, ids, prepare=self._prepare)
+            got = read_chunks(
+                conn, self._rows, self._row_ids.get(collection), collection, ids,
+                prepare=self._prepare, observe=self._instances.observe, epoch=epoch,
+            )
         if got is None:
             self._row_ids.pop(collection, None)
             raise NotFoundError(f"collection {collection!r} does not exist")

@@ -61,6 +61,11 @@ in-process dense matrix is keyed by ``(generation, revision)``.
 Migration 12 (:mod:`plait.stores.postgres_lockwait`) redefines ``plait_lex_stats_remove``
 so that its postings delete probes ``plait_postings_pkey`` by the full key.
 
+Migration 13 (:mod:`plait.stores.postgres_keys`) lets in-place updates from other SQL log
+their revision in ``plait_revisions`` instead of locking the collection's row (no deadlock
+with the store's writers), and adds ``plait_instance``, the schema's identity in every
+cache key.
+
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
@@ -77,6 +82,7 @@ import psycopg
 from plait.stores.postgres_bounds import MIGRATION_8
 from plait.stores.postgres_changes import MIGRATION_10
 from plait.stores.postgres_generation import MIGRATION_9
+from plait.stores.postgres_keys import MIGRATION_13
 from plait.stores.postgres_lockwait import MIGRATION_12
 from plait.stores.postgres_migrate import DEFAULT_ATTEMPTS, DEFAULT_LOCK_TIMEOUT, apply_migration
 from plait.stores.postgres_revision import MIGRATION_11
@@ -490,7 +496,7 @@ CREATE TABLE plait_usage (
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
     _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
-    MIGRATION_8, MIGRATION_9, MIGRATION_10, MIGRATION_11, MIGRATION_12,
+    MIGRATION_8, MIGRATION_9, MIGRATION_10, MIGRATION_11, MIGRATION_12, MIGRATION_13,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

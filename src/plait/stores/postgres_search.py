@@ -25,16 +25,15 @@ are the same pipeline with one arm.
 Memory: each cached index keeps at most ``lexical_cache_bytes`` of postings and score
 rows (default :data:`~plait.stores.lexical_index.DEFAULT_BUDGET`, least recently used
 terms evicted and read again when queried), and the store keeps the indexes of the
-:data:`MAX_INDEXES` collections it searched most recently (a collection another process
-deleted is dropped once this process stops searching it).
+:data:`MAX_INDEXES` collections it searched most recently, ``lexical_total_bytes`` in all
+(:mod:`plait.stores.postgres_lexicons`). Every check also reads the schema's instance: a
+re-created or restored schema drops every cache (:mod:`plait.stores.postgres_instances`).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -56,12 +55,15 @@ from plait.stores.postgres_dense import (
     load_full,
 )
 from plait.stores.postgres_incremental import DEFAULT_SHARE, most_rows
+from plait.stores.postgres_instances import Instances
+from plait.stores.postgres_keys import CHECK as _CHECK
 from plait.stores.postgres_lexcache import (
     READ_SNAPSHOT,
     parse_allowed,
     query_terms,
 )
-from plait.stores.postgres_lexload import MAX_INDEXES, LexicalLoads, Loaded, SentChanges, _Lexical
+from plait.stores.postgres_lexicons import DEFAULT_TOTAL, MAX_INDEXES, Lexicons
+from plait.stores.postgres_lexload import LexicalLoads, Loaded, SentChanges, _Lexical
 from plait.stores.postgres_queries import uses_hnsw, vector_query
 from plait.stores.postgres_scope import SearchScopes, Seen
 from plait.stores.sqlite_snapshot import DenseMatrix
@@ -70,7 +72,6 @@ __all__ = ["MAX_INDEXES", "PostgresSearch"]
 
 
 Ranked = list[tuple[str, float]]
-_CHECK = "SELECT id, dimension, generation, revision, n_chunks FROM plait_collections WHERE name = %s"
 
 log = logging.getLogger(__name__)
 
@@ -105,19 +106,20 @@ class PostgresSearch(LexicalLoads):
         dsn: str,
         *,
         lexical_cache_bytes: int = DEFAULT_BUDGET,
+        lexical_total_bytes: int = DEFAULT_TOTAL,
         incremental_share: float = DEFAULT_SHARE,
         dense_cache_bytes: int = DEFAULT_DENSE_BUDGET,
         ann_threshold: int | None = None,
         **options: Any,
     ) -> None:
-        if lexical_cache_bytes < 0:
-            raise StoreError(f"lexical_cache_bytes must be >= 0, got {lexical_cache_bytes}")
+        if min(lexical_cache_bytes, lexical_total_bytes) < 0:
+            raise StoreError(f"lexical cache bytes must be >= 0, got {lexical_cache_bytes}, {lexical_total_bytes}")
         if not 0.0 <= incremental_share <= 1.0:
             raise StoreError(f"incremental_share must be between 0 and 1, got {incremental_share}")
         self._dense = DenseCache(budget=dense_cache_bytes, max_entries=MAX_INDEXES)
         self.ann_threshold = resolve_ann_threshold(ann_threshold)
         super().__init__(dsn, **options)
-        self._lexical_budget = lexical_cache_bytes
+        self._lexical_budget = min(lexical_cache_bytes, lexical_total_bytes)  # one index within the total
         self._incremental_share = incremental_share
         self._known: dict[str, tuple[int, int | None]] = {}
         self._sizes: dict[int, int] = {}  # collection id -> chunks, as the last check read
@@ -127,16 +129,21 @@ class PostgresSearch(LexicalLoads):
         #: How the last dense matrix was loaded: "full", or "changes" (from the change log).
         self.last_matrix_load = ""
         self._ef: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
-        # collection id -> (generation, its lexical index), most recently used last;
-        # swapped under the lock
-        self._lexicon: OrderedDict[int, tuple[int, LexicalIndex]] = OrderedDict()
-        self._lexicon_lock = threading.Lock()
+        # collection id -> (generation, its lexical index), most recently used last
+        self._lexicon = Lexicons(total_bytes=lexical_total_bytes, max_entries=MAX_INDEXES)
+        self._instances = Instances(self._flush)
+
+    def _flush(self, epoch: int) -> None:
+        """Drop every cache: the schema was re-created or restored (:mod:`plait.stores.postgres_instances`)."""
+        self._lexicon.flush(epoch)
+        self._dense.flush(epoch)
+        self._known.clear()
+        self._sizes.clear()
 
     def _forget(self, name: str) -> None:
         known = self._known.pop(name, None)
         if known is not None:
-            with self._lexicon_lock:
-                self._lexicon.pop(known[0], None)
+            self._lexicon.drop(known[0])
             self._dense.drop(known[0])
             self._sizes.pop(known[0], None)
 
@@ -156,11 +163,7 @@ class PostgresSearch(LexicalLoads):
         )
 
     def _cached(self, cid: int) -> tuple[int, LexicalIndex] | None:
-        with self._lexicon_lock:
-            found = self._lexicon.get(cid)
-            if found is not None:
-                self._lexicon.move_to_end(cid)
-            return found
+        return self._lexicon.cached(cid)
 
     def search_arms(
         self,
@@ -188,6 +191,7 @@ class PostgresSearch(LexicalLoads):
             if answered is not None:
                 return answered
         for _ in range(3):
+            epoch = self._instances.begin()
             known = self._known.get(collection)
             remembered = known is not None
             with self._read() as conn:
@@ -245,6 +249,8 @@ class PostgresSearch(LexicalLoads):
                 if now is None:
                     self._forget(collection)
                     raise NotFoundError(f"collection {collection!r} does not exist")
+                if self._instances.observe((int(now[5]), now[6])) != epoch:
+                    continue  # another schema instance: every cache was dropped, run again
                 if (int(now[0]), now[1]) != known:
                     self._known[collection] = (int(now[0]), now[1])
                     continue  # re-created or given its dimension meanwhile: run again
@@ -269,6 +275,8 @@ class PostgresSearch(LexicalLoads):
                     else:
                         index, read = built
                     rows = index.rows(terms, bm25, _loader(index, read, pinned)) or []
+                    if read:  # postings cached: the indexes grew
+                        self._lexicon.trim()
                     ranked = index.rank(rows, limit=limit, allowed=lexical_allowed)
                 if query_vector is None:
                     return ranked, []
@@ -385,7 +393,7 @@ class PostgresSearch(LexicalLoads):
         if loaded is None:
             return None
         found, matrix, allowed = loaded
-        self._dense.keep(cid, found, matrix)
+        self._dense.keep(cid, found, matrix, epoch=self._instances.reading())
         return matrix, allowed
 
     @staticmethod
