@@ -21,6 +21,7 @@ from psycopg import sql
 
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_keys import REVISION
+from plait.stores.postgres_lockwait import MIGRATION_12
 from plait.stores.postgres_schema import LATEST_VERSION
 from plait.testing.contract import make_chunk
 from plait.testing.pg import postgres_dsn, throwaway_schema
@@ -282,3 +283,73 @@ def test_what_a_read_found_before_the_caches_were_dropped_is_not_cached_after(
     assert len(pg._lexicon) == 0 and pg._dense.get(cid) is None and pg._rows.bytes == 0
     assert len(pg.lexical_search("c", ["text"], [], limit=10)) == 3  # the real instance again: cached anew
     assert len(pg._lexicon) == 1
+
+
+def _lex_terms_plans(dsn: str, schema: str, *, old_function: bool) -> list[dict[str, Any]]:
+    """The plan nodes reading ``plait_lex_terms`` of the document-frequency UPDATE and the
+    term DELETE of the installed ``plait_lex_stats_remove`` (their text read from
+    ``pg_proc``), run against a ``changed`` table of 30 of 3,000 chunks without statistics
+    (as a transition table has none), under the function's own settings (``proconfig``), as
+    the trigger runs them. ``old_function``: with migration 12's definition put back."""
+    store = PostgresStore(dsn, schema=schema)
+    try:
+        store.ensure_collection("c")
+        store.replace_source("c", "s", "docs", [
+            make_chunk(f"k{i}", f"common w{i} v{i} alpha beta gamma{i % 7}", source_id="s", ordinal=i)
+            for i in range(3000)
+        ])
+        store.vacuum()  # the vocabulary's statistics, as autovacuum would have them
+    finally:
+        store.close()
+    nodes: list[dict[str, Any]] = []
+    with psycopg.connect(dsn, autocommit=False) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+        if old_function:
+            conn.execute(MIGRATION_12[MIGRATION_12.index("CREATE OR REPLACE FUNCTION plait_lex_stats_remove"):])
+        row = conn.execute("SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'plait_lex_stats_remove' "
+                           "AND pronamespace = current_schema()::regnamespace").fetchone()
+        assert row is not None
+        body, config = str(row[0]), list(row[1] or [])
+        update = body.index("UPDATE plait_lex_terms")
+        delete = body.index("DELETE FROM plait_lex_terms")
+        if "WITH x AS MATERIALIZED" in body[update:delete]:  # the DELETE's own CTE
+            delete = body.rindex("WITH x AS MATERIALIZED", update, delete)
+        statements = [body[start:body.index(";", start)] for start in (update, delete)]
+        planner = sorted(item for item in config if not item.startswith("search_path="))
+        assert planner == ([] if old_function else ["enable_hashjoin=off", "enable_mergejoin=off"])
+        for item in planner:
+            name, value = item.split("=", 1)
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        conn.execute("CREATE TEMP TABLE changed AS SELECT * FROM plait_chunks WHERE ordinal BETWEEN 2300 AND 2329")
+
+        def walk(node: dict[str, Any]) -> None:
+            if node.get("Relation Name") == "plait_lex_terms" and node.get("Node Type") != "ModifyTable":
+                nodes.append(node)
+            for child in node.get("Plans", []):
+                walk(child)
+
+        for statement in statements:
+            plan = conn.execute("EXPLAIN (FORMAT JSON) " + statement).fetchone()
+            assert plan is not None
+            walk(plan[0][0]["Plan"])
+        conn.rollback()
+    return nodes
+
+
+def test_the_vocabulary_is_probed_by_key_when_chunks_are_deleted(pg_dsn: str, schema: str) -> None:
+    """Both statements read plait_lex_terms only by probes of its primary key on
+    (collection_id, key), one per deleted term (the DELETE then by the rows' ctids)."""
+    nodes = _lex_terms_plans(pg_dsn, schema, old_function=False)
+    probes = [node for node in nodes if node["Node Type"] != "Tid Scan"]
+    assert len(probes) == 2 and len(nodes) == 3, nodes
+    for node in probes:
+        assert node["Node Type"] in ("Index Scan", "Index Only Scan"), node
+        assert node["Index Name"] == "plait_lex_terms_pkey"
+        assert "collection_id =" in str(node["Index Cond"]) and "key =" in str(node["Index Cond"])
+
+
+def test_without_the_settings_the_vocabulary_is_scanned_whole(pg_dsn: str, schema: str) -> None:
+    """The control: the same statements as the function ran them until migration 13 read
+    plait_lex_terms by a sequential scan (hash join) — every term of every collection."""
+    nodes = _lex_terms_plans(pg_dsn, schema, old_function=True)
+    assert any(node["Node Type"] == "Seq Scan" for node in nodes), nodes
