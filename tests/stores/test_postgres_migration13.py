@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from plait.embeddings.fake import FakeEmbedder
+from plait.service import Plait
+from plait.stores.base import SourceWrite
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_keys import REVISION
 from plait.stores.postgres_lockwait import MIGRATION_12
@@ -353,3 +357,67 @@ def test_without_the_settings_the_vocabulary_is_scanned_whole(pg_dsn: str, schem
     plait_lex_terms by a sequential scan (hash join) — every term of every collection."""
     nodes = _lex_terms_plans(pg_dsn, schema, old_function=True)
     assert any(node["Node Type"] == "Seq Scan" for node in nodes), nodes
+
+
+def _corpus(tmp_path: Path, name: str, word: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"doc{i}.md").write_text(f"# doc {i}\n\n{word} retrieval engine number {i}\n")
+    return folder
+
+
+def test_a_rebuilt_schema_is_seen_by_searches_sent_ahead(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """Through ``Plait.search``, whose scope sends the first statement ahead and runs on the
+    row read last time: after the schema is rebuilt with other texts (the same id and key)
+    the search finds the new texts (before: the old hits)."""
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader = PostgresStore(pg_dsn, schema=schema)
+    with Plait(PostgresStore(pg_dsn, schema=schema), embedder=embedder) as indexer:
+        indexer.index(_corpus(tmp_path, "a", "alpha"), collection="c")
+    with Plait(reader, embedder=embedder) as plait:
+        for _ in range(2):  # the second one sent ahead, answered from the caches
+            assert len(plait.search("alpha", collection="c", k=10, mode="lexical").hits) == 6
+        with reader._read() as conn:
+            key = conn.execute("SELECT p.id, p.generation, p.revision FROM plait_collections p").fetchall()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        with Plait(PostgresStore(pg_dsn, schema=schema), embedder=embedder) as indexer:
+            indexer.index(_corpus(tmp_path, "b", "omega"), collection="c")
+        with reader._read() as conn:
+            assert conn.execute("SELECT p.id, p.generation, p.revision FROM plait_collections p").fetchall() == key
+        assert plait.search("alpha", collection="c", k=10, mode="lexical").hits == []
+        assert len(plait.search("omega", collection="c", k=10, mode="lexical").hits) == 6
+
+
+def test_the_sources_count_of_a_rebuilt_schema_is_counted_again(pg_dsn: str, schema: str) -> None:
+    """The sources count kept per (id, generation, revision): 3 sources written in one
+    statement, then the schema rebuilt with 2 (the same id and key): 2 (before: 3)."""
+
+    def build(store: PostgresStore, sources: int) -> None:
+        store.ensure_collection("c")
+        store.replace_sources("c", [
+            SourceWrite(f"s{j}", "docs", [make_chunk(f"k{j}", f"text {j}", source_id=f"s{j}")]) for j in range(sources)
+        ])
+
+    writer = PostgresStore(pg_dsn, schema=schema)
+    build(writer, 3)
+    writer.close()
+    reader = PostgresStore(pg_dsn, schema=schema)
+    try:
+        for _ in range(2):  # the second from the count kept for the key
+            info = reader.get_collection("c")
+            assert info is not None and info.sources == 3
+        with reader._read() as conn:
+            key = conn.execute("SELECT p.id, p.generation, p.revision FROM plait_collections p").fetchall()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        writer = PostgresStore(pg_dsn, schema=schema)
+        build(writer, 2)
+        writer.close()
+        with reader._read() as conn:
+            assert conn.execute("SELECT p.id, p.generation, p.revision FROM plait_collections p").fetchall() == key
+        info = reader.get_collection("c")
+        assert info is not None and info.sources == 2
+    finally:
+        reader.close()
