@@ -246,3 +246,46 @@ def test_a_store_in_a_process_with_over_1024_open_files(pg_dsn: str, schema: str
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_threads_sharing_a_small_pool_while_another_store_writes(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """Four threads search through one store whose pool has two connections while another
+    store writes: no search waits for a connection it can never get (a thread holds one at
+    a time), none fails, and once the writes are committed every thread's next search sees
+    the last one."""
+    import threading
+
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader = PostgresStore(pg_dsn, schema=schema, min_connections=1, max_connections=2, connect_timeout=5)
+    writer = PostgresStore(pg_dsn, schema=schema)
+    with Plait(writer, embedder=embedder) as indexer, Plait(reader, embedder=embedder) as plait:
+        indexer.index(_corpus(tmp_path), collection="c")
+        plait.search("alpha retrieval", collection="c", k=3)
+        errors: list[BaseException] = []
+
+        def searching() -> None:
+            try:
+                for i in range(15):
+                    plait.search(f"alpha retrieval word{i % 3}", collection="c", k=3)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=searching) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for g in range(3):
+            indexer.index(_docs(tmp_path, f"w{g}", [f"alpha retrieval quagga{g}"]), collection="c")
+        for t in threads:
+            t.join()
+        assert errors == []
+        seen: list[list[str]] = []
+
+        def last() -> None:
+            seen.append([h.content for h in plait.search("quagga2", collection="c", k=1, mode="lexical").hits])
+
+        checkers = [threading.Thread(target=last) for _ in range(4)]
+        for t in checkers:
+            t.start()
+        for t in checkers:
+            t.join()
+        assert seen == [["# w2 0\n\nalpha retrieval quagga2"]] * 4
