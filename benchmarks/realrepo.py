@@ -171,9 +171,11 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
                 doc_of=doc_of, depth=CHUNK_DEPTH,
             )
             tried: dict[str, dict[str, list[str]]] = {}
+            costs: dict[str, float] = {}
             if arms.dense is not None and embedder is not None:
                 ctx.load_vectors(embedder)
                 tried = {name: rankings(ctx, variant, list(answerable), DEPTH) for name, variant in VARIANTS.items()}
+            costs = dict(ctx.costs)
     by_kind: dict[str, dict[str, Any]] = {}
     variants: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
@@ -212,6 +214,7 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
         "variants": variants,
         "diagnosis": diagnosis,
         "misses_at_5": misses,
+        "variantCosts": costs,
     }
 
 
@@ -237,6 +240,8 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
             f"- {result['dataset']}: {result['documents']} files, {result['chunks']} chunks, indexed in "
             f"{result['index_seconds']} s; dense arm: {result['dense']}; ADR folders: {result['adrFolders'] or 'none'}"
             + (f"; arm estimate: ratio {e['ratio']:.3f} → adaptive base {e['base']:g}" if (e := result.get("armEstimate")) else "")
+            + (f"; variants' extra vectors built in (passage vectors through the embedding cache): {', '.join(f'{k} {v} s' for k, v in c.items())}"
+               if (c := result.get("variantCosts")) else "")
         )
     lines += _diagnosis_markdown(results)
     lines += _variants_markdown(results)
@@ -297,12 +302,17 @@ def _beir_markdown(beir: list[dict[str, Any]]) -> list[str]:
         "",
         "## The same variants on the BEIR runs (nDCG@10, e5, depth 100; paired sign-flip p against the default)",
         "",
-        "| run | default | " + " | ".join(BEIR_VARIANTS) + " |",
-        "|---|---|" + "---|" * len(BEIR_VARIANTS),
+        "| variant | " + " | ".join(run["run"] for run in beir) + " |",
+        "|---|" + "---|" * len(beir),
+        "| default | " + " | ".join(f"{run['default']:.4f}" for run in beir) + " |",
     ]
-    for run in beir:
-        cells = [f"{run['variants'][v]['ndcg@10']:.4f} ({run['variants'][v]['delta']:+.4f}, p={run['variants'][v]['p']:.3f})" for v in BEIR_VARIANTS]
-        lines.append(f"| {run['run']} | {run['default']:.4f} | " + " | ".join(cells) + " |")
+    for v in BEIR_VARIANTS:
+        cells = [f"{run['variants'][v]['ndcg@10']:.4f} ({run['variants'][v]['delta']:+.4f}, p={run['variants'][v]['p']:.3f})" for run in beir]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    costs = [f"{run['run']}: " + ", ".join(f"{k} {v} s" for k, v in run.get("costs", {}).items()) for run in beir if run.get("costs")]
+    if costs:
+        lines += ["", "Seconds to build each variant's extra vectors or term lists once (what they would add at index time;"
+                  " passage vectors go through the embedding cache, so a run after one that embedded them shows lookups only): " + "; ".join(costs) + "."]
     return lines
 
 
@@ -330,8 +340,11 @@ def run_beir(stores: Path, data: Path, cache: Path | None) -> list[dict[str, Any
                 v: per_query(ready.dataset.qrels, run_from_rankings(rankings(ctx, VARIANTS[v], list(texts), 100)))["ndcg@10"]
                 for v in ("default (simulated)", *BEIR_VARIANTS)
             }
+            costs = dict(ctx.costs)
         base = scores["default (simulated)"]
-        row: dict[str, Any] = {"run": f"{name}/{split}:e5", "default": round(mean_scores({"n": base})["n"], 4), "variants": {}}
+        row: dict[str, Any] = {
+            "run": f"{name}/{split}:e5", "default": round(mean_scores({"n": base})["n"], 4), "variants": {}, "costs": costs,
+        }
         for v in BEIR_VARIANTS:
             deltas = [scores[v][q] - base[q] for q in base]
             row["variants"][v] = {
