@@ -19,7 +19,7 @@ from plait.collection_settings import CollectionSettings, read_collection, read_
 from plait.embeddings.base import Embedder
 from plait.errors import PlaitError
 from plait.staleness import changed_share, is_stale, searchable_count
-from plait.stores.base import Store
+from plait.stores.base import Store, is_read_only
 from plait.types import CollectionInfo
 
 __all__ = ["GateRead", "ensure_gate", "ensure_gate_read", "fingerprint"]
@@ -120,6 +120,12 @@ def ensure_gate_read(
             stored, settings, embedder, searchable_count(info.chunks, settings), complete
         ):
             return GateRead(stored, info, settings)
+    if is_read_only(store):
+        # A read replica cannot store a calibration, and measuring one for every question
+        # would cost a sample run each: the one replayed from the primary, even stale,
+        # else the defaults (the primary calibrates at the end of its index runs).
+        kept = GateCalibration.model_validate(saved) if saved and saved.get("version") == GATE_VERSION else None
+        return GateRead(kept, info, settings)
     try:
         result = calibrate_gate(store, collection, embedder if complete else None, samples=samples)
     except PlaitError as exc:

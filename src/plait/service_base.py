@@ -25,6 +25,7 @@ from plait.rerank import Reranker, make_reranker
 from plait.search import SearchService
 from plait.sources.walks import RootWalk, WalkCache, collection_state
 from plait.stores import Store
+from plait.stores.base import is_read_only
 from plait.types import CollectionInfo
 from plait.usage import Purpose, metering, rows_of
 
@@ -83,7 +84,9 @@ class EngineBase:
             try:
                 yield
             finally:
-                if outermost and events:
+                if outermost and events and is_read_only(self.store):
+                    _log.debug("usage of %s on %r not recorded: the store is read-only", purpose, collection)
+                elif outermost and events:
                     try:
                         self.store.add_usage(collection, rows_of(events))
                     except PlaitError as exc:

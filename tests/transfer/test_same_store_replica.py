@@ -4,9 +4,8 @@ primary would delete the source (the replica replays the delete).
 
 A real streaming replica (:func:`plait.testing.pg.streaming_standby`, ``pg_basebackup``
 of a private ``pgserver``), asked the identity a store reports
-(:func:`plait.stores.postgres_base.server_identity`; plait cannot open a store on a hot
-standby, whose read-only transactions refuse the bootstrap's ``CREATE SCHEMA IF NOT
-EXISTS``). With ``pg_control_system()`` allowed both report the cluster's
+(:func:`plait.stores.postgres_base.server_identity`, asked on a plain connection; a store
+opened on a standby is tested in tests/stores/test_postgres_standby.py). With ``pg_control_system()`` allowed both report the cluster's
 ``system_identifier``: one store. A role denied it (as on managed servers) was named by
 the postmaster's start time alone, which the replica does not share, so the pair counted
 as two stores; now the catalog's OIDs (a replica has its primary's) leave the answer

@@ -38,6 +38,7 @@ __all__ = [
     "StoredChunk",
     "TwoArmStore",
     "add_count",
+    "is_read_only",
     "replace_changes",
 ]
 
@@ -53,6 +54,13 @@ def add_count(stored: Any, amount: int) -> int:
     """
     base = stored if isinstance(stored, int) and not isinstance(stored, bool) else 0
     return base + int(amount)
+
+
+def is_read_only(store: object) -> bool:
+    """True for a store opened on a server that refuses writes (a PostgreSQL hot standby:
+    ``read_only``); the service then skips the writes a search would make (usage, the ask
+    gate's calibration) instead of failing the search."""
+    return getattr(store, "read_only", False) is True
 
 
 @dataclass(frozen=True, slots=True)

@@ -560,6 +560,7 @@ class PostgresStore(PostgresInfo):
         ``./.plait/refinery.db`` / ``keys.db`` are imported on first use."""
         if self._records is None:
             records = PgRecords(self._tx, self._where, legacy_dir=Path(".plait"))
-            import_side_files(records, collections=[c.name for c in self.list_collections()], once=True)
+            if not self.read_only:  # a hot standby cannot store the import: the primary's first use does
+                import_side_files(records, collections=[c.name for c in self.list_collections()], once=True)
             self._records = records
         return self._records

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from plait.errors import NotFoundError, StoreConflictError, StoreError, StoreUnavailableError
 from plait.stores.postgres_queries import LEXICAL_WORK_MEM
 from plait.stores.postgres_schema import migrate
+from plait.stores.postgres_standby import check_standby, in_recovery, read_only_error
 
 __all__ = ["PostgresBase", "server_identity"]
 
@@ -90,6 +91,9 @@ class PostgresBase:
         self._timeout_ms = int(statement_timeout * 1000)
         self._connect_timeout = connect_timeout
         self._prepare = prepare
+        #: True when the store was opened on a hot standby (a read replica): searches
+        #: work, writes raise StoreError, the service skips a search's own writes.
+        self.read_only = False
         self._bootstrap()
         self._pool = ConnectionPool(
             dsn,
@@ -149,6 +153,8 @@ class PostgresBase:
 
         Creating the schema and the extension races between processes starting at
         once (``IF NOT EXISTS`` is not atomic), so both happen under an advisory lock.
+        On a hot standby nothing is written: the schema is checked instead
+        (:mod:`plait.stores.postgres_standby`).
         """
         try:
             conn = psycopg.connect(
@@ -158,6 +164,11 @@ class PostgresBase:
             raise self._connect_error(exc) from exc
         try:
             with conn:
+                if in_recovery(conn):
+                    self._session(conn)
+                    check_standby(conn, schema=self.schema, where=self._where)
+                    self.read_only = True
+                    return
                 conn.execute("SELECT pg_advisory_lock(hashtextextended('plait.bootstrap', 0))")
                 try:
                     if self.schema is not None:
@@ -229,6 +240,8 @@ class PostgresBase:
             ) from exc
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"lost PostgreSQL at {self._where}: {exc}") from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            raise read_only_error(self._where, exc) from exc
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL error: {exc}") from exc
 
