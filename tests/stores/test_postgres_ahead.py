@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,7 +59,7 @@ class _Log:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, store: PostgresStore) -> None:
         self.events: list[str] = []
-        send, receive, arms = ahead.send, ahead._receive, store.search_arms
+        send, receive, take, arms = ahead.send, ahead._receive, ahead._take, store.search_arms
 
         def logged_send(conn: psycopg.Connection, params: Any, *, prepared: bool) -> None:
             self.events.append("send")
@@ -67,12 +69,17 @@ class _Log:
             self.events.append("receive")
             return receive(conn)
 
+        def logged_take(answer: Any) -> Any:
+            self.events.append("receive")
+            return take(answer)
+
         def logged_arms(*args: Any, **kwargs: Any) -> Any:
             self.events.append("arms")
             return arms(*args, **kwargs)
 
         monkeypatch.setattr(ahead, "send", logged_send)
         monkeypatch.setattr(ahead, "_receive", logged_receive)
+        monkeypatch.setattr(ahead, "_take", logged_take)
         monkeypatch.setattr(store, "search_arms", logged_arms)
 
 
@@ -289,3 +296,39 @@ def test_threads_sharing_a_small_pool_while_another_store_writes(pg_dsn: str, sc
         for t in checkers:
             t.join()
         assert seen == [["# w2 0\n\nalpha retrieval quagga2"]] * 4
+
+
+class _SlowQueries(FakeEmbedder):
+    """A remote provider's latency on query embeddings (``delay`` seconds)."""
+
+    delay = 0.0
+
+    def embed_query(self, text: str) -> Any:
+        time.sleep(self.delay)
+        return super().embed_query(text)
+
+
+def test_the_connection_sent_ahead_is_back_in_the_pool_while_the_query_is_embedded(
+    pg_dsn: str, schema: str, tmp_path: Path
+) -> None:
+    """A pool of one connection; a search sent ahead waits 2 s for its query vector: another
+    thread's read gets the connection at once, not after the embedding (review-7 #3: it
+    waited for the pool and timed out after connect_timeout=1 s)."""
+    store = PostgresStore(pg_dsn, schema=schema, min_connections=1, max_connections=1, connect_timeout=1)
+    embedder = _SlowQueries(dimension=16, model="hash-16")
+    with Plait(store, embedder=embedder) as plait:
+        plait.index(_corpus(tmp_path), collection="c")
+        plait.search("alpha retrieval", collection="c", k=3)  # the row is now this store's last
+        embedder.delay = 2.0
+        found: list[int] = []
+        search = threading.Thread(target=lambda: found.append(len(plait.search("engine number", collection="c", k=3).hits)))
+        search.start()
+        time.sleep(0.4)  # the search is waiting for its query vector, its statement answered
+        start = time.monotonic()
+        info = store.get_collection("c")
+        store.ping()  # readiness too (raises StoreUnavailableError when no connection comes)
+        waited = time.monotonic() - start
+        search.join()
+        assert info is not None and info.chunks == 12
+        assert waited < 0.9, waited  # connect_timeout is 1 s: it did not wait for the pool
+        assert found == [3]

@@ -20,9 +20,12 @@ Different (a write, a settings change, the collection re-created or deleted mean
 the service runs the search again, without sending ahead, and returns that. No
 staleness window; the price of a changed collection is one more round trip.
 
-The statement goes on a pooled connection held until its answer is read; a thread never
-holds two: any other read or write of this store on that thread reads the answer first
-(:meth:`PostgresInfo._settle`) and gives the connection back, so a pool of one connection
+The statement goes on a pooled connection held until its answer has arrived: the store's
+:class:`~plait.stores.postgres_answers.AnswerReader` thread reads it as it arrives and
+gives the connection back then, so the connection is out of the pool for one round trip
+whatever the search does meanwhile (a slow query embedding, a rerank). Any other read or
+write of this store on the search's thread takes the answer first
+(:meth:`PostgresInfo._settle`), so a thread never holds two and a pool of one connection
 still serves every search. When no connection is idle the search reads as before. The
 statement is prepared once per connection (unnamed when the store's ``prepare`` is
 False) and its row decoded with psycopg's own loaders (:class:`psycopg.adapt.Transformer`),
@@ -46,6 +49,7 @@ from psycopg.adapt import Transformer
 from psycopg_pool import PoolTimeout
 
 from plait.errors import StoreError
+from plait.stores.postgres_answers import Answer, AnswerReader, receive_step
 from plait.stores.postgres_info import INFO_SETTINGS, SourceCounts
 from plait.stores.postgres_rows import PostgresRows
 from plait.stores.postgres_scope import Seen
@@ -84,9 +88,10 @@ class _Last:
 
 @dataclass
 class _Flight:
-    """A statement in flight on ``conn`` for ``seen``'s scope, expected to bring back ``last``."""
+    """A statement in flight (its ``answer`` read as it arrives) for ``seen``'s scope,
+    expected to bring back ``last``."""
 
-    conn: psycopg.Connection
+    answer: Answer
     seen: Seen
     last: _Last
 
@@ -115,20 +120,15 @@ def _wait(fd: int, event: int) -> None:
 
 def _receive(conn: psycopg.Connection) -> pq.abc.PGresult:
     """The answer of the statement :func:`send` sent (waits for it)."""
-    pg = conn.pgconn
     results: list[pq.abc.PGresult] = []
-    while True:
-        pg.consume_input()
-        while not pg.is_busy():
-            result = pg.get_result()
-            if result is None:
-                if len(results) != 1:  # pragma: no cover - one statement, one result
-                    raise StoreError(f"expected one result, got {len(results)}")
-                if results[0].status != pq.ExecStatus.TUPLES_OK:
-                    raise psycopg.errors.error_from_result(results[0], encoding=conn.info.encoding)
-                return results[0]
-            results.append(result)
-        _wait(pg.socket, selectors.EVENT_READ)
+    while (result := receive_step(conn, results)) is None:
+        _wait(conn.pgconn.socket, selectors.EVENT_READ)
+    return result
+
+
+def _take(answer: Answer) -> pq.abc.PGresult:
+    """The answer of a statement sent ahead, read by the store's :class:`AnswerReader`."""
+    return answer.wait()
 
 
 def _raw(result: pq.abc.PGresult) -> Raw | None:
@@ -148,7 +148,12 @@ class PostgresInfo(PostgresRows):
         self._last: dict[str, _Last] = {}
         self._flights = threading.local()
         self._prepared: weakref.WeakKeyDictionary[psycopg.Connection, bool] = weakref.WeakKeyDictionary()
+        self._answers = AnswerReader()
         super().__init__(dsn, **options)
+
+    def close(self) -> None:
+        self._answers.close()
+        super().close()
 
     # scopes ------------------------------------------------------------------------
     @contextmanager
@@ -174,8 +179,8 @@ class PostgresInfo(PostgresRows):
         return seen.held is not False
 
     def _settle(self) -> None:
-        """Read the answer of this thread's statement in flight, if any, and give its
-        connection back."""
+        """Take the answer of this thread's statement in flight, if any (its connection is
+        given back by the reader as soon as it has arrived)."""
         flight: _Flight | None = getattr(self._flights, "flight", None)
         if flight is None:
             return
@@ -183,15 +188,13 @@ class PostgresInfo(PostgresRows):
         flight.seen.sent = False
         try:
             with self._errors():
-                result = _receive(flight.conn)
+                result = _take(flight.answer)
             flight.seen.held = _raw(result) == flight.last.raw
             if not flight.seen.held:
                 self._last.pop(flight.last.info.name, None)
-        except StoreError as exc:  # the search runs again, and reads (and reports) it itself
+        except Exception as exc:  # noqa: BLE001 - any failure: the search runs again, and reads (and reports) it itself
             log.debug("the statement sent ahead failed: %s", exc)
             flight.seen.held = False
-        finally:
-            self._pool.putconn(flight.conn)
 
     @contextmanager
     def _read(self) -> Iterator[psycopg.Connection]:
@@ -237,11 +240,13 @@ class PostgresInfo(PostgresRows):
         try:
             prepared = self._prepare_on(conn)
             send(conn, (last.info.name, *last.sent[:3]), prepared=prepared)
-        except psycopg.Error as exc:
+            answer = Answer(conn, self._pool.putconn)
+            self._answers.watch(answer)  # the connection back in the pool once answered
+        except (psycopg.Error, StoreError) as exc:
             log.debug("could not send the collection read ahead: %s", exc)
             self._pool.putconn(conn)
             return False
-        self._flights.flight = _Flight(conn, seen, last)
+        self._flights.flight = _Flight(answer, seen, last)
         seen.sent = True
         return True
 
