@@ -9,7 +9,7 @@ a few slow searches every connection of the pool is out, and indexing, ``ping`` 
 searches wait for one and time out.
 
 An :class:`AnswerReader` (one thread per store, started with the first statement sent
-ahead) waits for every connection in flight at once (a selector: epoll or poll, no limit
+ahead, ended after two idle seconds) waits for every connection in flight at once (a selector: epoll or poll, no limit
 on descriptor numbers) and, as each answer completes, keeps it and gives the connection
 back to the pool. The search then takes the answer (:meth:`Answer.wait`), already there
 or soon. A connection is therefore out of the pool for the statement's round trip only,
@@ -32,6 +32,8 @@ from plait.errors import StoreError
 __all__ = ["Answer", "AnswerReader", "receive_step"]
 
 log = logging.getLogger(__name__)
+
+_IDLE = 2.0  # seconds without a statement in flight before the thread ends
 
 
 def receive_step(conn: psycopg.Connection, results: list[pq.abc.PGresult]) -> pq.abc.PGresult | None:
@@ -163,7 +165,13 @@ class AnswerReader:
                         selector.register(fd, selectors.EVENT_READ)
                 if closed and not pending:
                     return
-                for key, _ in selector.select():
+                events = selector.select(None if pending else _IDLE)
+                if not events and not pending:
+                    with self._lock:
+                        if not self._queued:  # idle: the next watch starts a thread again
+                            self._thread = None
+                            return
+                for key, _ in events:
                     if key.fileobj is self._wake_r:
                         try:
                             while self._wake_r.recv(4096):
