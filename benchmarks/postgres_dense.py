@@ -68,6 +68,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     from plait.stores.postgres import PostgresStore
+    from plait.stores.postgres_keys import CHECK, GENERATION
     from plait.stores.postgres_lexcache import READ_SNAPSHOT
     from plait.testing.pg import private_postgres
 
@@ -108,7 +109,7 @@ def main() -> None:
                 with store._tx() as conn:
                     conn.execute(_ADD, {"cid": cid, "dim": DIM, "start": n + 1 + 10 * i, "end": n + 10 * (i + 1)})
                 with store._read() as conn:
-                    row = conn.execute("SELECT generation, revision FROM plait_collections WHERE id = %s", (cid,)).fetchone()
+                    row = conn.execute(GENERATION, (cid,)).fetchone()  # the key as the store reads it
                     assert row is not None
                     held = store._dense.get(cid)
                     assert held is not None
@@ -131,7 +132,7 @@ def main() -> None:
             for _ in range(2000):
                 for label, query, params in (
                     ("select_1", "SELECT 1", ()),
-                    ("collection_check", "SELECT id, dimension, generation, revision, n_chunks FROM plait_collections WHERE name = %s", (f"c{sizes[0]}",)),
+                    ("collection_check", CHECK, (f"c{sizes[0]}",)),
                 ):
                     t = time.perf_counter()
                     conn.execute(query, params, prepare=True).fetchone()
