@@ -100,3 +100,27 @@ def test_one_index_past_the_total_is_held_alone_and_the_per_index_budget_is_capp
         assert pg._lexicon.bytes <= FIXED + 2 * (10 * 24 + ENTRY_OVERHEAD)
     finally:
         pg.close()
+
+
+def test_a_warm_search_counts_its_index_once(pg_dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-chunk bytes of an index (O(chunks) to count) are counted when it is first
+    kept, not again on each search that keeps the same index."""
+    import plait.stores.postgres_lexicons as lexicons
+
+    counted: list[int] = []
+    real = lexicons.fixed_bytes
+
+    def counting(index: object) -> int:
+        counted.append(1)
+        return real(index)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lexicons, "fixed_bytes", counting)
+    pg = PostgresStore(pg_dsn, schema=schema)
+    try:
+        _fill(pg, ["a"])
+        first = _card(pg, "a")
+        for _ in range(5):
+            assert _card(pg, "a") == first
+        assert counted == [1]
+    finally:
+        pg.close()

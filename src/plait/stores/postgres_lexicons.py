@@ -67,7 +67,10 @@ class Lexicons(OrderedDict[int, Entry]):
     def keep(self, cid: int, generation: int, index: LexicalIndex, *, epoch: int) -> None:
         """Cache ``index`` unless a newer generation's index is cached already, or it was
         read in another ``epoch``; then drop the least recently searched past the bounds."""
-        fixed = fixed_bytes(index)  # outside the lock: O(chunks)
+        with self.lock:
+            known = self._fixed.get(cid)
+        # O(chunks), outside the lock, once per index (a warm search keeps the same one again)
+        fixed = known[1] if known is not None and known[0] is index else fixed_bytes(index)
         with self.lock:
             if epoch != self.epoch:
                 return
