@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -27,6 +28,8 @@ from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.remote import OllamaEmbedder
 from plait.errors import StoreError
 from plait.llm import OllamaLLM
+from plait.refinery.models import CardMode
+from plait.refinery.store import RefineryStore
 from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_schema import LATEST_VERSION, migrate
@@ -80,6 +83,18 @@ def _chunks(dsn: str, schema: str) -> int:
     return int(row[0]) if row else -1
 
 
+class _Counting(PostgresStore):
+    """Counts full lexical reloads after a generation moved (the change log's incremental path reads none)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.full_reloads = 0
+
+    def _full(self, *args: Any, **kwargs: Any) -> Any:
+        self.full_reloads += 1
+        return super()._full(*args, **kwargs)
+
+
 def _vector_of(dsn: str, schema: str, source: str) -> tuple[str, np.ndarray]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(sql.SQL("SELECT chunk_id, vector::text FROM {}.plait_chunks WHERE source_id = %s").format(
@@ -96,7 +111,7 @@ def test_a_store_opens_and_searches_on_a_standby_and_follows_the_primary(
     with Plait(PostgresStore(primary, schema=schema), embedder=embedder) as writer:
         writer.index_documents(documents(ARTICLE_DOCS))
         _replayed(primary, standby)
-        replica_store = PostgresStore(standby, schema=schema)  # raised StoreError before the fix
+        replica_store = _Counting(standby, schema=schema)  # raised StoreError before the fix
         assert replica_store.read_only is True and writer.store.read_only is False  # type: ignore[attr-defined]
         with Plait(replica_store, embedder=embedder) as reader:
             for query in ("why was my payment refused", "ERR-4012", "session token"):
@@ -114,11 +129,21 @@ def test_a_store_opens_and_searches_on_a_standby_and_follows_the_primary(
             assert [h.chunk_id for h in lexical.hits] == [h.chunk_id for h in writer.search(
                 "zanzibar quokka", k=5, mode="lexical").hits]
             assert lexical.hits and lexical.hits[0].content.startswith("The zanzibar quokka")
+            assert replica_store.full_reloads == 0  # no reload after the generation moved: the replayed change log applied
             hybrid = writer.search("zanzibar quokka", k=5)
             assert _hits(reader.search("zanzibar quokka", k=5)) == _hits(hybrid)
             chunk_id, vector = _vector_of(primary, schema, "zoo")  # the dense arm alone
             top = replica_store.vector_search("default", vector, limit=1)
             assert [cid for cid, _ in top] == [chunk_id] == [lexical.hits[0].chunk_id]
+
+            # Other SQL updating a chunk in place on the primary logs its revision
+            # (plait_revisions, migration 13): the replica's cached rows and matrix follow.
+            with psycopg.connect(primary, autocommit=True) as conn:
+                conn.execute(sql.SQL("UPDATE {}.plait_chunks SET metadata = metadata || '{{\"team\": \"zoo\"}}' "
+                                     "WHERE source_id = 'zoo'").format(sql.Identifier(schema)))
+            _replayed(primary, standby)
+            assert replica_store.get_chunks("default", [chunk_id])[chunk_id].metadata["team"] == "zoo"
+            assert [h.metadata.get("team") for h in reader.search("zanzibar quokka", k=1).hits] == ["zoo"]
 
             # A write on the standby: a clear StoreError, nothing lost on either side.
             before = _chunks(primary, schema)
@@ -128,6 +153,11 @@ def test_a_store_opens_and_searches_on_a_standby_and_follows_the_primary(
                 replica_store.delete_source("default", "zoo")
             with pytest.raises(StoreError, match=_READ_ONLY):
                 replica_store.update_settings("default", {"vectorWeight": 0.9})
+            with pytest.raises(StoreError, match=_READ_ONLY):
+                reader.calibrate(samples=8)
+            with pytest.raises(StoreError, match=_READ_ONLY):
+                RefineryStore(replica_store.records()).add_card(
+                    "default", question="q?", answer="a", sources=["zoo"], mode=CardMode.MANUAL)
             _replayed(primary, standby)
             assert _chunks(primary, schema) == _chunks(standby, schema) == before
             assert _hits(reader.search("zanzibar quokka", k=5)) == _hits(hybrid)
