@@ -11,7 +11,7 @@ from plait._text import valid_text
 from plait.collection_settings import CollectionSettings, parse_settings
 from plait.embeddings import Embedder
 from plait.embeddings.guard import GuardedEmbedder
-from plait.errors import NotFoundError, PlaitError
+from plait.errors import NotFoundError
 from plait.ingest import check_model
 from plait.request_body import request_body
 from plait.retrieval.request import validated
@@ -106,7 +106,7 @@ class QueryingMixin(EngineBase):
                     info, raw = self._collection_and_settings(collection)
                     saved = None if raw is None or _wants_qa_first(request) else parse_settings(raw, collection=collection)
                     result, final = self._search_unfinished(collection, request, info, saved, drafts_visible=drafts_visible)
-                except PlaitError:
+                except Exception:  # any error, not only a PlaitError (review-7 #8)
                     if ahead and attempt == 0 and not self._ahead_held(collection):
                         continue  # raised on values the collection no longer has: run again
                     raise

@@ -23,7 +23,7 @@ import pytest
 
 import plait.stores.postgres_ahead as ahead
 from plait.embeddings.fake import FakeEmbedder
-from plait.errors import ModelMismatchError, NotFoundError
+from plait.errors import ModelMismatchError, NotFoundError, StoreUnavailableError
 from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_keys import CHECK, GENERATION
@@ -332,3 +332,46 @@ def test_the_connection_sent_ahead_is_back_in_the_pool_while_the_query_is_embedd
         assert info is not None and info.chunks == 12
         assert waited < 0.9, waited  # connect_timeout is 1 s: it did not wait for the pool
         assert found == [3]
+
+
+def test_a_search_on_a_closed_store_raises_store_unavailable(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """The statement would be sent ahead (the row is the store's last), but the pool is
+    closed: StoreUnavailableError (HTTP 503), not psycopg_pool's bare PoolClosed (review-7 #2)."""
+    store = PostgresStore(pg_dsn, schema=schema)
+    plait = Plait(store, embedder=FakeEmbedder(dimension=16, model="hash-16"))
+    plait.index(_corpus(tmp_path), collection="c")
+    assert len(plait.search("alpha retrieval", collection="c", k=3).hits) == 3
+    store.close()
+    with pytest.raises(StoreUnavailableError):
+        plait.search("alpha retrieval", collection="c", k=3)
+
+
+def test_any_error_of_the_run_on_the_old_row_gives_way_to_the_new_one(
+    pg_dsn: str, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only a PlaitError (review-7 #8): the run on the old row raises something else
+    (here a RuntimeError from the arms, once), the answer differs (another store wrote): the
+    search runs again and answers. With nothing written meanwhile, the error is the search's
+    own and is raised."""
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader, writer = PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)
+    with Plait(writer, embedder=embedder) as indexer, Plait(reader, embedder=embedder) as plait:
+        indexer.index(_corpus(tmp_path), collection="c")
+        plait.search("zebra", collection="c", k=3, mode="lexical")
+        arms = reader.search_arms
+        failures: list[int] = []
+
+        def failing_once(*args: Any, **kwargs: Any) -> Any:
+            if not failures:
+                failures.append(1)
+                raise RuntimeError("failed on the old row")
+            return arms(*args, **kwargs)
+
+        monkeypatch.setattr(reader, "search_arms", failing_once)
+        indexer.index(_docs(tmp_path, "z", ["zebra alpha retrieval"]), collection="c")
+        hits = plait.search("zebra", collection="c", k=3, mode="lexical").hits
+        assert failures == [1] and [h.content for h in hits] == ["# z 0\n\nzebra alpha retrieval"]
+        failures.clear()
+        with pytest.raises(RuntimeError, match="failed on the old row"):
+            plait.search("zebra", collection="c", k=3, mode="lexical")  # held: its own error
+    writer.close()

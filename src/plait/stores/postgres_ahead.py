@@ -46,7 +46,6 @@ from typing import Any
 import psycopg
 from psycopg import pq
 from psycopg.adapt import Transformer
-from psycopg_pool import PoolTimeout
 
 from plait.errors import StoreError
 from plait.stores.postgres_answers import Answer, AnswerReader, receive_step
@@ -235,8 +234,8 @@ class PostgresInfo(PostgresRows):
             return False
         try:
             conn = self._pool.getconn(timeout=0.001)
-        except PoolTimeout:
-            return False
+        except psycopg.Error:  # none idle (PoolTimeout), the pool closed (PoolClosed), ...:
+            return False  # read as before, which reports the error as a StoreError
         try:
             prepared = self._prepare_on(conn)
             send(conn, (last.info.name, *last.sent[:3]), prepared=prepared)
