@@ -94,10 +94,14 @@ class QueryingMixin(EngineBase):
 
         ``drafts_visible=False`` (a reader over HTTP or MCP) hides the FAQ cards not yet
         approved from a search that names the ``faq-card`` scope."""
-        ahead = isinstance(self.store, AheadScopeStore)
+        # A qa-first request only reads the collection's existence here: its fallback search
+        # (search_request again, from the refinery) sends ahead and runs again itself. Sent
+        # ahead here too, a write meanwhile ran the whole qa-first path, fallback and its
+        # ``searched`` event included, twice (review-7 #5).
+        ahead = isinstance(self.store, AheadScopeStore) and not _wants_qa_first(request)
         for attempt in (0, 1):
             scope = (
-                self.store.search_scope(collection, ahead=attempt == 0) if isinstance(self.store, AheadScopeStore)
+                self.store.search_scope(collection, ahead=ahead and attempt == 0) if isinstance(self.store, AheadScopeStore)
                 else self.store.search_scope(collection) if isinstance(self.store, SearchScopeStore)
                 else nullcontext()
             )

@@ -24,10 +24,12 @@ import pytest
 import plait.stores.postgres_ahead as ahead
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ModelMismatchError, NotFoundError, StoreUnavailableError
+from plait.events import EngineListener
 from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_keys import CHECK, GENERATION
 from plait.testing.pg import postgres_dsn, throwaway_schema
+from plait.types import SearchResult
 
 
 @pytest.fixture(scope="module")
@@ -374,4 +376,29 @@ def test_any_error_of_the_run_on_the_old_row_gives_way_to_the_new_one(
         failures.clear()
         with pytest.raises(RuntimeError, match="failed on the old row"):
             plait.search("zebra", collection="c", k=3, mode="lexical")  # held: its own error
+    writer.close()
+
+
+def test_a_qa_first_search_after_a_write_is_run_and_reported_once(pg_dsn: str, schema: str, tmp_path: Path) -> None:
+    """qaFirst without a matching card falls back to a hybrid search (search_request again):
+    after a write by another store, that fallback runs again once, inside itself, and the
+    ``searched`` event fires once (review-7 #5: the outer attempt ran the whole qa-first
+    path again, and ``searched`` fired twice)."""
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    reader, writer = PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)
+    with Plait(writer, embedder=embedder) as indexer, Plait(reader, embedder=embedder) as plait:
+        indexer.index(_corpus(tmp_path), collection="c")
+        plait.search("alpha retrieval", collection="c", k=3)  # the row is now the reader's last
+        searched: list[str] = []
+
+        class Counting(EngineListener):
+            def searched(self, collection: str, result: SearchResult) -> None:
+                searched.append(result.query)
+
+        listener = Counting()  # held weakly by the engine
+        plait.events.subscribe(listener)
+        indexer.index(_docs(tmp_path, "z", ["zebra alpha retrieval"]), collection="c")
+        result = plait.search_request("c", {"query": "zebra", "k": 3, "qaFirst": True, "mode": "lexical"})
+        assert result.answered_by != "card" and [h.content for h in result.hits] == ["# z 0\n\nzebra alpha retrieval"]
+        assert searched == ["zebra"]
     writer.close()
