@@ -137,9 +137,9 @@ class PostgresBase:
         self._session(conn)
         conn.execute(_WORK_MEM_FLOOR)
         if self._prepare:
-            # Planning the lexical statement costs more than running it on a small
-            # collection; its plan does not depend on the parameters' values (the HNSW
-            # query's collection id and dimension are literals), so plan it once.
+            # Applies to prepared statements only: with prepare_threshold=None (above)
+            # psycopg prepares none, so today this plans plait_info_v1 (prepared by hand,
+            # postgres_ahead) once; every other statement is planned each time it runs.
             conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', false)")
         register_vector(conn)
 
