@@ -138,9 +138,9 @@ def settings_update(**changes: Any) -> dict[str, Any]:
 def portable_settings(store: Store, collection: str) -> dict[str, Any]:
     """The stored bag as it travels with the collection (``plait copy``, ``plait export``):
     every key, those this version does not know included, as stored — less the marker of
-    an unfinished copy into it, which belongs to this store only."""
-    marker = _FIELDS["copy_in_progress"]
-    return {key: value for key, value in store.get_settings(collection).items() if key != marker}
+    an unfinished copy into it and the copy's identity probe, which belong to this store only."""
+    local = {_FIELDS["copy_in_progress"], "copyIdentityProbe"}  # the latter: plait.store_identity.PROBE_KEY
+    return {key: value for key, value in store.get_settings(collection).items() if key not in local}
 
 
 def restore_settings(store: Store, collection: str, bag: Mapping[str, Any]) -> None:

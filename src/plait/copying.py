@@ -63,7 +63,7 @@ from plait.fields import lexical_text
 from plait.refinery.cards import card_chunk_id, card_source_id
 from plait.refinery.models import CARD_SCOPE
 from plait.refinery.store import RefineryStore
-from plait.store_identity import may_be_one_collection, store_sameness
+from plait.store_identity import is_one_collection, may_be_one_collection, store_sameness
 from plait.stores.base import BulkStore, SourceWrite, Store, StoredChunk
 from plait.stores.records_import import collection_records, copy_records, write_records
 from plait.types import FileOrigin, Model
@@ -302,6 +302,14 @@ def copy_collection(
             "both may be one collection: --replace (replace=True) could delete the source; copy under "
             "another name (--as, target_name), or delete the target's collection there yourself first"
         )
+    if name == collection and is_one_collection(source, target, collection, name):
+        raise ValidationError(
+            f"collection {collection!r} of the target is the source's collection itself (a token written into it "
+            "through the target was read back through the source): the two addresses reach one store (a port "
+            "forward, proxy, load balancer or NAT?); nothing was deleted or copied. Copy under another name "
+            "(--as, target_name) within that store instead"
+        )
+    before = source.get_collection(collection)
     started = time.perf_counter()
     _prepare_target(source, target, collection, name, replace=replace)
     renames = _card_renames(source, collection, name, shared=shared)
@@ -358,6 +366,15 @@ def copy_collection(
         usage = copy_usage(source, target, collection, target_name=name, marker={**marker, "usageCopied": True})
     seconds = time.perf_counter() - started
     checked = verify_copy(source, target, collection, target_name=name, sample_queries=sample_queries) if verify else None
+    held = before.chunks if before is not None else 0
+    if checked is not None and checked.ok and held and (checked.source_chunks != held or copied + already == 0):
+        # the comparison cannot vouch for a copy whose source changed under it (or is its target)
+        log.warning(
+            "copy of %s not verified: the source held %d chunks when the copy started and %d at its end, "
+            "%d sources were copied and %d found already there",
+            collection, held, checked.source_chunks, copied, already,
+        )
+        checked = checked.model_copy(update={"ok": False})
     write_settings(target, name, copy_in_progress=None)  # finished: a later copy into it is refused again
     log.info("copied %s: %d sources, %d chunks in %.1f s", collection, copied, chunks, seconds)
     return CopyReport(

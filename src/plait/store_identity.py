@@ -23,12 +23,20 @@
 The copy refuses to replace a collection of the same name when the answer is ``"same"``,
 and also when it is ``"unknown"`` unless the target's collection is seen to be another
 one (:func:`may_be_one_collection`): nothing is deleted on a guess.
+
+Addresses cannot see every way of reaching one server (a port forward, a proxy, a load
+balancer, NAT, a socket and a TCP port), so before anything is written to a target
+collection of the source's name, :func:`is_one_collection` asks the storage itself: a
+random token written into the target collection's settings is looked for through the
+source. Seen there, the two are one collection whatever the addresses say.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
+import secrets
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,10 +46,16 @@ from urllib.parse import urlsplit
 from plait.stores.base import Store
 
 __all__ = [
-    "Sameness", "may_be_one_collection", "milvus_address", "postgres_sameness", "server_sameness", "store_sameness",
+    "PROBE_KEY", "Sameness", "is_one_collection", "may_be_one_collection", "milvus_address", "postgres_sameness", "server_sameness", "store_sameness",
 ]
 
 Sameness = Literal["same", "different", "unknown"]
+
+log = logging.getLogger(__name__)
+
+PROBE_KEY = "copyIdentityProbe"
+"""The settings key :func:`is_one_collection` writes its token under (cleared after; not
+carried by a copy or an export)."""
 
 _MILVUS_PORT = 19530
 _HTTPS_PORT = 443
@@ -177,3 +191,27 @@ def may_be_one_collection(a: Store, b: Store, name: str) -> bool:
     if mine is None or theirs is None:
         return False
     return not (mine.created_at and theirs.created_at and mine.created_at != theirs.created_at)
+
+
+def is_one_collection(a: Store, b: Store, name_a: str, name_b: str) -> bool:
+    """Whether collection ``name_b`` of ``b`` *is* collection ``name_a`` of ``a``, asked of
+    the storage rather than inferred from addresses. Two collections that record different
+    creation times are two; otherwise a random token is written into ``b``'s collection
+    settings (key :data:`PROBE_KEY`, set back to null at once) and read through ``a``:
+    seen there, one collection. ``b`` must be writable (it is a copy's target)."""
+    mine, theirs = a.get_collection(name_a), b.get_collection(name_b)
+    if mine is None or theirs is None:
+        return False
+    if mine.created_at and theirs.created_at and mine.created_at != theirs.created_at:
+        return False
+    token = secrets.token_hex(16)
+    b.update_settings(name_b, {PROBE_KEY: token})
+    try:
+        seen = a.get_settings(name_a).get(PROBE_KEY) == token
+    finally:
+        b.update_settings(name_b, {PROBE_KEY: None})
+    log.info(
+        "collection %r of the target %s collection %r of the source (a token written through the target %s)",
+        name_b, "is" if seen else "is not", name_a, "was read back through the source" if seen else "was not seen there",
+    )
+    return seen
