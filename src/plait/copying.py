@@ -236,6 +236,34 @@ def same_store(a: Store, b: Store) -> bool:
     return store_sameness(a, b) == "same"
 
 
+def _records_shared(source: Store, target: Store, collection: str) -> bool:
+    """Whether the target's records hold the source collection's own refinery rows (a run
+    or card id under the source's collection name): the two stores keep one records
+    storage (one Milvus records file under two addresses, say) whatever their addresses."""
+    rows = collection_records(source.records(), collection)
+    t = target.records().tables
+    for table, found in (("runs", rows["runs"]), ("cards", rows["cards"])):
+        if found and target.records().fetch(
+            t.sql(f"SELECT 1 FROM {{{table}}} WHERE id = ? AND collection = ?"), (found[0][0], collection)
+        ):
+            return True
+    return False
+
+
+def _shares_ids(source: Store, target: Store, collection: str, name: str, *, sameness: str) -> bool:
+    """Whether a copy as ``name`` must give its runs and cards new ids (they are keys of a
+    whole records storage): within one store, or into a target that sees the source's own
+    records (``"unknown"`` or even ``"different"`` stores sharing one records file)."""
+    if sameness == "same":
+        return True
+    if name == collection:
+        return False
+    shared = _records_shared(source, target, collection)
+    if shared:
+        log.info("the target's records hold %r's own runs or cards: the copy %r gets new run and card ids", collection, name)
+    return shared
+
+
 def _prepare_target(source: Store, target: Store, collection: str, target_name: str, *, replace: bool) -> None:
     info = source.get_collection(collection)
     if info is None:
@@ -311,6 +339,7 @@ def copy_collection(
         )
     before = source.get_collection(collection)
     started = time.perf_counter()
+    shared = _shares_ids(source, target, collection, name, sameness=sameness)
     _prepare_target(source, target, collection, name, replace=replace)
     renames = _card_renames(source, collection, name, shared=shared)
     sources = source.list_sources(collection)
@@ -464,9 +493,10 @@ def verify_copy(
 ) -> CopyVerification:
     """Compare a collection on two stores (see the module docstring)."""
     name = target_name or collection
-    shared = same_store(source, target)
-    if name == collection and shared:
+    sameness = store_sameness(source, target)
+    if name == collection and sameness == "same":
         raise ValidationError(f"verify_copy would compare {collection!r} with itself: the two stores are the same store")
+    shared = _shares_ids(source, target, collection, name, sameness=sameness)
     renames = _card_renames(source, collection, name, shared=shared)
     a, b = source.get_collection(collection), target.get_collection(name)
     if a is None or b is None:

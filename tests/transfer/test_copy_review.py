@@ -326,13 +326,15 @@ def test_a_renamed_copy_leaves_the_target_stores_own_collection_alone(make_store
 def test_a_renamed_copy_whose_card_ids_the_target_holds_is_not_verified(make_store: StoreFactory) -> None:
     """Review 2, finding 2: copying kb into a store that already holds kb (same run and card
     ids), then again as kb2, wrote no card or run (ids are global keys, ON CONFLICT DO
-    NOTHING) and still said verified. The verification now counts runs and cards."""
+    NOTHING) and still said verified. The verification now counts runs and cards. Review 8
+    #4: the copy sees the source's own rows in the target's records and gives kb2's runs and
+    cards new ids, so they are written (and verified) instead of dropped."""
     source, target = make_store("sqlite"), make_store("sqlite")
     fill(source)
     first = copy_collection(source, target, "kb")
     assert first.verification is not None and first.verification.ok
     assert first.verification.source_records == first.verification.target_records == [1, 1]
     again = copy_collection(source, target, "kb", target_name="kb2")
-    assert (again.runs, again.cards) == (0, 0)  # the ids were taken by the first copy
-    assert again.verification is not None and not again.verification.ok
-    assert (again.verification.source_records, again.verification.target_records) == ([1, 1], [0, 0])
+    assert (again.runs, again.cards) == (1, 1)  # new ids: the first copy's are taken
+    assert again.verification is not None and again.verification.ok, again.verification
+    assert (again.verification.source_records, again.verification.target_records) == ([1, 1], [1, 1])
