@@ -16,7 +16,8 @@
   ignored, the default port filled in — 443 for ``https``, else 19530 — a trailing
   slash dropped, the database the first path segment or ``default``), and the same
   collection prefix. Two host names are the same server when they resolve
-  (``socket.getaddrinfo``) to a common address; when either does not resolve, or both
+  (``socket.getaddrinfo``, both waited for at most :data:`RESOLVE_SECONDS` in all, logged
+  at info level) to a common address; when either does not resolve in time, or both
   name only addresses of this machine (``localhost`` and this host's own name: one
   port, likely one server listening on all of them), the answer is ``"unknown"``.
 
@@ -38,9 +39,11 @@ import logging
 import os
 import secrets
 import socket
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from plait.stores.base import Store
@@ -81,11 +84,39 @@ def milvus_address(uri: str) -> tuple[str, int, str]:
     return host, port, segments[0] if segments else "default"
 
 
-def _addresses(host: str, port: int) -> frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address] | None:
-    """The addresses ``host`` resolves to (IPv4-mapped IPv6 as IPv4); None when it does not."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
+RESOLVE_SECONDS = 2.0
+"""How long :func:`server_sameness` waits for both host names to resolve (together)."""
+
+
+def _resolve_all(hosts: Sequence[tuple[str, int]], timeout: float) -> list[list[Any] | None]:
+    """``socket.getaddrinfo`` of each (host, port), each on a daemon thread, all waited for
+    at most ``timeout`` seconds in all: a lookup not answered by then (a dead resolver) is
+    None, as one that failed, and is left to finish on its own thread."""
+    answers: list[list[Any] | None] = [None] * len(hosts)
+
+    def lookup(at: int, host: str, port: int) -> None:
+        try:
+            answers[at] = list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError):
+            answers[at] = None
+
+    threads = [
+        threading.Thread(target=lookup, args=(at, host, port), name="plait-resolve", daemon=True)
+        for at, (host, port) in enumerate(hosts)
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for (host, _), thread in zip(hosts, threads, strict=True):
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            log.info("resolving %r took more than %.1f s: treated as not resolving", host, timeout)
+    return [None if thread.is_alive() else answer for thread, answer in zip(threads, answers, strict=True)]
+
+
+def _addresses(infos: list[Any] | None) -> frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address] | None:
+    """The addresses of a ``getaddrinfo`` answer (IPv4-mapped IPv6 as IPv4); None for none."""
+    if infos is None:
         return None
     found: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
     for info in infos:
@@ -120,14 +151,22 @@ def server_sameness(a: str, b: str) -> Sameness:
         return "different"
     if host_a == host_b:
         return "same"
-    found_a, found_b = _addresses(host_a, port_a), _addresses(host_b, port_b)
+    infos = _resolve_all([(host_a, port_a), (host_b, port_b)], RESOLVE_SECONDS)
+    found_a, found_b = _addresses(infos[0]), _addresses(infos[1])
     if found_a is None or found_b is None:
-        return "unknown"
-    if found_a & found_b:
-        return "same"
-    if all(_local(x) for x in found_a | found_b):
-        return "unknown"  # one machine, one port: likely one server on all its addresses
-    return "different"
+        decided: Sameness = "unknown"
+    elif found_a & found_b:
+        decided = "same"
+    elif all(_local(x) for x in found_a | found_b):
+        decided = "unknown"  # one machine, one port: likely one server on all its addresses
+    else:
+        decided = "different"
+    log.info(
+        "Milvus %s:%d and %s:%d (database %r): %s (addresses %s / %s)",
+        host_a, port_a, host_b, port_b, db_a, decided,
+        sorted(map(str, found_a)) if found_a else "none", sorted(map(str, found_b)) if found_b else "none",
+    )
+    return decided
 
 
 def _same_file(a: Path | str, b: Path | str) -> bool:
