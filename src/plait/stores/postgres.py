@@ -169,6 +169,7 @@ class PostgresStore(PostgresInfo):
             conn.execute("SELECT set_config('plait.skip_stats', 'off', true)")
             conn.execute("DELETE FROM plait_postings WHERE collection_id = %s", (cid,))
             conn.execute("DELETE FROM plait_revisions WHERE collection_id = %s", (cid,))
+            conn.execute("DELETE FROM plait_counts WHERE collection_id = %s", (cid,))
             conn.execute("DELETE FROM plait_collections WHERE id = %s", (cid,))
         self._forget(name)
         return True

@@ -44,9 +44,11 @@ _WORK_MEM_FLOOR = sql.SQL(
 
 
 # The collection's row lock for a write, and the flag saying this transaction holds it.
+# NO KEY UPDATE: it excludes the other writers but not a foreign-key check's KEY SHARE, so
+# an insert of chunks from other SQL never waits for it (migration 14).
 _LOCK = (
     "SELECT id, dimension, set_config('plait.locked_' || id, 'on', true) "
-    "FROM plait_collections WHERE name = %s FOR UPDATE"
+    "FROM plait_collections WHERE name = %s FOR NO KEY UPDATE"
 )
 
 

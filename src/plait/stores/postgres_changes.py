@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHANGES", "KEEP_GENERATIONS", "MIGRATION_10", "Changes", "changes_from", "changes_params"]
+__all__ = ["ADD_STATS", "CHANGES", "KEEP_GENERATIONS", "MIGRATION_10", "Changes", "changes_from", "changes_params"]
 
 #: Generations of change log each collection keeps.
 KEEP_GENERATIONS = 1024
@@ -62,6 +62,23 @@ _BUMP = """
         WHERE l.collection_id = g.collection_id AND l.generation <= g.generation - {keep};
 """
 
+#: The add trigger's statements before its bump: the terms' statistics and the postings.
+ADD_STATS = """    INSERT INTO plait_lex_terms AS t (collection_id, key, df, max_tf, min_len, min_ratio)
+        SELECT c.collection_id, p.key, count(*), max(p.tf),
+               min(CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END),
+               min((CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END)::float8 / p.tf)
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
+        GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (collection_id, key) DO UPDATE SET df = t.df + excluded.df,
+        max_tf = greatest(t.max_tf, excluded.max_tf), min_len = least(t.min_len, excluded.min_len),
+        min_ratio = least(t.min_ratio, excluded.min_ratio);
+    INSERT INTO plait_postings (collection_id, term, chunk_row, tf, len)
+        SELECT c.collection_id, t.id, c.id, p.tf,
+               CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p, plait_lex_terms AS t
+        WHERE t.collection_id = c.collection_id AND t.key = p.key
+        ORDER BY 1, 2, 3;"""
+
 MIGRATION_10 = (
     r"""
 LOCK TABLE plait_collections IN EXCLUSIVE MODE;
@@ -78,21 +95,8 @@ CREATE OR REPLACE FUNCTION plait_lex_stats_add() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
-    INSERT INTO plait_lex_terms AS t (collection_id, key, df, max_tf, min_len, min_ratio)
-        SELECT c.collection_id, p.key, count(*), max(p.tf),
-               min(CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END),
-               min((CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END)::float8 / p.tf)
-        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
-        GROUP BY 1, 2 ORDER BY 1, 2
-    ON CONFLICT (collection_id, key) DO UPDATE SET df = t.df + excluded.df,
-        max_tf = greatest(t.max_tf, excluded.max_tf), min_len = least(t.min_len, excluded.min_len),
-        min_ratio = least(t.min_ratio, excluded.min_ratio);
-    INSERT INTO plait_postings (collection_id, term, chunk_row, tf, len)
-        SELECT c.collection_id, t.id, c.id, p.tf,
-               CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END
-        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p, plait_lex_terms AS t
-        WHERE t.collection_id = c.collection_id AND t.key = p.key
-        ORDER BY 1, 2, 3;"""
+"""
+    + ADD_STATS
     + _BUMP.format(sign="+", column="added", keep=KEEP_GENERATIONS)
     + r"""    RETURN NULL;
 END $$;

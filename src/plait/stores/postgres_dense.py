@@ -47,7 +47,7 @@ from plait.errors import StoreError
 from plait.stores.base import Filters
 from plait.stores.dense_bound import first_pass_bytes
 from plait.stores.postgres_changes import CHANGES, changes_from, changes_params
-from plait.stores.postgres_keys import REVISION
+from plait.stores.postgres_keys import CHUNKS, GENERATION_OF, REVISION
 from plait.stores.postgres_lexcache import READ_SNAPSHOT, allowed_query, parse_allowed
 from plait.stores.sqlite_snapshot import BOUNDED_FROM, DenseMatrix
 
@@ -64,10 +64,10 @@ Key = tuple[int, int]
 #: A load's result: the key it was read under, the matrix, a filter's allowed row ids.
 MatrixLoad = tuple[Key, DenseMatrix, np.ndarray | None]
 
-_KEY = f"SELECT p.generation, {REVISION} FROM plait_collections p WHERE p.id = %s"
+_KEY = f"SELECT {GENERATION_OF}, {REVISION} FROM plait_collections p WHERE p.id = %s"
 #: The collection's chunks and chunks without a vector (the latter from its partial index).
 _COUNTS = (
-    "SELECT p.n_chunks, (SELECT count(*) FROM plait_chunks c WHERE c.collection_id = p.id AND c.vector IS NULL) "
+    f"SELECT {CHUNKS}, (SELECT count(*) FROM plait_chunks c WHERE c.collection_id = p.id AND c.vector IS NULL) "
     "FROM plait_collections p WHERE p.id = %(cid)s"
 )
 

@@ -27,13 +27,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from plait.stores.postgres_keys import INSTANCE, REVISION
+from plait.stores.postgres_keys import CHUNKS, GENERATION_OF, INSTANCE, REVISION
 from plait.types import CollectionInfo
 
 __all__ = ["INFO", "INFO_SETTINGS", "SourceCounts", "info_of"]
 
 _COLUMNS = (
-    "SELECT p.name, p.provider, p.model, p.dimension, p.n_chunks, "
+    f"SELECT p.name, p.provider, p.model, p.dimension, {CHUNKS}, "
     "(SELECT count(*) FROM plait_chunks c WHERE c.collection_id = p.id AND c.vector IS NULL), "
     "{sources}, p.created_at, "
     "(SELECT max(s.last_indexed_at) FROM plait_scopes s WHERE s.collection_id = p.id)"
@@ -50,11 +50,11 @@ INFO = _COLUMNS.format(sources=_COUNT) + " FROM plait_collections p"
 #: ``%(revision)s`` (the count is then the one :class:`SourceCounts` holds for them).
 INFO_SETTINGS = (
     _COLUMNS.format(
-        sources="CASE WHEN p.id = %(cid)s::int8 AND p.generation = %(generation)s::int8 "
+        sources="CASE WHEN p.id = %(cid)s::int8 AND k.generation = %(generation)s::int8 "
         f"AND k.revision = %(revision)s::int8 THEN NULL ELSE {_COUNT} END"
     )
-    + f", p.settings, p.id, p.generation, k.revision, {INSTANCE} FROM plait_collections p "
-    f"CROSS JOIN LATERAL (SELECT {REVISION} AS revision) AS k WHERE p.name = %(name)s"
+    + f", p.settings, p.id, k.generation, k.revision, {INSTANCE} FROM plait_collections p "
+    f"CROSS JOIN LATERAL (SELECT {GENERATION_OF} AS generation, {REVISION} AS revision) AS k WHERE p.name = %(name)s"
 )
 
 #: The key no collection has: count the sources.

@@ -57,24 +57,35 @@ from __future__ import annotations
 from plait.stores.postgres_changes import _BUMP, KEEP_GENERATIONS
 from plait.stores.postgres_lockwait import REMOVE_POSTINGS
 
-__all__ = ["CHECK", "GENERATION", "INSTANCE", "MIGRATION_13", "REMOVE_TERMS", "REVISION", "ROWS_CHECK"]
+__all__ = [
+    "CHECK", "CHUNKS", "GENERATION", "GENERATION_OF", "INSTANCE", "MIGRATION_13", "REMOVE_STATS", "REMOVE_TERMS",
+    "REVISION", "ROWS_CHECK",
+]
 
 #: The revision of collection ``p`` (a ``plait_collections`` alias): the column plus the
 #: log rows not folded into it yet (an index-only range of ``plait_revisions_pkey``).
 REVISION = "p.revision + (SELECT count(*) FROM plait_revisions r WHERE r.collection_id = p.id)"
+
+#: The generation of collection ``p``: the column plus the inserting / deleting statements
+#: of other SQL queued in ``plait_counts`` and not folded into it yet (migration 14,
+#: :mod:`plait.stores.postgres_counts`; an index-only range of ``plait_counts_pkey``).
+GENERATION_OF = "p.generation + (SELECT count(*) FROM plait_counts q WHERE q.collection_id = p.id)"
+
+#: The chunks of collection ``p``: the column plus the queued statements' counts.
+CHUNKS = "p.n_chunks + (SELECT coalesce(sum(q.n), 0) FROM plait_counts q WHERE q.collection_id = p.id)"
 
 #: The schema's identity, two columns: the OID of ``plait_collections`` and the instance UUID.
 INSTANCE = "p.tableoid::bigint, (SELECT i.id FROM plait_instance i)"
 
 #: The search's check of a collection by name: id, dimension, generation, revision, chunks, instance.
 CHECK = (
-    f"SELECT p.id, p.dimension, p.generation, {REVISION}, p.n_chunks, {INSTANCE} "
+    f"SELECT p.id, p.dimension, {GENERATION_OF}, {REVISION}, {CHUNKS}, {INSTANCE} "
     "FROM plait_collections p WHERE p.name = %s"
 )
 #: A load's read of the key by collection id: generation, revision, chunks.
-GENERATION = f"SELECT p.generation, {REVISION}, p.n_chunks FROM plait_collections p WHERE p.id = %s"
+GENERATION = f"SELECT {GENERATION_OF}, {REVISION}, {CHUNKS} FROM plait_collections p WHERE p.id = %s"
 #: The chunk rows' check by name: id, generation, revision, instance.
-ROWS_CHECK = f"SELECT p.id, p.generation, {REVISION}, {INSTANCE} FROM plait_collections p WHERE p.name = %s"
+ROWS_CHECK = f"SELECT p.id, {GENERATION_OF}, {REVISION}, {INSTANCE} FROM plait_collections p WHERE p.name = %s"
 
 
 #: The term DELETE of :sql:`plait_lex_stats_remove`: the deleted chunks' terms left at df 0,
@@ -87,14 +98,10 @@ REMOVE_TERMS = """WITH x AS MATERIALIZED (
             SELECT t.ctid AS tid FROM plait_lex_terms AS t
             WHERE t.collection_id = x.collection_id AND t.key = x.key AND t.df <= 0 LIMIT 1) AS f));"""
 
-REMOVE_FUNCTION = (
-    r"""
-CREATE OR REPLACE FUNCTION plait_lex_stats_remove() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-BEGIN
-    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
-    """
-    + REMOVE_POSTINGS
+#: The remove trigger's statements before its bump: the postings, the terms' df and the
+#: terms left at df 0.
+REMOVE_STATS = (
+    REMOVE_POSTINGS
     + r"""
     UPDATE plait_lex_terms AS t SET df = t.df - x.n
         FROM (SELECT c.collection_id, p.key, count(*) AS n
@@ -103,6 +110,16 @@ BEGIN
         WHERE t.collection_id = x.collection_id AND t.key = x.key;
     """
     + REMOVE_TERMS
+)
+
+REMOVE_FUNCTION = (
+    r"""
+CREATE OR REPLACE FUNCTION plait_lex_stats_remove() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+    """
+    + REMOVE_STATS
     + _BUMP.format(sign="-", column="removed", keep=KEEP_GENERATIONS)
     + r"""    RETURN NULL;
 END $$;

@@ -66,6 +66,11 @@ their revision in ``plait_revisions`` instead of locking the collection's row (n
 with the store's writers), and adds ``plait_instance``, the schema's identity in every
 cache key.
 
+Migration 14 (:mod:`plait.stores.postgres_counts`) does the same for inserts and deletes
+of chunks from other SQL: their counts and generation bump are queued in ``plait_counts``
+and folded by the next store write, and the store's writers lock the collection's row
+``FOR NO KEY UPDATE`` (a foreign-key check does not wait for it).
+
 Migration 6 adds the record tables of :mod:`plait.stores.records` (refinery runs and
 cards, API keys, and which former side files were imported).
 
@@ -81,6 +86,7 @@ import psycopg
 
 from plait.stores.postgres_bounds import MIGRATION_8
 from plait.stores.postgres_changes import MIGRATION_10
+from plait.stores.postgres_counts import MIGRATION_14
 from plait.stores.postgres_generation import MIGRATION_9
 from plait.stores.postgres_keys import MIGRATION_13
 from plait.stores.postgres_lockwait import MIGRATION_12
@@ -496,7 +502,7 @@ CREATE TABLE plait_usage (
 #: transaction as its row in ``plait_schema_version``.
 MIGRATIONS: tuple[str, ...] = (
     _MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4, _MIGRATION_5, _MIGRATION_6, _MIGRATION_7,
-    MIGRATION_8, MIGRATION_9, MIGRATION_10, MIGRATION_11, MIGRATION_12, MIGRATION_13,
+    MIGRATION_8, MIGRATION_9, MIGRATION_10, MIGRATION_11, MIGRATION_12, MIGRATION_13, MIGRATION_14,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -1,0 +1,125 @@
+"""Migration 14 of the PostgreSQL store: inserts and deletes of chunks from other SQL
+without a lock on the collection's row (review 7, finding 7).
+
+Migration 13 (:mod:`plait.stores.postgres_keys`) took the collection's row out of an
+in-place ``UPDATE`` from other SQL. Inserts and deletes still took it, twice over, after
+the chunk rows: the statistics triggers' bump (``n_chunks``, the length totals,
+``generation``: migrations 9/10's ``_BUMP``) updated the row at the end of the statement,
+and an ``INSERT`` also share-locked it for the foreign key of ``plait_chunks``. The store's
+writers lock that row first (``SELECT … FOR UPDATE``), then the chunks: an operator's
+transaction holding one chunk row and deleting or inserting another, while a store write
+waited for the first, deadlocked.
+
+Now both sides agree:
+
+- The store's writers lock the row ``FOR NO KEY UPDATE``
+  (:meth:`~plait.stores.postgres_base.PostgresBase._collection`), which still excludes
+  every other writer but not the ``FOR KEY SHARE`` of a foreign-key check: an insert of
+  chunks (or of a new term of ``plait_lex_terms``) no longer waits for a store write.
+- The bump updates the row only in transactions flagged as holding it already
+  (``plait.locked_<collection id>``, as in migration 13). Any other statement *inserts* one
+  row into ``plait_counts`` per collection it changed: its chunk count and length totals,
+  signed. That table has no unique key another transaction could hold and no foreign key,
+  so the insert waits for nothing. A store writer's bump folds the rows committed so far
+  into the columns (``generation`` moves by one per folded row, plus its own), in the same
+  statement as its own bump (one snapshot: a row is either folded and deleted or left for
+  the next fold).
+
+Readers read the generation as :data:`~plait.stores.postgres_keys.GENERATION_OF` and the
+chunk count as :data:`~plait.stores.postgres_keys.CHUNKS`: the column plus the rows not
+folded yet, in the statement that reads the key, so the generation moves exactly when an
+inserting or deleting transaction commits, whichever path it took, and never goes back.
+A queued statement writes no ``plait_changes`` row (those are numbered by the generation,
+which a transaction without the row lock cannot assign), so a reader whose cached
+generation is older than a queued change finds a gap in the log and reloads that
+collection in full (:func:`~plait.stores.postgres_changes.changes_from`): correct, only
+slower, and only after other SQL wrote.
+
+Safe on a populated database: a ``CREATE TABLE`` and two ``CREATE OR REPLACE FUNCTION``
+s, no lock on an existing table. An older plait process reading ``generation`` /
+``n_chunks`` alone would miss inserts and deletes by other SQL until the next store write
+folds them: upgrade every serving process.
+"""
+
+from __future__ import annotations
+
+from plait.stores.postgres_changes import ADD_STATS, KEEP_GENERATIONS
+from plait.stores.postgres_keys import REMOVE_STATS
+
+__all__ = ["MIGRATION_14"]
+
+#: The statistics triggers' bump: a store writer (flagged) updates the collection's row,
+#: folding the queued counts; any other statement queues its counts in ``plait_counts``.
+_BUMP = """
+    WITH x AS (
+        SELECT collection_id, count(*) AS n, coalesce(sum(len_exact), 0) AS e,
+               coalesce(sum(len_stems), 0) AS s,
+               current_setting('plait.locked_' || collection_id, true) IS NOT DISTINCT FROM 'on' AS mine
+        FROM changed GROUP BY collection_id
+    ), queued AS (
+        INSERT INTO plait_counts (collection_id, n, e, s)
+            SELECT collection_id, {sign}n, {sign}e, {sign}s FROM x WHERE NOT x.mine
+    ), gone AS (
+        DELETE FROM plait_counts AS q USING x
+            WHERE x.mine AND q.collection_id = x.collection_id
+            RETURNING q.collection_id, q.n, q.e, q.s
+    ), folded AS (
+        SELECT collection_id, count(*) AS k, sum(n) AS n, sum(e) AS e, sum(s) AS s
+        FROM gone GROUP BY collection_id
+    ), bumped AS (
+        UPDATE plait_collections AS p
+            SET n_chunks = p.n_chunks {sign} x.n + coalesce(f.n, 0),
+                len_exact_total = p.len_exact_total {sign} x.e + coalesce(f.e, 0),
+                len_stems_total = p.len_stems_total {sign} x.s + coalesce(f.s, 0),
+                generation = p.generation + 1 + coalesce(f.k, 0)
+            FROM x LEFT JOIN folded AS f ON f.collection_id = x.collection_id
+            WHERE x.mine AND p.id = x.collection_id
+            RETURNING p.id, p.generation
+    ), logged AS (
+        INSERT INTO plait_changes (collection_id, generation, {column})
+            SELECT b.id, b.generation,
+                   ARRAY(SELECT c.id FROM changed AS c WHERE c.collection_id = b.id ORDER BY c.id)
+            FROM bumped AS b
+            RETURNING collection_id, generation
+    )
+    DELETE FROM plait_changes AS l USING logged AS g
+        WHERE l.collection_id = g.collection_id AND l.generation <= g.generation - {keep};
+"""
+
+_HEAD = r"""
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
+"""
+_TAIL = r"""    RETURN NULL;
+END $$;
+"""
+
+MIGRATION_14 = (
+    r"""
+CREATE TABLE plait_counts (
+    collection_id bigint NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    n bigint NOT NULL,
+    e bigint NOT NULL,
+    s bigint NOT NULL,
+    PRIMARY KEY (collection_id, id)
+);
+
+CREATE OR REPLACE FUNCTION plait_lex_stats_add() RETURNS trigger"""
+    + _HEAD
+    + ADD_STATS
+    + _BUMP.format(sign="+", column="added", keep=KEEP_GENERATIONS)
+    + _TAIL
+    + "\nCREATE OR REPLACE FUNCTION plait_lex_stats_remove() RETURNS trigger"
+    + _HEAD
+    + "    "
+    + REMOVE_STATS
+    + _BUMP.format(sign="-", column="removed", keep=KEEP_GENERATIONS)
+    + _TAIL
+    + r"""
+-- CREATE OR REPLACE resets the function's settings: migration 13's again.
+ALTER FUNCTION plait_lex_stats_remove() SET enable_hashjoin = off;
+ALTER FUNCTION plait_lex_stats_remove() SET enable_mergejoin = off;
+"""
+)
