@@ -147,11 +147,12 @@ def test_a_raw_insert_or_delete_and_a_store_write_do_not_deadlock(
 def test_queued_inserts_and_deletes_reach_a_warm_reader_and_are_folded_by_the_next_store_write(
     open_pg: Callable[..., PostgresStore], pg_dsn: str, schema: str
 ) -> None:
-    """A reader with warm lexical, dense and row caches; an operator deletes k2, then
-    inserts it again as k9: the reader sees each at once (its generation moved, and the
-    change log has a gap there, so it reloads). A store write that inserts folds both
-    queued rows: the generation column +3 (two queued, its own), n_chunks right, the
-    queue empty."""
+    """A reader with warm lexical, dense and row caches; while another transaction holds
+    the collection's row (as a store write in progress does), an operator deletes k2, then
+    inserts a copy of k1 as k9: both are queued, and the reader sees each at once (its
+    generation moved, and the change log has a gap there, so it reloads). A store write
+    that inserts folds both queued rows: the generation column +3 (two queued, its own),
+    n_chunks right, the queue empty."""
     pg = open_pg()
     vectors = _fill(pg)
     reader = open_pg()
@@ -160,6 +161,8 @@ def test_queued_inserts_and_deletes_reach_a_warm_reader_and_are_folded_by_the_ne
     assert [cid for cid, _ in reader.vector_search("c", vectors[2], limit=1)] == ["k2"]
     assert reader.get_chunks("c", ["k2"])["k2"].content == "text 2 word2"
     generation = _counts(pg_dsn, schema)[0]
+    hold = _raw(pg_dsn, schema)
+    hold.execute("SELECT 1 FROM plait_collections WHERE name = 'c' FOR NO KEY UPDATE")
 
     with _raw(pg_dsn, schema) as raw:
         raw.execute(DELETE)
@@ -177,6 +180,8 @@ def test_queued_inserts_and_deletes_reach_a_warm_reader_and_are_folded_by_the_ne
         raw.execute(INSERT.replace("WHERE chunk_id = 'k2'", "WHERE chunk_id = 'k1'"))
         raw.commit()
     assert _counts(pg_dsn, schema) == (generation, 2, generation + 2, 6, 6)
+    hold.rollback()
+    hold.close()
     assert [cid for cid, _ in reader.lexical_search("c", ["word1"], [], limit=5)] in (["k1", "k9"], ["k9", "k1"])
     assert reader.get_chunks("c", ["k9"])["k9"].content == "text 1 word1"
     info = reader.get_collection("c")
@@ -206,10 +211,33 @@ def test_deleting_a_collection_drops_its_queued_counts(
 ) -> None:
     pg = open_pg()
     _fill(pg)
-    with _raw(pg_dsn, schema) as raw:
+    with _raw(pg_dsn, schema) as hold, _raw(pg_dsn, schema) as raw:
+        hold.execute("SELECT 1 FROM plait_collections WHERE name = 'c' FOR NO KEY UPDATE")
         raw.execute(DELETE)
         raw.commit()
+        hold.rollback()
     assert _counts(pg_dsn, schema)[1] == 1
     assert pg.delete_collection("c")
     with _raw(pg_dsn, schema, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM plait_counts").fetchone() == (0,)
+
+
+def test_an_uncontended_raw_delete_bumps_the_row_and_logs_its_change(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, schema: str
+) -> None:
+    """No store write in progress: the operator's DELETE takes the collection's row without
+    waiting and bumps it as before (nothing queued), and logs its change, so a warm
+    reader's index advances by the change log instead of reloading."""
+    pg = open_pg()
+    _fill(pg)
+    reader = open_pg()
+    assert len(reader.lexical_search("c", ["text"], [], limit=10)) == 6
+    generation = _counts(pg_dsn, schema)[0]
+    with _raw(pg_dsn, schema) as raw:
+        raw.execute(DELETE)
+        raw.commit()
+    assert _counts(pg_dsn, schema) == (generation + 1, 0, generation + 1, 5, 5)
+    with _raw(pg_dsn, schema, autocommit=True) as conn:
+        logged = conn.execute("SELECT generation, cardinality(removed) FROM plait_changes ORDER BY generation DESC LIMIT 1").fetchone()
+    assert logged == (generation + 1, 1)
+    assert sorted(cid for cid, _ in reader.lexical_search("c", ["text"], [], limit=10)) == ["k0", "k1", "k3", "k4", "k5"]

@@ -234,7 +234,7 @@ def test_migration_from_version_2_backfills_postings(pg_dsn: str, schema: str) -
         assert _rows(store, "SELECT array_agg(version ORDER BY version) FROM plait_schema_version")[0][0] == list(
             range(1, LATEST_VERSION + 1)
         )
-        assert LATEST_VERSION == 13  # 4: backfill claims, 5: term ids and bounds, 6: records, 7: usage, 8: min_ratio, 9: generation, 10: change log, 11: revision, 12: postings delete by the full key, 13: revision log and instance
+        assert LATEST_VERSION == 14  # 4: backfill claims, 5: term ids and bounds, 6: records, 7: usage, 8: min_ratio, 9: generation, 10: change log, 11: revision, 12: postings delete by the full key, 13: revision log and instance, 14: queued counts
         assert _exact_postings(store) == {
             ("e:err-4012", "d1", 1, 2), ("e:checkout", "d1", 1, 2), ("e:checkout", "d2", 1, 3),
             ("e:cart", "d2", 2, 3), ("e:inventory", "d3", 1, 1),

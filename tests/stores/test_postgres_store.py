@@ -238,7 +238,7 @@ def test_concurrent_writers_lose_nothing(pg_dsn: str, pg_schema: Callable[[], st
 # ------------------------------------------------------------------------- migrations
 def test_migrations_from_empty_schema(pg: PostgresStore) -> None:
     assert _scalar(pg, "SELECT array_agg(version ORDER BY version) FROM plait_schema_version") == list(range(1, LATEST_VERSION + 1))
-    assert LATEST_VERSION == 13
+    assert LATEST_VERSION == 14
     assert _scalar(pg, "SELECT to_regclass('plait_usage') IS NOT NULL") is True  # migration 7
     assert _scalar(pg, "SELECT to_regclass('plait_vector_claims') IS NOT NULL") is True
     assert _scalar(pg, "SELECT to_regclass('plait_chunks_lex')") is None  # dropped by migration 3

@@ -48,14 +48,19 @@ from plait.stores.postgres_keys import REMOVE_STATS
 
 __all__ = ["MIGRATION_14"]
 
-#: The statistics triggers' bump: a store writer (flagged) updates the collection's row,
-#: folding the queued counts; any other statement queues its counts in ``plait_counts``.
+#: The statistics triggers' bump: a statement whose transaction holds the collection's row
+#: or can take it without waiting (``SKIP LOCKED``) updates it, folding the queued counts;
+#: a statement whose collection row another transaction holds queues its counts in
+#: ``plait_counts``.
 _BUMP = """
-    WITH x AS (
-        SELECT collection_id, count(*) AS n, coalesce(sum(len_exact), 0) AS e,
-               coalesce(sum(len_stems), 0) AS s,
-               current_setting('plait.locked_' || collection_id, true) IS NOT DISTINCT FROM 'on' AS mine
-        FROM changed GROUP BY collection_id
+    WITH held AS (
+        SELECT p.id FROM plait_collections AS p
+            WHERE p.id IN (SELECT DISTINCT collection_id FROM changed)
+            FOR NO KEY UPDATE SKIP LOCKED
+    ), x AS (
+        SELECT c.collection_id, count(*) AS n, coalesce(sum(c.len_exact), 0) AS e,
+               coalesce(sum(c.len_stems), 0) AS s, bool_or(h.id IS NOT NULL) AS mine
+        FROM changed AS c LEFT JOIN held AS h ON h.id = c.collection_id GROUP BY c.collection_id
     ), queued AS (
         INSERT INTO plait_counts (collection_id, n, e, s)
             SELECT collection_id, {sign}n, {sign}e, {sign}s FROM x WHERE NOT x.mine
