@@ -320,9 +320,16 @@ def copy_collection(
     sameness = store_sameness(source, target)
     shared = sameness == "same"
     if shared and name == collection:
+        clone = (
+            "; if they are two independent PostgreSQL clusters sharing one system_identifier (a server "
+            "restored from the other's physical backup, a promoted standby), move the collection by archive: "
+            "plait export on the source, plait import --replace on the target"
+            if callable(getattr(target, "identity", None))
+            else ""
+        )
         raise ValidationError(
             f"the source and the target are the same store: copying {collection!r} onto itself would "
-            "delete or move it; only a copy under another name (target_name) is allowed within one store"
+            "delete or move it; only a copy under another name (target_name) is allowed within one store" + clone
         )
     if sameness == "unknown" and name == collection and replace and may_be_one_collection(source, target, name):
         raise ValidationError(

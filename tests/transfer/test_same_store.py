@@ -161,3 +161,55 @@ def test_one_milvus_lite_file_under_every_spelling_is_one_store(
     finally:
         for store in opened:
             store.close()
+
+
+def test_a_server_where_pg_control_system_fails_otherwise_is_named_by_its_start_time(pg_dsn: str) -> None:
+    """Review 8 #5: only a permission denial fell back; another failure of that function (a
+    fork or managed service without it: here a function of that name first on the search
+    path raising feature_not_supported, 0A000) made every identity, so every copy, fail."""
+    from plait.stores.postgres_base import server_identity
+
+    schema = f"plait_nosys_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        started = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
+        assert started is not None
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        try:
+            conn.execute(
+                sql.SQL(
+                    "CREATE FUNCTION {}.pg_control_system() RETURNS TABLE (system_identifier bigint) "
+                    "LANGUAGE plpgsql AS $$ BEGIN RAISE feature_not_supported USING MESSAGE = 'not here'; END $$"
+                ).format(sql.Identifier(schema))
+            )
+            conn.execute(sql.SQL("SET search_path = {}, pg_catalog").format(sql.Identifier(schema)))
+            with pytest.raises(psycopg.errors.FeatureNotSupported):  # the function really fails
+                conn.execute("SELECT system_identifier FROM pg_control_system()")
+            identity = server_identity(conn)
+            assert identity[0] == f"started:{started[0]}" and identity[2] == schema
+        finally:
+            conn.execute("RESET search_path")
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_the_postgres_refusal_says_how_to_move_between_clones(pg_dsn: str, tmp_path: Path) -> None:
+    """Review 8 #2: a promoted clone keeps its primary's system_identifier, so two independent
+    clusters are refused as one store; the guard stays (a real same-store pair would lose the
+    collection), and the refusal names the way that cannot delete: export, then import."""
+    schema = f"plait_clone_{uuid.uuid4().hex[:8]}"
+    stores = [PostgresStore(pg_dsn, schema=schema), PostgresStore(pg_dsn, schema=schema)]
+    sqlite = [SQLiteStore(tmp_path / "one.db"), SQLiteStore(tmp_path / "one.db")]
+    try:
+        for store in (stores[0], sqlite[0]):
+            store.ensure_collection("kb")
+            store.replace_source("kb", "a.md", "docs", [make_chunk("a-0", "alpha beta", source_id="a.md")])
+        with pytest.raises(ValidationError, match="plait export on the source, plait import --replace on the target"):
+            copy_collection(stores[0], stores[1], "kb", replace=True)
+        with pytest.raises(ValidationError, match="same store") as refused:
+            copy_collection(sqlite[0], sqlite[1], "kb", replace=True)
+        assert "plait export" not in str(refused.value)  # one SQLite file has no clones
+        assert [s.get_collection("kb").chunks for s in (stores[0], sqlite[0])] == [1, 1]  # type: ignore[union-attr]
+    finally:
+        for store in (*stores, *sqlite):
+            store.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -11,6 +11,7 @@ PgBouncer older than 1.21 in transaction mode).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,8 @@ from plait.errors import NotFoundError, StoreConflictError, StoreError, StoreUna
 from plait.stores.postgres_queries import LEXICAL_WORK_MEM
 from plait.stores.postgres_schema import migrate
 from plait.stores.postgres_standby import check_standby, in_recovery, read_only_error
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PostgresBase", "server_identity"]
 
@@ -289,7 +292,7 @@ def server_identity(conn: psycopg.Connection) -> tuple[str, str, str, str]:
     the database, the schema plait's tables are in, the OIDs of the database and of the
     collections table). A physical replica shares all of them with its primary: the same
     data. A server that denies ``pg_control_system()`` is named by its postmaster's start
-    time, which a replica does not share: the OIDs then tell two databases apart, never
+    time (so is one where that function fails any other way), which a replica does not share: the OIDs then tell two databases apart, never
     one from its replica (:func:`plait.store_identity.postgres_sameness`)."""
     row = conn.execute(
         "SELECT current_database(), current_schema(), "
@@ -301,7 +304,8 @@ def server_identity(conn: psycopg.Connection) -> tuple[str, str, str, str]:
         with conn.transaction():
             found = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
         cluster = f"system:{found[0]}" if found else ""
-    except psycopg.errors.InsufficientPrivilege:
+    except psycopg.errors.Error as exc:  # denied, or not there / not supported / timed out (review 8 #5)
+        logger.debug("pg_control_system() failed (%s): the server is named by its start time", exc)
         found = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()
         cluster = f"started:{found[0]}" if found else ""
     return cluster, str(database), str(schema), str(catalog)
