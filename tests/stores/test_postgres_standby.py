@@ -226,16 +226,22 @@ def test_a_standby_without_the_schema_or_behind_asks_for_the_primary(pair: tuple
 def test_api_keys_authenticate_on_a_standby_with_a_side_file_in_its_folder(
     pair: tuple[str, str], schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A serving process on a replica reads the API keys the primary stores; a former
-    ``./.plait/keys.db`` in its folder is not imported there (the import is a write: it
-    failed every ``records()`` use, so every authenticated request)."""
+    """A serving process on a replica reads the API keys the primary stores and serves
+    searches over HTTP with them (the primary's hits); a former ``./.plait/keys.db`` in
+    its folder is not imported there (the import is a write: it failed every
+    ``records()`` use, so every authenticated request)."""
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from plait.api.http import create_app
+    from plait.testing.asgi_server import UvicornThread
+
     primary, standby = pair
-    writer = PostgresStore(primary, schema=schema)
-    try:
-        writer.ensure_collection("default")
-        token = KeyStore(writer.records()).create(role="reader", collection="default")[1]
-    finally:
-        writer.close()
+    embedder = FakeEmbedder(dimension=32)
+    with Plait(PostgresStore(primary, schema=schema), embedder=embedder) as writer:
+        writer.index_documents(documents(ARTICLE_DOCS))
+        token = KeyStore(writer.store.records()).create(role="reader", collection="default")[1]
+        expected = writer.search("why was my payment refused", k=3).model_dump(mode="json", by_alias=True)
     _replayed(primary, standby)
     monkeypatch.chdir(tmp_path)
     side = KeyStore(tmp_path / ".plait" / "keys.db")
@@ -248,5 +254,12 @@ def test_api_keys_authenticate_on_a_standby_with_a_side_file_in_its_folder(
         assert found is not None and (found.role, found.collection) == ("reader", "default")
         assert keys.authenticate(side_token) is None  # not imported on the replica
         assert [k.role for k in keys.list_keys()] == ["reader"]
+        with Plait(reader, embedder=embedder) as engine, UvicornThread(create_app(engine, keys=keys)) as http:
+            url = f"{http.url}/v1/collections/default/search"
+            body = {"query": "why was my payment refused", "k": 3}
+            served = httpx.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
+            denied = httpx.post(url, json=body, headers={"Authorization": f"Bearer {side_token}"})
+        assert served.status_code == 200 and served.json()["hits"] == expected["hits"]
+        assert denied.status_code == 401
     finally:
         reader.close()
