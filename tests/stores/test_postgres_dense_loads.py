@@ -19,7 +19,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_dense import ID_OVERHEAD, DenseCache, matrix_bytes
 from plait.stores.sqlite_snapshot import DenseMatrix
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn, throwaway_schema
+from plait.testing.pg import postgres_dsn, store_opener, throwaway_schema
 
 DIM = 16
 #: 55 characters; with the index, 56 or 57 per chunk id.
@@ -40,16 +40,8 @@ def schema(pg_dsn: str) -> Iterator[str]:
 
 @pytest.fixture
 def open_pg(pg_dsn: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
-    opened: list[PostgresStore] = []
-
-    def make(**kwargs: Any) -> PostgresStore:
-        store = PostgresStore(pg_dsn, schema=schema, **kwargs)
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
+    with store_opener(pg_dsn, schema) as make:
+        yield make
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:

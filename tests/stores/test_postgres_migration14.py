@@ -23,7 +23,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_keys import CHUNKS, GENERATION_OF
 from plait.stores.postgres_schema import LATEST_VERSION
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn, throwaway_schema
+from plait.testing.pg import postgres_dsn, store_opener, throwaway_schema
 
 DIM = 16
 
@@ -51,16 +51,8 @@ def schema(pg_dsn: str) -> Iterator[str]:
 
 @pytest.fixture
 def open_pg(pg_dsn: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
-    opened: list[PostgresStore] = []
-
-    def make(**kwargs: Any) -> PostgresStore:
-        store = PostgresStore(pg_dsn, schema=schema, **kwargs)
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
+    with store_opener(pg_dsn, schema) as make:
+        yield make
 
 
 def _fill(store: PostgresStore, n: int = 6) -> np.ndarray:

@@ -11,13 +11,17 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from plait.config import Settings
 
-__all__ = ["postgres_dsn", "private_postgres", "streaming_standby", "throwaway_schema"]
+if TYPE_CHECKING:
+    from plait.stores.postgres import PostgresStore
+
+__all__ = ["postgres_dsn", "private_postgres", "store_opener", "streaming_standby", "throwaway_schema"]
 
 
 @contextmanager
@@ -58,6 +62,26 @@ def throwaway_schema(dsn: str, prefix: str = "plait_t_") -> Iterator[str]:
     yield name
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@contextmanager
+def store_opener(dsn: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
+    """A factory of :class:`~plait.stores.postgres.PostgresStore` on ``dsn`` and ``schema``
+    (its keyword arguments passed on); every store it opened is closed afterwards."""
+    from plait.stores.postgres import PostgresStore
+
+    opened: list[PostgresStore] = []
+
+    def make(**kwargs: Any) -> PostgresStore:
+        store = PostgresStore(dsn, schema=schema, **kwargs)
+        opened.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in opened:
+            store.close()
 
 
 @contextmanager
