@@ -38,6 +38,7 @@ import argparse
 import csv
 import json
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -59,6 +60,7 @@ from plait.evaluation.prepare import prepared
 from plait.evaluation.runner import collect_arms
 from plait.retrieval.plan import saved_fusion
 from plait.service import Plait
+from realrepo_round3 import VARIANTS3
 from realrepo_variants import BEIR_VARIANTS, VARIANTS, Context, rankings, sign_flip
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -125,7 +127,16 @@ def _versus(rankings: Mapping[str, list[str]], base: Mapping[str, list[str]], qr
     }
 
 
-def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[str, Any]:
+def chosen_variants(patterns: Sequence[str] | None) -> dict[str, Any]:
+    """Every variant of both rounds' registries, or those whose name matches one of ``patterns``
+    (regular expressions, matched at the start); ``default (simulated)`` always."""
+    every = {**VARIANTS, **VARIANTS3}
+    if not patterns:
+        return every
+    return {n: v for n, v in every.items() if n == "default (simulated)" or any(re.match(p, n) for p in patterns)}
+
+
+def run_dataset(folder: Path, embedder_name: str, cache: Path | None, patterns: Sequence[str] | None = None) -> dict[str, Any]:
     corpus, queries, qrels = _load(folder)
     answerable = {qid: q for qid, q in queries.items() if qid in qrels}
     with tempfile.TemporaryDirectory(prefix="plait-realrepo-") as tmp:
@@ -168,13 +179,15 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None) -> dict[st
             ctx = Context(
                 store=engine.store, collection="default", saved=saved_fusion(read_settings(engine.store, "default")),
                 languages=arms.languages, texts=texts, lexical=arms.lexical, dense=arms.dense or {},
-                doc_of=doc_of, depth=CHUNK_DEPTH,
+                doc_of=doc_of, depth=CHUNK_DEPTH, folder=repo,
             )
             tried: dict[str, dict[str, list[str]]] = {}
             costs: dict[str, float] = {}
             if arms.dense is not None and embedder is not None:
                 ctx.load_vectors(embedder)
-                tried = {name: rankings(ctx, variant, list(answerable), DEPTH) for name, variant in VARIANTS.items()}
+                tried = {name: rankings(ctx, variant, list(answerable), DEPTH) for name, variant in chosen_variants(patterns).items()}
+                if "bm25f-1-1" in tried and any(tried["bm25f-1-1"][q] != tried["default (simulated)"][q] for q in answerable):
+                    raise SystemExit(f"{folder.name}: bm25f-1-1 differs from the default")
             costs = dict(ctx.costs)
     by_kind: dict[str, dict[str, Any]] = {}
     variants: dict[str, dict[str, Any]] = {}
@@ -298,6 +311,7 @@ def _variants_markdown(results: list[dict[str, Any]]) -> list[str]:
 
 
 def _beir_markdown(beir: list[dict[str, Any]]) -> list[str]:
+    names = list(beir[0]["variants"]) if beir else []
     lines = [
         "",
         "## The same variants on the BEIR runs (nDCG@10, e5, depth 100; paired sign-flip p against the default)",
@@ -306,7 +320,7 @@ def _beir_markdown(beir: list[dict[str, Any]]) -> list[str]:
         "|---|" + "---|" * len(beir),
         "| default | " + " | ".join(f"{run['default']:.4f}" for run in beir) + " |",
     ]
-    for v in BEIR_VARIANTS:
+    for v in names:
         cells = [f"{run['variants'][v]['ndcg@10']:.4f} ({run['variants'][v]['delta']:+.4f}, p={run['variants'][v]['p']:.3f})" for run in beir]
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     costs = [f"{run['run']}: " + ", ".join(f"{k} {v} s" for k, v in run.get("costs", {}).items()) for run in beir if run.get("costs")]
@@ -319,7 +333,7 @@ def _beir_markdown(beir: list[dict[str, Any]]) -> list[str]:
 BEIR_RUNS = (("cosqa-dev", "dev"), ("scifact", "test"), ("faquad-pt", "test"))
 
 
-def run_beir(stores: Path, data: Path, cache: Path | None) -> list[dict[str, Any]]:
+def run_beir(stores: Path, data: Path, cache: Path | None, names: Sequence[str] = BEIR_VARIANTS) -> list[dict[str, Any]]:
     """The :data:`BEIR_VARIANTS` against the default on each of :data:`BEIR_RUNS` (e5)."""
     out = []
     for name, split in BEIR_RUNS:
@@ -334,18 +348,20 @@ def run_beir(stores: Path, data: Path, cache: Path | None) -> list[dict[str, Any
             ctx = Context(
                 store=ready.store, collection=ready.collection, saved=saved, languages=arms.languages,
                 texts=texts, lexical=arms.lexical, dense=arms.dense or {}, doc_of=dict(arms.doc_of), depth=100,
+                folder=data / name, split=split,
             )
             ctx.load_vectors(ready.embedder)
+            every = {**VARIANTS, **VARIANTS3}
             scores = {
-                v: per_query(ready.dataset.qrels, run_from_rankings(rankings(ctx, VARIANTS[v], list(texts), 100)))["ndcg@10"]
-                for v in ("default (simulated)", *BEIR_VARIANTS)
+                v: per_query(ready.dataset.qrels, run_from_rankings(rankings(ctx, every[v], list(texts), 100)))["ndcg@10"]
+                for v in ("default (simulated)", *names)
             }
             costs = dict(ctx.costs)
         base = scores["default (simulated)"]
         row: dict[str, Any] = {
             "run": f"{name}/{split}:e5", "default": round(mean_scores({"n": base})["n"], 4), "variants": {}, "costs": costs,
         }
-        for v in BEIR_VARIANTS:
+        for v in names:
             deltas = [scores[v][q] - base[q] for q in base]
             row["variants"][v] = {
                 "ndcg@10": round(mean_scores({"n": scores[v]})["n"], 4),
@@ -366,9 +382,14 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true", help="say in the results that other jobs shared the machine")
     parser.add_argument("--beir-stores", type=Path, default=None,
                         help="folder of kept BEIR stores (<dataset>-e5.db): also run the variants there")
+    parser.add_argument("--variants", nargs="*", default=None,
+                        help="run only the variants whose names match these regular expressions (default: all)")
+    parser.add_argument("--beir-variants", nargs="*", default=None,
+                        help="the variants run on the BEIR stores (default: realrepo_variants.BEIR_VARIANTS)")
+    parser.add_argument("--skip-realrepo", action="store_true", help="only the BEIR runs (with --beir-stores)")
     args = parser.parse_args()
     folders = sorted(p for p in args.data.iterdir() if (p / "corpus.jsonl").is_file())
-    results = [run_dataset(folder, args.embedder, args.cache) for folder in folders]
+    results = [] if args.skip_realrepo else [run_dataset(folder, args.embedder, args.cache, args.variants) for folder in folders]
     meta = {
         "embedder": args.embedder,
         "label": args.label,
@@ -377,7 +398,7 @@ def main() -> None:
         "busy": args.busy,
     }
     if args.beir_stores is not None:
-        meta["beir"] = run_beir(args.beir_stores, args.data.parent, args.cache)
+        meta["beir"] = run_beir(args.beir_stores, args.data.parent, args.cache, args.beir_variants or BEIR_VARIANTS)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = f"realrepo-{args.embedder}" + (f"-{args.label}" if args.label else "")
     (RESULTS / f"{stem}.json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n", encoding="utf-8")

@@ -59,6 +59,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,10 @@ class Context:
     dense: Mapping[str, Ranked]
     doc_of: dict[str, str]
     depth: int
+    folder: Path | None = None
+    """The indexed folder (realrepo) or BEIR dataset, for variants that index it again (round 3's bm25f)."""
+    split: str | None = None
+    """The BEIR split when ``folder`` is a BEIR dataset."""
     ids: list[str] = field(default_factory=list)
     matrix: np.ndarray | None = None
     queries: dict[str, np.ndarray] = field(default_factory=dict)
