@@ -8,7 +8,8 @@
     ├── ModelMismatchError     a collection was indexed with another embedding model
     ├── StoreError             the store cannot be opened, read or written
     │   ├── StoreUnavailableError   a store server is unreachable
-    │   └── StoreConflictError      a write lost a lock conflict (deadlock, serialization): retry it
+    │   ├── StoreConflictError      a write lost a lock conflict (deadlock, serialization): retry it
+    │   └── StoreReadOnlyError      the store refuses writes (a PostgreSQL hot standby): write to the primary
     ├── ProviderError          an embedding or LLM provider failed
     │   ├── ProviderUnavailableError  connection refused, DNS, timeout
     │   └── ProviderResponseError     an answer that is not what the protocol promises
@@ -47,6 +48,7 @@ __all__ = [
     "SourceError",
     "StoreConflictError",
     "StoreError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
     "ValidationError",
 ]
@@ -89,6 +91,14 @@ class StoreConflictError(StoreError):
     """The store server is there, but aborted the transaction for a conflict with another
     one (a deadlock, a serialization failure, a lock not granted in time): nothing of it
     was written, and running it again is expected to succeed."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The store refuses writes: a PostgreSQL hot standby (read replica), or a server
+    whose sessions are ``default_transaction_read_only``. Nothing of the refused write was
+    stored; send writes to the primary (retrying on the same server does not help until
+    it is promoted). Opening a store on a standby that lacks the schema the code needs, or
+    migrating one, raises it too. HTTP 409."""
 
 
 class ProviderError(PlaitError):

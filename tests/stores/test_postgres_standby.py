@@ -4,7 +4,7 @@
 Opening a store there used to fail (the bootstrap's ``CREATE SCHEMA IF NOT EXISTS`` is a
 write); now it checks the replayed schema instead, searches answer as on the primary,
 follow the primary's writes once replayed, skip their own writes (usage metering, the
-ask gate's calibration) and refuse an explicit write with a clear ``StoreError``.
+ask gate's calibration) and refuse an explicit write with a clear ``StoreReadOnlyError`` (HTTP 409).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from psycopg.conninfo import make_conninfo
 from plait.api.keys import ALL_COLLECTIONS, KeyStore
 from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.remote import OllamaEmbedder
-from plait.errors import StoreError
+from plait.errors import StoreReadOnlyError
 from plait.llm import OllamaLLM
 from plait.refinery.models import CardMode
 from plait.refinery.store import RefineryStore
@@ -145,17 +145,17 @@ def test_a_store_opens_and_searches_on_a_standby_and_follows_the_primary(
             assert replica_store.get_chunks("default", [chunk_id])[chunk_id].metadata["team"] == "zoo"
             assert [h.metadata.get("team") for h in reader.search("zanzibar quokka", k=1).hits] == ["zoo"]
 
-            # A write on the standby: a clear StoreError, nothing lost on either side.
+            # A write on the standby: a clear StoreReadOnlyError, nothing lost on either side.
             before = _chunks(primary, schema)
-            with pytest.raises(StoreError, match=_READ_ONLY):
+            with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
                 reader.index_documents(documents({"lost": "written on the replica"}))
-            with pytest.raises(StoreError, match=_READ_ONLY):
+            with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
                 replica_store.delete_source("default", "zoo")
-            with pytest.raises(StoreError, match=_READ_ONLY):
+            with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
                 replica_store.update_settings("default", {"vectorWeight": 0.9})
-            with pytest.raises(StoreError, match=_READ_ONLY):
+            with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
                 reader.calibrate(samples=8)
-            with pytest.raises(StoreError, match=_READ_ONLY):
+            with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
                 RefineryStore(replica_store.records()).add_card(
                     "default", question="q?", answer="a", sources=["zoo"], mode=CardMode.MANUAL)
             _replayed(primary, standby)
@@ -202,16 +202,16 @@ def test_search_explain_and_ask_on_a_standby_write_nothing(
 
 def test_a_standby_without_the_schema_or_behind_asks_for_the_primary(pair: tuple[str, str], schema: str) -> None:
     primary, standby = pair
-    with pytest.raises(StoreError, match=f"hot standby and has no schema '{schema}': open the store on the primary"):
+    with pytest.raises(StoreReadOnlyError, match=f"hot standby and has no schema '{schema}': open the store on the primary"):
         PostgresStore(standby, schema=schema)
     with psycopg.connect(make_conninfo(primary, options=f"-c search_path={schema},public"), autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         _replayed(primary, standby)
-        with pytest.raises(StoreError, match="hot standby with no plait tables; this plait needs version"):
+        with pytest.raises(StoreReadOnlyError, match="hot standby with no plait tables; this plait needs version"):
             PostgresStore(standby, schema=schema)
         assert migrate(conn, target=LATEST_VERSION - 1) == LATEST_VERSION - 1
     _replayed(primary, standby)
-    with pytest.raises(StoreError, match=f"schema version {LATEST_VERSION - 1}; this plait needs version "
+    with pytest.raises(StoreReadOnlyError, match=f"schema version {LATEST_VERSION - 1}; this plait needs version "
                                          f"{LATEST_VERSION} and cannot migrate a standby: open the store on the primary"):
         PostgresStore(standby, schema=schema)
     PostgresStore(primary, schema=schema).close()  # migrates
@@ -263,3 +263,107 @@ def test_api_keys_authenticate_on_a_standby_with_a_side_file_in_its_folder(
         assert denied.status_code == 401
     finally:
         reader.close()
+
+
+def _url(dsn: str, schema: str) -> str:
+    """A ``postgresql://`` URL (what ``--store`` takes) for ``dsn``, tables in ``schema``."""
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(dsn)
+    return (f"postgresql://{parts.get('user', 'postgres')}@/{parts.get('dbname', 'postgres')}"
+            f"?host={quote(str(parts['host']), safe='')}&options={quote(f'-csearch_path={schema},public', safe='')}")
+
+
+def test_a_write_on_a_standby_is_a_read_only_error_in_the_library_http_mcp_and_cli(
+    pair: tuple[str, str], schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write on the replica raises :class:`StoreReadOnlyError` (a ``StoreError``): HTTP
+    answers 409 naming the class (the client raises it again), the MCP tool fails with
+    the message, the CLI prints it as one line and exits 1. Before, a plain ``StoreError``:
+    HTTP 500."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("mcp")
+    import anyio
+    import httpx
+    from mcp.server.mcpserver.exceptions import ToolError
+    from typer.testing import CliRunner
+
+    from plait.api.http import create_app
+    from plait.api.mcp import create_mcp_server
+    from plait.cli import app
+    from plait.client import Client
+    from plait.testing.asgi_server import UvicornThread
+
+    primary, standby = pair
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in ARTICLE_DOCS.items():
+        (folder / f"{name}.md").write_text(text, encoding="utf-8")
+    embedder = FakeEmbedder(dimension=32)
+    with Plait(PostgresStore(primary, schema=schema), embedder=embedder) as writer:
+        writer.index(folder)
+        card = RefineryStore(writer.store.records()).add_card(
+            "default", question="q?", answer="a", sources=["kb-101"], mode=CardMode.MANUAL)
+    _replayed(primary, standby)
+    before = _chunks(primary, schema)
+    with Plait(PostgresStore(standby, schema=schema), embedder=embedder) as reader:
+        with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
+            reader.store.update_settings("default", {"vectorWeight": 0.9})
+        with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
+            reader.reindex()
+        with UvicornThread(create_app(reader, auth=False)) as http:
+            answer = httpx.post(f"{http.url}/v1/collections/default/reindex", json={}, timeout=30)
+            assert answer.status_code == 409, answer.text
+            assert answer.headers["X-Plait-Error"] == "StoreReadOnlyError"
+            assert "Retry-After" not in answer.headers
+            assert "is read-only" in answer.json()["error"] and "writes go to the primary" in answer.json()["error"]
+            approve = httpx.post(f"{http.url}/v1/collections/default/faq/{card.id}/approve", json={}, timeout=30)
+            assert approve.status_code == 409 and approve.headers["X-Plait-Error"] == "StoreReadOnlyError"
+            with Client(http.url) as client, pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
+                client.reindex()
+            assert httpx.post(f"{http.url}/v1/collections/default/search", json={"query": "ERR-4012"},
+                              timeout=30).status_code == 200
+
+        async def mcp_reindex() -> Any:
+            return await create_mcp_server(reader).call_tool("reindex", {})
+
+        with pytest.raises(ToolError, match=_READ_ONLY):
+            anyio.run(mcp_reindex)
+
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["reindex", "--store", _url(standby, schema), "--embedder", "fake"])
+    assert out.exit_code == 1, out.output
+    assert "is read-only" in out.output and "Traceback" not in out.output
+    _replayed(primary, standby)
+    assert _chunks(primary, schema) == _chunks(standby, schema) == before
+
+
+def test_migrate_on_a_standby_or_a_read_only_session_raises_the_read_only_error(
+    pair: tuple[str, str], schema: str
+) -> None:
+    """``migrate()`` called directly on a standby one migration behind (or on a primary
+    session with ``default_transaction_read_only``) raises :class:`StoreReadOnlyError`
+    naming the server, not a raw psycopg error; on a standby holding the target it
+    returns the version."""
+
+    primary, standby = pair
+    on = f"-c search_path={schema},public"
+    with psycopg.connect(make_conninfo(primary, options=on), autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        assert migrate(conn, target=LATEST_VERSION - 1) == LATEST_VERSION - 1
+    _replayed(primary, standby)
+    with psycopg.connect(make_conninfo(standby, options=on), autocommit=True) as conn:
+        with pytest.raises(StoreReadOnlyError, match=f"read-only hot standby with plait schema version "
+                                                     f"{LATEST_VERSION - 1}, {LATEST_VERSION} is needed"):
+            migrate(conn)
+        assert migrate(conn, target=LATEST_VERSION - 1) == LATEST_VERSION - 1
+    read_only = f"{on} -c default_transaction_read_only=on"
+    with (psycopg.connect(make_conninfo(primary, options=read_only), autocommit=True) as conn,
+          pytest.raises(StoreReadOnlyError, match="refused the plait schema migration as read-only .25006")):
+        migrate(conn)
+    with pytest.raises(StoreReadOnlyError, match=_READ_ONLY):
+        PostgresStore(make_conninfo(primary, options=read_only), schema=schema)
+    with psycopg.connect(make_conninfo(primary, options=on), autocommit=True) as conn:
+        assert migrate(conn) == LATEST_VERSION

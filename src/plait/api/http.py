@@ -9,6 +9,7 @@ library's own models in their camelCase JSON form, and errors map from
     configured with no cross-encoder or LLM)         422
     NotFoundError                                    404
     ModelMismatchError, SourceError, ConflictError   409
+    StoreReadOnlyError (a write on a read replica)   409 (not retried: write to the primary)
     ProviderResponseError                            502
     StoreUnavailableError, ProviderUnavailableError  503 with ``Retry-After: 5``
     StoreConflictError (deadlock, serialization)     503 with ``Retry-After: 5``
@@ -57,6 +58,7 @@ from plait.errors import (
     ProviderUnavailableError,
     SourceError,
     StoreConflictError,
+    StoreReadOnlyError,
     StoreUnavailableError,
     ValidationError,
 )
@@ -82,6 +84,9 @@ RETRY_AFTER_UNAVAILABLE = 5
 
 _STATUS: tuple[tuple[type[PlaitError], int], ...] = (
     (ConflictError, 409),
+    # a write on a hot standby: the replica stays read-only, so retrying it here (a 503's
+    # promise) cannot succeed; the request conflicts with what this server is
+    (StoreReadOnlyError, 409),
     (ValidationError, 422),
     (ConfigError, 422),
     (NotFoundError, 404),

@@ -191,6 +191,8 @@ class PostgresBase:
                 migrate(conn)
         except psycopg.OperationalError as exc:
             raise self._connect_error(exc) from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:  # default_transaction_read_only
+            raise read_only_error(self._where, exc) from exc
         except psycopg.Error as exc:
             raise StoreError(f"cannot prepare the plait schema at {self._where}: {exc}") from exc
 

@@ -79,8 +79,10 @@ ADD_STATS = """    INSERT INTO plait_lex_terms AS t (collection_id, key, df, max
         WHERE t.collection_id = c.collection_id AND t.key = p.key
         ORDER BY 1, 2, 3;"""
 
-MIGRATION_10 = (
-    r"""
+#: Migration 10, frozen: the text as it was first released, written out in full (not
+#: composed from the live pieces above, which a later migration may change). Never edit it:
+#: a change of these functions is a new migration (tests/stores/test_postgres_frozen.py).
+MIGRATION_10 = r"""
 LOCK TABLE plait_collections IN EXCLUSIVE MODE;
 CREATE TABLE plait_changes (
     collection_id bigint NOT NULL REFERENCES plait_collections(id) ON DELETE CASCADE,
@@ -95,10 +97,41 @@ CREATE OR REPLACE FUNCTION plait_lex_stats_add() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
-"""
-    + ADD_STATS
-    + _BUMP.format(sign="+", column="added", keep=KEEP_GENERATIONS)
-    + r"""    RETURN NULL;
+    INSERT INTO plait_lex_terms AS t (collection_id, key, df, max_tf, min_len, min_ratio)
+        SELECT c.collection_id, p.key, count(*), max(p.tf),
+               min(CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END),
+               min((CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END)::float8 / p.tf)
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
+        GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (collection_id, key) DO UPDATE SET df = t.df + excluded.df,
+        max_tf = greatest(t.max_tf, excluded.max_tf), min_len = least(t.min_len, excluded.min_len),
+        min_ratio = least(t.min_ratio, excluded.min_ratio);
+    INSERT INTO plait_postings (collection_id, term, chunk_row, tf, len)
+        SELECT c.collection_id, t.id, c.id, p.tf,
+               CASE p.field WHEN 0 THEN c.len_exact ELSE c.len_stems END
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p, plait_lex_terms AS t
+        WHERE t.collection_id = c.collection_id AND t.key = p.key
+        ORDER BY 1, 2, 3;
+    WITH bumped AS (
+        UPDATE plait_collections AS p
+            SET n_chunks = p.n_chunks + x.n,
+                len_exact_total = p.len_exact_total + x.e,
+                len_stems_total = p.len_stems_total + x.s,
+                generation = p.generation + 1
+            FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+                  FROM changed GROUP BY collection_id) AS x
+            WHERE p.id = x.collection_id
+            RETURNING p.id, p.generation
+    ), logged AS (
+        INSERT INTO plait_changes (collection_id, generation, added)
+            SELECT b.id, b.generation,
+                   ARRAY(SELECT c.id FROM changed AS c WHERE c.collection_id = b.id ORDER BY c.id)
+            FROM bumped AS b
+            RETURNING collection_id, generation
+    )
+    DELETE FROM plait_changes AS l USING logged AS g
+        WHERE l.collection_id = g.collection_id AND l.generation <= g.generation - 1024;
+    RETURN NULL;
 END $$;
 
 CREATE OR REPLACE FUNCTION plait_lex_stats_remove() RETURNS trigger
@@ -118,12 +151,29 @@ BEGIN
     DELETE FROM plait_lex_terms AS t
         USING (SELECT DISTINCT c.collection_id, p.key
                FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p) AS x
-        WHERE t.collection_id = x.collection_id AND t.key = x.key AND t.df <= 0;"""
-    + _BUMP.format(sign="-", column="removed", keep=KEEP_GENERATIONS)
-    + r"""    RETURN NULL;
+        WHERE t.collection_id = x.collection_id AND t.key = x.key AND t.df <= 0;
+    WITH bumped AS (
+        UPDATE plait_collections AS p
+            SET n_chunks = p.n_chunks - x.n,
+                len_exact_total = p.len_exact_total - x.e,
+                len_stems_total = p.len_stems_total - x.s,
+                generation = p.generation + 1
+            FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+                  FROM changed GROUP BY collection_id) AS x
+            WHERE p.id = x.collection_id
+            RETURNING p.id, p.generation
+    ), logged AS (
+        INSERT INTO plait_changes (collection_id, generation, removed)
+            SELECT b.id, b.generation,
+                   ARRAY(SELECT c.id FROM changed AS c WHERE c.collection_id = b.id ORDER BY c.id)
+            FROM bumped AS b
+            RETURNING collection_id, generation
+    )
+    DELETE FROM plait_changes AS l USING logged AS g
+        WHERE l.collection_id = g.collection_id AND l.generation <= g.generation - 1024;
+    RETURN NULL;
 END $$;
 """
-)
 
 _IDS = "(SELECT string_agg(int8send(x), ''::bytea ORDER BY x) FROM log, unnest(log.{column}) AS x)"
 

@@ -30,8 +30,6 @@ it waits for an open reader transaction; ``migrate`` runs every migration under 
 
 from __future__ import annotations
 
-from plait.stores.postgres_changes import _BUMP, KEEP_GENERATIONS
-
 __all__ = ["MIGRATION_12", "REMOVE_POSTINGS"]
 
 #: The postings DELETE of :sql:`plait_lex_stats_remove` (reads the transition table ``changed``).
@@ -46,15 +44,24 @@ REMOVE_POSTINGS = """WITH x AS MATERIALIZED (
             WHERE t.collection_id = x.collection_id AND t.term = x.term AND t.chunk_row = x.id
             LIMIT 1) AS f));"""
 
-MIGRATION_12 = (
-    r"""
+#: Migration 12, frozen: the text as it was first released, written out in full (not
+#: composed from the live pieces above, which a later migration may change). Never edit it:
+#: a change of these functions is a new migration (tests/stores/test_postgres_frozen.py).
+MIGRATION_12 = r"""
 CREATE OR REPLACE FUNCTION plait_lex_stats_remove() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     IF current_setting('plait.skip_stats', true) = 'on' THEN RETURN NULL; END IF;
-    """
-    + REMOVE_POSTINGS
-    + r"""
+    WITH x AS MATERIALIZED (
+        SELECT c.collection_id, l.term, c.id
+        FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p, LATERAL (
+            SELECT lt.id AS term FROM plait_lex_terms AS lt
+            WHERE lt.collection_id = c.collection_id AND lt.key = p.key LIMIT 1) AS l)
+    DELETE FROM plait_postings WHERE ctid = ANY(ARRAY(
+        SELECT f.tid FROM x, LATERAL (
+            SELECT t.ctid AS tid FROM plait_postings AS t
+            WHERE t.collection_id = x.collection_id AND t.term = x.term AND t.chunk_row = x.id
+            LIMIT 1) AS f));
     UPDATE plait_lex_terms AS t SET df = t.df - x.n
         FROM (SELECT c.collection_id, p.key, count(*) AS n
               FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p
@@ -63,9 +70,26 @@ BEGIN
     DELETE FROM plait_lex_terms AS t
         USING (SELECT DISTINCT c.collection_id, p.key
                FROM changed AS c, plait_lex_postings(c.lex_exact, c.lex_stems) AS p) AS x
-        WHERE t.collection_id = x.collection_id AND t.key = x.key AND t.df <= 0;"""
-    + _BUMP.format(sign="-", column="removed", keep=KEEP_GENERATIONS)
-    + r"""    RETURN NULL;
+        WHERE t.collection_id = x.collection_id AND t.key = x.key AND t.df <= 0;
+    WITH bumped AS (
+        UPDATE plait_collections AS p
+            SET n_chunks = p.n_chunks - x.n,
+                len_exact_total = p.len_exact_total - x.e,
+                len_stems_total = p.len_stems_total - x.s,
+                generation = p.generation + 1
+            FROM (SELECT collection_id, count(*) AS n, sum(len_exact) AS e, sum(len_stems) AS s
+                  FROM changed GROUP BY collection_id) AS x
+            WHERE p.id = x.collection_id
+            RETURNING p.id, p.generation
+    ), logged AS (
+        INSERT INTO plait_changes (collection_id, generation, removed)
+            SELECT b.id, b.generation,
+                   ARRAY(SELECT c.id FROM changed AS c WHERE c.collection_id = b.id ORDER BY c.id)
+            FROM bumped AS b
+            RETURNING collection_id, generation
+    )
+    DELETE FROM plait_changes AS l USING logged AS g
+        WHERE l.collection_id = g.collection_id AND l.generation <= g.generation - 1024;
+    RETURN NULL;
 END $$;
 """
-)

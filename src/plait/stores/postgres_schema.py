@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import psycopg
 
+from plait.errors import StoreReadOnlyError
 from plait.stores.postgres_bounds import MIGRATION_8
 from plait.stores.postgres_changes import MIGRATION_10
 from plait.stores.postgres_counts import MIGRATION_14
@@ -532,7 +533,9 @@ def migrate(
     finds nothing left to do. Each migration waits at most ``lock_timeout`` seconds for
     a table lock per attempt, ``attempts`` times, so searches never queue behind it for
     longer (:mod:`plait.stores.postgres_migrate`; past that
-    :class:`~plait.errors.StoreConflictError`).
+    :class:`~plait.errors.StoreConflictError`). On a hot standby it only reads: the version
+    when the standby holds ``target`` already, else :class:`~plait.errors.StoreReadOnlyError`
+    (as for a server that refuses the migration's writes as read-only).
     """
     goal = LATEST_VERSION if target is None else target
     if not 0 <= goal <= LATEST_VERSION:
@@ -542,9 +545,10 @@ def migrate(
         # A read replica cannot migrate; it must already hold what the primary has.
         current = schema_version(conn)
         if current < goal:
-            raise psycopg.errors.ReadOnlySqlTransaction(
-                f"this server is a read replica with plait schema version {current}, "
-                f"{goal} is needed: open the store on the primary once to migrate"
+            raise StoreReadOnlyError(
+                f"PostgreSQL at {_where(conn)} is a read-only hot standby with plait schema version "
+                f"{current}, {goal} is needed and a standby cannot migrate: migrate on the primary "
+                "(open the store there once) and let the standby replay it"
             )
         return current
     key_row = conn.execute(_LOCK_KEY).fetchone()
@@ -560,5 +564,17 @@ def migrate(
         for number in range(current + 1, goal + 1):
             apply_migration(conn, number, MIGRATIONS[number - 1], lock_timeout=lock_timeout, attempts=attempts)
         return max(current, goal)
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        # a primary whose sessions are default_transaction_read_only (25006)
+        raise StoreReadOnlyError(
+            f"PostgreSQL at {_where(conn)} refused the plait schema migration as read-only "
+            f"({exc.sqlstate}: {' '.join(str(exc).split())}): migrate in a session that may write "
+            "(on the primary, without default_transaction_read_only)"
+        ) from exc
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _where(conn: psycopg.Connection) -> str:
+    """``host:port`` of the connection's server, for messages (never the password)."""
+    return f"{conn.info.host}:{conn.info.port}"
