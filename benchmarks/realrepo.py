@@ -64,6 +64,8 @@ from realrepo_round3 import VARIANTS3
 from realrepo_variants import BEIR_VARIANTS, VARIANTS, Context, rankings, sign_flip
 
 RESULTS = ROOT / "benchmarks" / "results"
+#: both rounds' variant registries, by name
+EVERY_VARIANT = {**VARIANTS, **VARIANTS3}
 DEPTH = 10  # files per ranking (MRR@10)
 CHUNK_DEPTH = 100  # chunks asked of each arm / of search, before files are deduplicated
 KINDS = ("identifier", "natural")
@@ -130,10 +132,9 @@ def _versus(rankings: Mapping[str, list[str]], base: Mapping[str, list[str]], qr
 def chosen_variants(patterns: Sequence[str] | None) -> dict[str, Any]:
     """Every variant of both rounds' registries, or those whose name matches one of ``patterns``
     (regular expressions, matched at the start); ``default (simulated)`` always."""
-    every = {**VARIANTS, **VARIANTS3}
     if not patterns:
-        return every
-    return {n: v for n, v in every.items() if n == "default (simulated)" or any(re.match(p, n) for p in patterns)}
+        return EVERY_VARIANT
+    return {n: v for n, v in EVERY_VARIANT.items() if n == "default (simulated)" or any(re.match(p, n) for p in patterns)}
 
 
 def run_dataset(folder: Path, embedder_name: str, cache: Path | None, patterns: Sequence[str] | None = None) -> dict[str, Any]:
@@ -334,7 +335,7 @@ BEIR_RUNS = (("cosqa-dev", "dev"), ("scifact", "test"), ("faquad-pt", "test"))
 
 
 def run_beir(stores: Path, data: Path, cache: Path | None, names: Sequence[str] = BEIR_VARIANTS) -> list[dict[str, Any]]:
-    """The :data:`BEIR_VARIANTS` against the default on each of :data:`BEIR_RUNS` (e5)."""
+    """The variants ``names`` (by default :data:`BEIR_VARIANTS`) against the default on each of :data:`BEIR_RUNS` (e5)."""
     out = []
     for name, split in BEIR_RUNS:
         with prepared(data / name, split=split, embedder="e5", cache=cache, store=str(stores / f"{name}-e5.db")) as ready:
@@ -351,9 +352,8 @@ def run_beir(stores: Path, data: Path, cache: Path | None, names: Sequence[str] 
                 folder=data / name, split=split,
             )
             ctx.load_vectors(ready.embedder)
-            every = {**VARIANTS, **VARIANTS3}
             scores = {
-                v: per_query(ready.dataset.qrels, run_from_rankings(rankings(ctx, every[v], list(texts), 100)))["ndcg@10"]
+                v: per_query(ready.dataset.qrels, run_from_rankings(rankings(ctx, EVERY_VARIANT[v], list(texts), 100)))["ndcg@10"]
                 for v in ("default (simulated)", *names)
             }
             costs = dict(ctx.costs)

@@ -172,9 +172,7 @@ def contextual_dense(cap: int) -> Callable[[Context, str], Ranked]:
             texts = contextual_texts(chunks, ctx.ids, cap)
             return np.asarray(ctx.embedder.embed_documents(texts), dtype=np.float32)
         matrix = ctx.once(f"contextual-{cap}", make)
-        scores = matrix @ ctx.queries[qid]
-        top = np.argsort(-scores, kind="stable")[: ctx.depth]
-        return [(ctx.ids[i], float(scores[i])) for i in top]
+        return ctx.ranked(matrix @ ctx.queries[qid])
     return dense
 
 

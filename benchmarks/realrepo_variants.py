@@ -141,6 +141,10 @@ class Context:
         scores = self.matrix @ vector
         if penalty is not None:
             scores = scores - penalty
+        return self.ranked(scores)
+
+    def ranked(self, scores: np.ndarray) -> Ranked:
+        """The first :attr:`depth` chunks by ``scores`` (one per row of :attr:`ids`), ties in id order."""
         top = np.argsort(-scores, kind="stable")[: self.depth]
         return [(self.ids[i], float(scores[i])) for i in top]
 
@@ -366,9 +370,7 @@ def _heading_vectors(ctx: Context) -> np.ndarray:
 def _dense_plus(ctx: Context, qid: str, extra: np.ndarray, beta: float) -> Ranked:
     """The dense arm rescored as ``(cosine + beta × extra) / (1 + beta)``."""
     assert ctx.matrix is not None
-    scores = (ctx.matrix @ ctx.queries[qid] + beta * extra) / (1 + beta)
-    top = np.argsort(-scores, kind="stable")[: ctx.depth]
-    return [(ctx.ids[i], float(scores[i])) for i in top]
+    return ctx.ranked((ctx.matrix @ ctx.queries[qid] + beta * extra) / (1 + beta))
 
 
 def outline(kind: str, beta: float, prf_weight: float | None = None) -> Variant:
