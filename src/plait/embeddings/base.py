@@ -22,6 +22,7 @@ __all__ = [
     "TextKind",
     "embedder_languages",
     "held_query",
+    "load_local",
     "normalise_rows",
     "parse_languages",
     "provider_query",
@@ -118,6 +119,26 @@ def provider_query(embedder: Any, text: str) -> np.ndarray:
     if fresh is None or query_owner is None or fresh_owner is None or not issubclass(fresh_owner, query_owner):
         return np.asarray(embedder.embed_query(text), dtype=np.float32)
     return np.asarray(fresh(text), dtype=np.float32)
+
+
+def load_local(embedder: object) -> None:
+    """Load ``embedder``'s local model now, on the caller's thread, when it has one: an
+    embedder of provider ``local`` (the bundled models) with a ``load()``, itself or the
+    one it wraps (``inner``, as :class:`~plait.embeddings.cache.CachedEmbedder`). Reading a
+    model from disk is not a provider that can hang, so the query guard does this before
+    its deadline starts: the first search of a process (``plait search``, a new worker)
+    otherwise spent that deadline loading the model (3.7 s for e5 at load 5 on 2 cores)
+    and went lexical only. Nothing happens for other embedders, and a load that fails
+    raises here as the embedding call itself would have."""
+    seen: set[int] = set()
+    current: object | None = embedder
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        load = getattr(type(current), "load", None)
+        if getattr(current, "provider", None) == "local" and callable(load):
+            load(current)
+            return
+        current = getattr(current, "inner", None)
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:

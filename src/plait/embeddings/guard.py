@@ -5,7 +5,10 @@ search must answer *now*. :class:`QueryGuard` wraps each query embedding:
 
 * **deadline** — the whole call (every retry, every slow byte of a dripping answer) is
   bounded by ``deadline`` seconds (default :data:`DEFAULT_QUERY_DEADLINE`). The call
-  runs in a daemon thread; past the deadline the search goes on without it. A vector
+  runs in a daemon thread; past the deadline the search goes on without it. A bundled
+  (``local``) model is loaded first, on the caller's thread and outside the deadline
+  (:func:`~plait.embeddings.base.load_local`): reading it from disk cannot hang, and
+  counting it made a process's first search lexical only on a busy machine. A vector
   the embedder already holds (:func:`~plait.embeddings.base.held_query`: its query
   cache) is taken without a call, so without the thread, while the circuit is closed.
 * **dimension** — a vector whose length is not the collection's is a
@@ -33,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from plait.embeddings.base import held_query, provider_query
+from plait.embeddings.base import held_query, load_local, provider_query
 from plait.errors import (
     ConfigError,
     ProviderError,
@@ -103,6 +106,7 @@ class QueryGuard:
             vector = held_query(embedder, text) if opened is None else None
             held = vector is not None
             if vector is None:  # a probe asks the provider itself, never a cache
+                load_local(embedder)  # a bundled model loads before the deadline starts
                 vector = self._bounded(embedder, text, probe=opened is not None)
             if dimension is not None and int(np.asarray(vector).shape[-1]) != dimension:
                 raise ProviderResponseError(
