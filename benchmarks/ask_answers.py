@@ -99,14 +99,20 @@ RESULTS = ROOT / "benchmarks" / "results"
 REPOS = ("manage-get-gov", "teaching-vacancies")
 DATASETS = (*REPOS, "faquad-pt-dev", "faquad-pt-test")
 DEV = ("manage-get-gov", "faquad-pt-dev")
-#: (coverage quantile, unknown words counted twice, coverage floor, cosine quantile) choices
-#: the sweep compares; a cosine quantile None turns the cosine path off.
-CHOICES: tuple[tuple[float, bool, float, float | None], ...] = (
-    (0.95, False, MIN_COVERAGE, OUTSIDE_QUANTILE), (0.8, False, MIN_COVERAGE, OUTSIDE_QUANTILE),
-    (0.5, False, MIN_COVERAGE, OUTSIDE_QUANTILE), (0.95, True, MIN_COVERAGE, OUTSIDE_QUANTILE),
-    (0.8, True, MIN_COVERAGE, OUTSIDE_QUANTILE), (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE),
-    (0.0, True, 0.45, OUTSIDE_QUANTILE), (0.0, True, 0.4, OUTSIDE_QUANTILE), (0.0, True, 0.35, OUTSIDE_QUANTILE),
-    (0.5, True, MIN_COVERAGE, 1.0), (0.5, True, MIN_COVERAGE, None),
+#: (coverage quantile, unknown words counted twice, coverage floor, cosine quantile, unknown
+#: share) choices the sweep compares; a cosine quantile None turns the cosine path off; an
+#: unknown share u closes the cosine path to a question whose content words the collection
+#: never holds make up more than u of them (None: open to every question).
+Choice = tuple[float, bool, float, float | None, float | None]
+CHOICES: tuple[Choice, ...] = (
+    (0.95, False, MIN_COVERAGE, OUTSIDE_QUANTILE, None), (0.8, False, MIN_COVERAGE, OUTSIDE_QUANTILE, None),
+    (0.5, False, MIN_COVERAGE, OUTSIDE_QUANTILE, None), (0.95, True, MIN_COVERAGE, OUTSIDE_QUANTILE, None),
+    (0.8, True, MIN_COVERAGE, OUTSIDE_QUANTILE, None), (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, None),
+    (0.0, True, 0.45, OUTSIDE_QUANTILE, None), (0.0, True, 0.4, OUTSIDE_QUANTILE, None),
+    (0.0, True, 0.35, OUTSIDE_QUANTILE, None),
+    (0.5, True, MIN_COVERAGE, 1.0, None), (0.5, True, MIN_COVERAGE, None, None),
+    (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.0), (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.2),
+    (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.34), (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.5),
 )
 KIND_OF: dict[str, str] = {}  # realrepo question → identifier | natural | unanswerable
 ID_OF: dict[str, str] = {}  # realrepo question → its id in queries.jsonl
@@ -308,7 +314,7 @@ def _diagnosis(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]
 
 def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
-    for quantile, twice, floor, cosine_quantile in CHOICES:
+    for quantile, twice, floor, cosine_quantile, unknown_share in CHOICES:
         coverage = threshold(calibration.inside_coverage, calibration.outside_coverage, floor=floor,
                              quantile=quantile) or 1.0
         min_cosine = (threshold(calibration.inside_cosine, calibration.outside_cosine, quantile=cosine_quantile)
@@ -319,7 +325,10 @@ def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Map
                         cosine_source="calibrated", coverage_source="calibrated",
                         unknown_terms=r["unknown"] if twice else [])
             named = question_identifiers(r["text"]) if twice else frozenset()
-            passing = [h for h in r["hits"] if verdict(h, content_stems(r["text"]), gate, identifiers=named).passed]
+            stems = content_stems(r["text"])
+            if unknown_share is not None and len(r["unknown"]) > unknown_share * max(1, len(stems)):
+                gate = gate.model_copy(update={"min_cosine": 1.01})  # the cosine path closed
+            passing = [h for h in r["hits"] if verdict(h, stems, gate, identifiers=named).passed]
             if not passing:
                 table[r["kind"]]["refused"] += 1
             else:
@@ -327,6 +336,7 @@ def _sweep(calibration: GateCalibration, rows: list[dict[str, Any]], doc_of: Map
         out.append({"coverageQuantile": quantile, "unknownWordsTwice": twice, "coverageFloor": floor,
                     "minTermCoverage": coverage, "cosineQuantile": cosine_quantile,
                     "minCosine": min_cosine if cosine_quantile is not None else None,
+                    "cosineMaxUnknownShare": unknown_share,
                     "table": table, **_shares(table)})
     return out
 
@@ -478,12 +488,13 @@ def _markdown(results: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
                       f"{j['answeredWithCorrectCitation']} | {j['unanswerableRefused']} | {j['outOfCorpusRefused']} |"
                       for j in judged["sweep"]]
         lines += ["", "sweep (offline, relevant document among the sources passing the gate):", "",
-                  "| coverage quantile | unknown words twice | floor | min coverage | cosine gate | answerable correct "
-                  "| unanswerable refused | out-of-corpus refused |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| coverage quantile | unknown words twice | floor | min coverage | cosine gate "
+                  "| cosine path: unknown share at most | answerable correct | unanswerable refused | out-of-corpus refused |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for s in r["sweepSourcesPassingGate"]:
             cosine = "off" if s["cosineQuantile"] is None else f"{s['minCosine']} (quantile {s['cosineQuantile']})"
             lines.append(f"| {s['coverageQuantile']} | {s['unknownWordsTwice']} | {s['coverageFloor']} | {s['minTermCoverage']} | {cosine} | "
+                         f"{'any' if s.get('cosineMaxUnknownShare') is None else s['cosineMaxUnknownShare']} | "
                          f"{s['answeredWithCorrectCitation']} | {s['unanswerableRefused']} | {s['outOfCorpusRefused']} |")
         lines.append("")
     return "\n".join(lines) + "\n"
