@@ -462,3 +462,43 @@ def test_split_by_size_matches_brute_force_reference(text: str, config: ChunkSet
 @given(text=texts)
 def test_default_settings_properties(text: str) -> None:
     check_invariants(text, chunk_markdown(text), ChunkSettings())
+
+
+# --- tables: cut at a row end, the header travels with the chunk -------------------------
+
+_TABLE = "| k | v |\n|---|---|\n" + "".join(f"| r{i} | word word |\n" for i in range(1, 9))
+_HEADER = "| k | v |\n|---|---|"
+
+
+def test_a_long_table_is_cut_at_row_ends_and_each_later_chunk_knows_its_header() -> None:
+    # rows are 19 characters from offset 20 (row i starts at 20 + 19·(i − 1)). The first
+    # ideal cut, 60, falls inside row 3 (58–76): the whitespace rule alone cut at 59,
+    # between its "|" and "r3"; the nearest row end is 57 (3 back, against 76).
+    chunks = chunk_markdown(_TABLE, ChunkSettings(target=60, overlap=0, window=20))
+    assert [(c.start, c.end) for c in chunks] == [(0, 57), (58, 114), (115, 171)]
+    assert [c.text.splitlines()[0] for c in chunks] == ["| k | v |", "| r3 | word word |", "| r6 | word word |"]
+    assert [c.table for c in chunks] == [None, _HEADER, _HEADER]
+
+
+def test_the_overlap_after_a_row_end_is_whole_rows() -> None:
+    # overlap 20: the next chunk starts at the first row starting in [cut − 20, cut)
+    chunks = chunk_markdown(_TABLE, ChunkSettings(target=60, overlap=20, window=20))
+    assert [(c.start, c.end) for c in chunks] == [(0, 57), (39, 95), (77, 133), (115, 171)]
+    assert all(c.text.startswith("| ") and c.text.endswith(" |") for c in chunks)
+
+
+def test_a_row_longer_than_the_window_is_still_cut_at_whitespace_and_has_no_header() -> None:
+    text = "| k | v |\n|---|---|\n| r1 | " + " ".join(["word"] * 40) + " |\n"
+    chunks = chunk_markdown(text, ChunkSettings(target=60, overlap=0, window=10))
+    assert len(chunks) > 1
+    assert all(c.table is None for c in chunks)  # no later chunk starts at a row start
+    assert all(len(c.text) <= 70 for c in chunks)
+
+
+def test_text_after_a_table_is_cut_as_before() -> None:
+    prose = " ".join(["word"] * 30)
+    text = _TABLE + "\n" + prose
+    settings = ChunkSettings(target=60, overlap=0, window=20)
+    after = [c for c in chunk_markdown(text, settings) if c.start >= len(_TABLE)]
+    assert [(c.start - len(_TABLE) - 1, c.end - len(_TABLE) - 1) for c in after] == split_by_size(prose, settings)
+    assert all(c.table is None for c in after)

@@ -13,7 +13,7 @@ from plait.analysis import analyse, tokenize
 from plait.chunking import ChunkSettings, chunk_markdown
 from plait.fields import lexical_text, path_words
 from plait.ingest import build_chunks, chunk_id
-from plait.markdown import document_title, headings, plain_text
+from plait.markdown import document_title, headings, plain_text, prose_blocks, tables
 from plait.sources.base import SourceDocument, SourcePart
 from plait.sources.folder import title_of
 from plait.types import FileOrigin
@@ -231,3 +231,20 @@ def test_nesting_past_the_parsers_limit_keeps_the_text() -> None:
     text = "- " * 10_000 + "ID-NEST-10000 innermost\n"
     assert "ID-NEST-10000" in plain_text(text)
     assert plain_text("- " * 30 + "deep item\n") == "deep item"
+
+
+def test_tables_gives_each_top_level_table_with_a_body() -> None:
+    text = "Intro\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n| only | header |\n|---|---|\n\n- | x | y |\n  |---|---|\n  | 3 | 4 |\n"
+    assert tables(text) == [(2, 4, 5)]  # a header-only table has no body; one in a list item is not top level
+    assert tables("no pipes at all") == []
+
+
+def test_prose_blocks_reads_a_fragment_as_the_rest_of_its_table() -> None:
+    fragment = "| `EPP_POOL_BORROW_TIMEOUT` | 10 | Seconds a request waits. |\n| `SIZE` | 1 | Max connections. |"
+    header = "| Setting | Default | What it does |\n|---|---|---|"
+    assert [(b.kind, b.text) for b in prose_blocks(fragment, table=header)] == [
+        ("row", "Setting: EPP_POOL_BORROW_TIMEOUT; Default: 10; What it does: Seconds a request waits."),
+        ("row", "Setting: SIZE; Default: 1; What it does: Max connections."),
+    ]
+    # without it, the rows are one paragraph with their pipes (what ask quoted before)
+    assert [b.kind for b in prose_blocks(fragment)] == ["text"]

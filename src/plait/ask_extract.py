@@ -86,7 +86,8 @@ def candidates(question: str, sources: Sequence[Hit]) -> list[Candidate]:
     for n, hit in enumerate(sources, start=1):
         carry: frozenset[str] = frozenset()
         position = 0
-        for block in prose_blocks(hit.content):
+        table = hit.metadata.get("table")  # the header of a table the chunk continues
+        for block in prose_blocks(hit.content, table=table if isinstance(table, str) else None):
             if block.kind == "row":
                 stems = text_stems(block.text)
                 share = len(wanted & stems) / max(1, len(wanted))

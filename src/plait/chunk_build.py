@@ -85,6 +85,7 @@ def build_chunks(doc: SourceDocument, settings: ChunkSettings) -> list[Chunk]:
                     "charStart": piece.start,
                     "charEnd": piece.end,
                     **({"fence": piece.fence} if piece.fence else {}),
+                    **({"table": piece.table} if piece.table else {}),
                 },
             )
             chunks.append(chunk.model_copy(update={"content_hash": content_hash(hash_text(chunk))}))

@@ -33,6 +33,9 @@ The size rule (:func:`split_by_size`), applied to each section
 
        * a paragraph break, i.e. a ``\\n`` whose following line is blank (only
          whitespace, so ``\\r\\n\\r\\n`` counts), nearest to ``t``;
+       * else, when ``t`` lies in the body of a Markdown table, the end of one of its
+         rows (the ``\\n`` after a body row) nearest to ``t``: a row is never split
+         while the window holds a row end;
        * else a whitespace character nearest to ``t``;
        * else ``c = t`` exactly, which may split a word (a "hard" cut). With
          ``window == 0`` there are no candidates and every cut is hard.
@@ -42,7 +45,9 @@ The size rule (:func:`split_by_size`), applied to each section
     3. The next chunk starts at the first word start (a non-whitespace character
        after a whitespace character) in ``[max(c - overlap, pos + 1), c)``, so the
        overlap never exceeds ``overlap`` and every chunk starts after the previous
-       one. If that region holds no word start, a hard cut keeps the full overlap
+       one; after a table row end it is the first start of a row of that table in the
+       same region (whole rows overlap), else the next row. If that region holds no
+       word start, a hard cut keeps the full overlap
        (starting mid-word, as the long token was already split) while a clean cut
        gets no overlap: the next chunk starts at the first non-whitespace character
        at or after ``c``.
@@ -57,10 +62,11 @@ The size rule (:func:`split_by_size`), applied to each section
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from plait.errors import ConfigError
-from plait.markdown import fences, headings
+from plait.markdown import fences, headings, tables
 
 __all__ = [
     "ChunkSettings",
@@ -123,6 +129,9 @@ class TextChunk:
     a heading and nothing else. ``fence`` is the opening run of the fenced code block
     the chunk starts inside (after its opening line), else None: read on its own, the
     chunk's text would be taken for Markdown (:func:`plait.markdown.plain_text`).
+    ``table`` is the header and delimiter rows of the Markdown table whose body the
+    chunk starts inside, at the start of a row, else None: read on its own, the chunk's
+    rows would have no column names (:func:`plait.markdown.prose_blocks`).
     """
 
     text: str
@@ -132,6 +141,7 @@ class TextChunk:
     heading_key: tuple[str, ...] = ()
     bare: bool = False
     fence: str | None = None
+    table: str | None = None
 
 
 _DEFAULT_SETTINGS = ChunkSettings()
@@ -145,11 +155,19 @@ def chunk_markdown(text: str, settings: ChunkSettings = _DEFAULT_SETTINGS) -> li
     sections = _sections(text)
     line_starts = _line_starts(text)
     inside = [(_offset(text, line_starts, a), _offset(text, line_starts, b), run) for a, b, run in fences(text)]
+    bodies = [
+        _Body(
+            _offset(text, line_starts, body),
+            _offset(text, line_starts, end),
+            text[_offset(text, line_starts, first) : _offset(text, line_starts, body)].rstrip("\r\n"),
+        )
+        for first, body, end in tables(text)
+    ]
     chunks: list[TextChunk] = []
     for index, section in enumerate(sections):
         stop = sections[index + 1].start if index + 1 < len(sections) else len(text)
         heading_only = not text[section.heading_end : stop].strip()
-        for span_start, span_end in _split_range(text, section.start, stop, settings):
+        for span_start, span_end in _split_range(text, section.start, stop, settings, bodies):
             chunks.append(
                 TextChunk(
                     text=text[span_start:span_end],
@@ -159,6 +177,14 @@ def chunk_markdown(text: str, settings: ChunkSettings = _DEFAULT_SETTINGS) -> li
                     heading_key=section.key,
                     bare=heading_only and section.heading_end > section.start,
                     fence=next((run for a, b, run in inside if a <= span_start < b), None),
+                    table=next(
+                        (
+                            body.header
+                            for body in bodies
+                            if body.start <= span_start < body.end and text[span_start - 1] == "\n"
+                        ),
+                        None,
+                    ),
                 )
             )
     return chunks
@@ -229,8 +255,17 @@ def _sections(text: str) -> list[_Section]:
 # --- the size rule --------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Body:
+    """A Markdown table's body: ``text[start:end]`` (whole lines) and its header rows."""
+
+    start: int
+    end: int
+    header: str
+
+
 def _split_range(
-    text: str, start: int, stop: int, settings: ChunkSettings
+    text: str, start: int, stop: int, settings: ChunkSettings, bodies: Sequence[_Body] = ()
 ) -> list[tuple[int, int]]:
     """Apply the size rule to ``text[start:stop]``; spans are offsets into ``text``."""
     first = _NON_WS.search(text, start, stop)
@@ -240,15 +275,21 @@ def _split_range(
     limit = start + len(text[start:stop].rstrip())
     spans: list[tuple[int, int]] = []
     while limit - pos > settings.target:
-        cut, clean = _find_cut(text, pos, limit, settings)
+        cut, clean, body = _find_cut(text, pos, limit, settings, bodies)
         spans.append((pos, pos + len(text[pos:cut].rstrip())))
-        pos = _next_start(text, pos, cut, clean, settings.overlap, limit)
+        if body is not None:
+            pos = _next_row(text, pos, cut, body, settings.overlap, limit)
+        else:
+            pos = _next_start(text, pos, cut, clean, settings.overlap, limit)
     spans.append((pos, limit))
     return spans
 
 
-def _find_cut(text: str, pos: int, limit: int, settings: ChunkSettings) -> tuple[int, bool]:
-    """Where the chunk starting at ``pos`` ends, and whether that is a clean break.
+def _find_cut(
+    text: str, pos: int, limit: int, settings: ChunkSettings, bodies: Sequence[_Body] = ()
+) -> tuple[int, bool, _Body | None]:
+    """Where the chunk starting at ``pos`` ends, whether that is a clean break, and the
+    table body whose row end it is (None: not a row end).
 
     Requires ``limit - pos > settings.target``, so the ideal cut lies before ``limit``.
     """
@@ -256,13 +297,42 @@ def _find_cut(text: str, pos: int, limit: int, settings: ChunkSettings) -> tuple
     low = max(ideal - settings.window + 1, pos + 1)
     high = min(ideal + settings.window, limit - 1)
     if low > high:
-        return ideal, False
+        return ideal, False, None
     cut = _nearest_paragraph_break(text, low, high, ideal, limit)
+    if cut >= 0:
+        return cut, True, None
+    body = next((b for b in bodies if b.start <= ideal < b.end), None)
+    if body is not None:
+        cut = _nearest_row_end(text, max(low, body.start), min(high, body.end - 1), ideal)
+        if cut >= 0:
+            return cut, True, body
+    cut = _nearest_whitespace(text, low, high, ideal)
     if cut < 0:
-        cut = _nearest_whitespace(text, low, high, ideal)
-    if cut < 0:
-        return ideal, False
-    return cut, True
+        return ideal, False, None
+    return cut, True, None
+
+
+def _nearest_row_end(text: str, low: int, high: int, ideal: int) -> int:
+    """The ``\\n`` in ``[low, high]`` nearest ``ideal`` (in a table body: row ends), or -1."""
+    if low > high:
+        return -1
+    back = text.rfind("\n", low, min(ideal, high) + 1)
+    forward = text.find("\n", max(ideal + 1, low), high + 1)
+    return _nearest(back, forward, ideal)
+
+
+def _next_row(text: str, pos: int, cut: int, body: _Body, overlap: int, limit: int) -> int:
+    """Where the chunk after a cut at the row end ``cut`` starts: the first row of
+    ``body`` starting in ``[cut - overlap, cut)`` after ``pos`` (whole rows overlap), else
+    the first non-whitespace character after ``cut``; always ``> pos`` and ``< limit``."""
+    if overlap > 0:
+        row = text.find("\n", max(cut - overlap, pos + 1, body.start) - 1, cut)
+        while 0 <= row < cut - 1:
+            if not text[row + 1].isspace():
+                return row + 1
+            row = text.find("\n", row + 1, cut)
+    following = _NON_WS.search(text, cut, limit)
+    return following.start() if following is not None else cut
 
 
 def _nearest(back: int, forward: int, ideal: int) -> int:

@@ -45,7 +45,16 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-__all__ = ["MarkdownBlock", "MarkdownHeading", "document_title", "fences", "headings", "plain_text", "prose_blocks"]
+__all__ = [
+    "MarkdownBlock",
+    "MarkdownHeading",
+    "document_title",
+    "fences",
+    "headings",
+    "plain_text",
+    "prose_blocks",
+    "tables",
+]
 
 _TAG_OR_COMMENT = re.compile(r"<!--.*?(?:-->|$)|<[^>]*>?", re.DOTALL)
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(?P<value>.*?)\s*$", re.MULTILINE)
@@ -134,6 +143,26 @@ def fences(text: str) -> list[tuple[int, int, str]]:
     ]
 
 
+def tables(text: str) -> list[tuple[int, int, int]]:
+    """Each top-level table with a body as (its first line, its body's first line, the line
+    after it): lines ``first`` to ``body - 1`` are the header row and the delimiter row.
+
+    >>> tables("Intro\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n| 3 | 4 |\\n\\nAfter\\n")
+    [(2, 4, 6)]
+    """
+    if "|" not in text:
+        return []
+    found: list[tuple[int, int, int]] = []
+    table: list[int] | None = None
+    for token in _tokens(text):
+        if token.type == "table_open":
+            table = token.map if token.level == 0 and token.map is not None else None
+        elif token.type == "tbody_open" and table is not None and token.map is not None:
+            found.append((table[0], token.map[0], table[1]))
+            table = None
+    return found
+
+
 def document_title(text: str) -> str | None:
     """The front matter's ``title``, else the first level-1 heading's visible title."""
     tokens = _tokens(text)
@@ -213,17 +242,23 @@ def _render_children(children: list[Token], parts: list[str]) -> None:
             _render_children(child.children or [], parts)
 
 
-def prose_blocks(text: str) -> list[MarkdownBlock]:
+def prose_blocks(text: str, *, table: str | None = None) -> list[MarkdownBlock]:
     """The paragraphs and table rows of ``text``, in order, as visible text.
 
     Headings, code, HTML blocks and front matter are not prose and are left out; a
     table body row comes as ``header: cell; header: cell`` (empty cells dropped), so a
     row can be quoted on its own. Ask picks answer sentences from these
-    (:mod:`plait.ask_extract`).
+    (:mod:`plait.ask_extract`). ``table`` is the header and delimiter rows of the table
+    a chunk starts inside (:attr:`plait.chunking.TextChunk.table`): the fragment is read
+    as the rest of that table, so its rows keep their column names.
 
     >>> [(b.kind, b.text) for b in prose_blocks("# T\\n\\nSome text.\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n")]
     [('text', 'Some text.'), ('row', 'a: 1; b: 2')]
+    >>> [(b.kind, b.text) for b in prose_blocks("| 3 | 4 |\\n\\nMore.", table="| a | b |\\n|---|---|")]
+    [('row', 'a: 3; b: 4'), ('text', 'More.')]
     """
+    if table:
+        text = table + "\n" + text
     tokens = _tokens(text)
     if _truncated(tokens):
         return [MarkdownBlock("text", _normalised(text))]
