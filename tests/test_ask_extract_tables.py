@@ -3,7 +3,8 @@ in a later chunk of a long table (:mod:`plait.ask_extract`, :attr:`plait.chunkin
 
 Before, a long table was cut at whitespace inside a row, and a later chunk carried no
 header: on the real manage.get.gov docs, ask answered with a fragment such as
-"| pool.py _maintenance_loop | | failed: all pooled EPP connections are busy | ERROR | …"."""
+"| pool.py _maintenance_loop | | failed: all pooled EPP connections are busy | ERROR | …",
+and its citation quoted raw rows run together with the header and delimiter rows."""
 
 from __future__ import annotations
 
@@ -41,3 +42,8 @@ def test_a_row_of_a_later_chunk_is_quoted_with_its_column_names(tmp_path: Path) 
         "Setting: POOL_SETTING_20; Default: 100; What it does: Seconds the pool waits in phase 20"
     )
     assert "|" not in result.answer
+    # the citation quotes the row as written, alone (before: the sentence splitter glued
+    # the end of one row to the next, the header and delimiter rows included)
+    assert result.citations[0].quote == (
+        "| `POOL_SETTING_20` | 100 | Seconds the pool waits in phase 20 before it gives up and logs it. |"
+    )

@@ -192,14 +192,32 @@ def passes_gate(hit: Hit, question_stems: frozenset[str], gate: Gate, *, lexical
     return verdict(hit, question_stems, gate, lexical_ran=lexical_ran).passed
 
 
+_TABLE_LINE = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
+_DELIMITER_ROW = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+
+
+def _quote_candidates(content: str) -> list[str]:
+    """The pieces of ``content`` a quote may be, each as written: every table line (a row,
+    never the delimiter row) on its own, and the sentences of the text between them."""
+    pieces: list[str] = []
+    at = 0
+    for line in _TABLE_LINE.finditer(content):
+        pieces += sentences(content[at : line.start()])
+        if not _DELIMITER_ROW.match(line.group()):
+            pieces.append(line.group().strip())
+        at = line.end()
+    return pieces + sentences(content[at:])
+
+
 def _quote(content: str, against: str) -> str:
-    """The sentence of ``content`` sharing most content words with ``against``."""
+    """The sentence of ``content`` (or the table row: a row is quoted alone, as written)
+    sharing most content words with ``against``."""
     wanted = content_stems(against)
     best, best_score = "", -1.0
-    for sentence in sentences(content):
-        score = len(wanted & text_stems(sentence))
+    for piece in _quote_candidates(content):
+        score = len(wanted & text_stems(piece))
         if score > best_score:
-            best, best_score = sentence, score
+            best, best_score = piece, score
     return trim(best or content, _QUOTE_CHARS)
 
 
