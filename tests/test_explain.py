@@ -236,3 +236,42 @@ def test_http_explain_route(tmp_path: Path) -> None:
     assert ok.status_code == 200 and ok.json() == expected
     assert ok.json()["fusion"]["settings"]["lexicalWeight"] == 0.7
     assert bad.status_code == 422 and "exactly one" in bad.json()["error"]
+
+
+# -- a document of several chunks: each stage's line names its chunk when they differ ---------
+
+
+def test_cli_text_names_each_stages_chunk_when_a_documents_stages_found_different_ones(tmp_path: Path) -> None:
+    from plait.cli.explain import _print_explain
+    from plait.cli.options import console
+    from plait.sources.base import SourceDocument, SourcePart
+    from plait.types import FileOrigin
+
+    query = "ERR-4012 cart"
+    lexical_part, dense_part = "ERR-4012 rejects the cart", "billing notes about refunds"
+    origin = FileOrigin(source_path="kb.md", title="KB")
+    doc = SourceDocument(
+        source_id="kb.md", scope="docs", metadata={"docId": "kb"},
+        parts=(SourcePart(text=lexical_part, origin=origin, key="a"), SourcePart(text=dense_part, origin=origin, key="b")),
+    )
+    fillers = {f"f-{i}": f"inventory filler note {chr(97 + i)}" for i in range(4)}
+    overrides = {query: angle(0), lexical_part: angle(80), dense_part: angle(1)}
+    overrides |= {text: angle(20 + i) for i, text in enumerate(fillers.values())}
+    with engine_with(tmp_path, fillers, overrides) as engine:
+        engine.index_documents([doc])
+        result = engine.explain(query, doc="kb", k=3)
+    assert result.lexical.chunk_id != result.dense.chunk_id  # the lexical hit is part a, the dense 1 part b
+    assert (result.lexical.rank, result.dense.rank) == (1, 1)
+    with console.capture() as captured:
+        _print_explain(result)
+    lines = {line.split()[0]: line for line in captured.get().splitlines() if line and not line[0].isspace()}
+    assert f"cosine {result.dense.score:.4f} · chunk {result.dense.chunk_id}" in lines["dense"]
+    assert f"chunk {result.fusion.chunk_id}" in captured.get().replace("\n", " ")
+    # one chunk for every stage (the tests above): no chunk named on those lines
+    same = result.model_copy(update={
+        "dense": result.dense.model_copy(update={"chunk_id": result.lexical.chunk_id}),
+        "fusion": result.fusion.model_copy(update={"chunk_id": result.lexical.chunk_id}),
+    })
+    with console.capture() as captured:
+        _print_explain(same)
+    assert "· chunk" not in captured.get()

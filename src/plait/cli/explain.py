@@ -89,6 +89,10 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f}"
 
 
+def _chunk(chunk_id: str | None, named: bool) -> str:
+    return f" · chunk {safe(chunk_id)}" if named and chunk_id else ""
+
+
 def _print_terms(lex: Any) -> None:
     """The lexical term table: each distinct content term once, stopwords on one line,
     and the chunk the terms were evaluated against."""
@@ -126,15 +130,18 @@ def _print_explain(result: Any) -> None:
         )
         _print_terms(lex)
     dense = result.dense
+    fus = result.fusion
+    # a path or document has several chunks: each stage reports its own best one, so the
+    # lines name theirs whenever they are not all the same chunk
+    named = len({c for c in (lex.chunk_id, dense.chunk_id, fus.chunk_id) if c}) > 1
     if dense.ran:
         console.print(
             f"[bold]dense[/bold]      rank {dense.rank if dense.rank is not None else 'absent'} of "
-            f"{dense.candidates} · cosine {_num(dense.score)}",
+            f"{dense.candidates} · cosine {_num(dense.score)}{_chunk(dense.chunk_id, named)}",
             highlight=False,
         )
     else:
         console.print(f"[bold]dense[/bold]      off: {dense.reason}", highlight=False)
-    fus = result.fusion
     if fus.returned:
         state = "returned"
     elif not ing.indexed and not ing.chunks:
@@ -143,7 +150,8 @@ def _print_explain(result: Any) -> None:
         state = f"not returned ({fus.dropped_by or 'not reached'})"
     console.print(
         f"[bold]fusion[/bold]     rank {fus.rank if fus.rank is not None else 'absent'} · score "
-        f"{_num(fus.score)} ({_num(fus.score_normalised)} of the best) · k {fus.k} offset {fus.offset} · {state}",
+        f"{_num(fus.score)} ({_num(fus.score_normalised)} of the best) · k {fus.k} offset {fus.offset} · {state}"
+        f"{_chunk(fus.chunk_id, named)}",
         highlight=False,
     )
     if fus.settings.dense_weight_used is not None:
