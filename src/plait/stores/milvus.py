@@ -132,10 +132,12 @@ class MilvusStore(MilvusBase):
     def get_settings(self, name: str) -> dict[str, Any]:
         return dict(self._record(name)["settings"])
 
-    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def update_settings(self, name: str, settings: Mapping[str, Any], *, remove: Sequence[str] = ()) -> dict[str, Any]:
         with self._lock:
             rec = self._record(name)
             rec["settings"].update(settings)
+            for key in remove:
+                rec["settings"].pop(key, None)
             self._put_record(rec)
             return dict(rec["settings"])
 

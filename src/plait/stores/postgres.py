@@ -218,12 +218,12 @@ class PostgresStore(PostgresInfo):
             raise NotFoundError(f"collection {name!r} does not exist")
         return dict(row[0])
 
-    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def update_settings(self, name: str, settings: Mapping[str, Any], *, remove: Sequence[str] = ()) -> dict[str, Any]:
         with self._tx() as conn:
             cid, _ = self._collection(conn, name, lock=True)
             row = conn.execute(
-                "UPDATE plait_collections SET settings = settings || %s WHERE id = %s RETURNING settings",
-                (Jsonb(dict(settings)), cid),
+                "UPDATE plait_collections SET settings = (settings || %s) - %s::text[] WHERE id = %s RETURNING settings",
+                (Jsonb(dict(settings)), list(remove), cid),
             ).fetchone()
             assert row is not None
             return dict(row[0])
