@@ -57,7 +57,7 @@ Sameness = Literal["same", "different", "unknown"]
 log = logging.getLogger(__name__)
 
 PROBE_KEY = "copyIdentityProbe"
-"""The settings key :func:`is_one_collection` writes its token under (cleared after; not
+"""The settings key :func:`is_one_collection` writes its token under (deleted after; not
 carried by a copy or an export)."""
 
 _MILVUS_PORT = 19530
@@ -236,8 +236,9 @@ def is_one_collection(a: Store, b: Store, name_a: str, name_b: str) -> bool:
     """Whether collection ``name_b`` of ``b`` *is* collection ``name_a`` of ``a``, asked of
     the storage rather than inferred from addresses. Two collections that record different
     creation times are two; otherwise a random token is written into ``b``'s collection
-    settings (key :data:`PROBE_KEY`, set back to null at once) and read through ``a``:
-    seen there, one collection. ``b`` must be writable (it is a copy's target)."""
+    settings (key :data:`PROBE_KEY`, deleted again at once, whatever happened meanwhile) and
+    read through ``a``: seen there, one collection. ``b`` must be writable (it is a copy's
+    target)."""
     mine, theirs = a.get_collection(name_a), b.get_collection(name_b)
     if mine is None or theirs is None:
         return False
@@ -248,7 +249,7 @@ def is_one_collection(a: Store, b: Store, name_a: str, name_b: str) -> bool:
     try:
         seen = a.get_settings(name_a).get(PROBE_KEY) == token
     finally:
-        b.update_settings(name_b, {PROBE_KEY: None})
+        b.update_settings(name_b, {}, remove=[PROBE_KEY])  # no trace: not even a null
     log.info(
         "collection %r of the target %s collection %r of the source (a token written through the target %s)",
         name_b, "is" if seen else "is not", name_a, "was read back through the source" if seen else "was not seen there",

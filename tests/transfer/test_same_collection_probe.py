@@ -90,7 +90,7 @@ def test_replace_through_a_port_forward_is_refused_and_deletes_nothing(forwarded
     assert info is not None and (info.chunks, info.sources) == (1, 1)
     assert source.chunk_ids("kb") == ["a-0"]
     # the probe is cleared, and a copy of the collection does not carry it
-    assert source.get_settings("kb")[PROBE_KEY] is None
+    assert PROBE_KEY not in source.get_settings("kb")
     assert PROBE_KEY not in portable_settings(source, "kb")
     # a copy under another name through the forwarder is still allowed, and the source is intact
     report = copy_collection(source, target, "kb", target_name="kb2")

@@ -223,8 +223,12 @@ class Store(Protocol):
 
     def get_settings(self, name: str) -> dict[str, Any]: ...
 
-    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge ``settings`` into the collection's stored settings and return them."""
+    def update_settings(
+        self, name: str, settings: Mapping[str, Any], *, remove: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """Merge ``settings`` into the collection's stored settings, delete the keys in
+        ``remove`` (absent ones ignored), in one step, and return them. (A key merged with
+        the value None stays, as null.)"""
         ...
 
     def increment_settings(

@@ -132,10 +132,12 @@ class MilvusStore(MilvusBase):
     def get_settings(self, name: str) -> dict[str, Any]:
         return dict(self._record(name)["settings"])
 
-    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def update_settings(self, name: str, settings: Mapping[str, Any], *, remove: Sequence[str] = ()) -> dict[str, Any]:
         with self._lock:
             rec = self._record(name)
             rec["settings"].update(settings)
+            for key in remove:
+                rec["settings"].pop(key, None)
             self._put_record(rec)
             return dict(rec["settings"])
 
@@ -553,14 +555,17 @@ class MilvusStore(MilvusBase):
     def records(self) -> Records:
         """Refinery runs and cards, API keys in a SQLite sidecar file (``records_path``;
         Milvus has no transactions); the former ``./.plait/`` side files are imported, and
-        so, once, is a sidecar named from the path as typed (``spelled_records_path``)."""
+        so, once, is a sidecar named from the path or address as typed
+        (``spelled_records_path``; for a server only the runs and cards of collections
+        this store holds: that name was shared by the server's databases)."""
         with self._lock:
             if self._records is None:
                 records = open_records_file(self.records_path, legacy_dir=Path(".plait"))
-                import_side_files(records, collections=[c.name for c in self.list_collections()], once=True)
+                names = [c.name for c in self.list_collections()]
+                import_side_files(records, collections=names, once=True)
                 spelled = self.spelled_records_path
                 if spelled is not None and spelled.is_file() and not spelled.samefile(self.records_path):
-                    import_records_file(records, spelled)
+                    import_records_file(records, spelled, collections=None if self._lite else names)
                 self._records = records
             return self._records
 

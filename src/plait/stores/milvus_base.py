@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 
 from plait.config import Settings
 from plait.errors import ConfigError, NotFoundError, StoreError, StoreUnavailableError
+from plait.store_identity import milvus_address
 from plait.stores.base import (
     BM25Params,
     StoredChunk,
@@ -61,11 +62,32 @@ def _sidecar(uri: str, prefix: str) -> Path:
     ``<file>.<prefix>.records.sqlite`` next to a milvus-lite file, named from the file's
     resolved path (:func:`_lite_path`: however the path was spelt — relative, absolute,
     through a symlink — one file, one sidecar, whatever folder the records are opened
-    from); for a server, ``./.plait/milvus-<host>-<port>-<prefix>.records.sqlite``."""
+    from); for a server, ``./.plait/milvus-<host>-<port>-<prefix>.records.sqlite`` named
+    from the address as the copy's same-store guard normalises it
+    (:func:`plait.store_identity.milvus_address`: scheme and case ignored, a trailing dot
+    or slash dropped, the default port filled in — 443 for ``https``, else 19530), with
+    ``.<database>`` before ``.records`` for a database other than ``default``: one server
+    and database, one sidecar, however the address is spelt."""
     if uri.endswith(".db"):
         return Path(f"{_lite_path(uri)}.{prefix}.records.sqlite")
+    host, port, database = milvus_address(uri)
+    db = "" if database == "default" else f".{database}"
+    return Path(".plait") / f"milvus-{host}-{port}-{prefix}{db}.records.sqlite"
+
+
+def _spelled_sidecar(uri: str, prefix: str) -> Path:
+    """The sidecar as plait named it before from the address or path as typed (absolute
+    now): a milvus-lite path not resolved; a server's host as ``urlsplit`` reads it
+    (``host:port`` without a scheme read as ``localhost``), its port or 19530, no database."""
+    if uri.endswith(".db"):
+        return Path(os.path.abspath(f"{uri}.{prefix}.records.sqlite"))
     where = urlsplit(uri)
-    return Path(".plait") / f"milvus-{where.hostname or 'localhost'}-{where.port or 19530}-{prefix}.records.sqlite"
+    try:
+        port = where.port
+    except ValueError:  # not a number: that name could not be made before either
+        port = None
+    name = f"milvus-{where.hostname or 'localhost'}-{port or 19530}-{prefix}.records.sqlite"
+    return Path(os.path.abspath(Path(".plait") / name))
 
 
 def _now() -> str:
@@ -125,11 +147,10 @@ class MilvusBase:
         self._error: type[Exception] = MilvusException
         self.uri = uri
         self.records_path = Path(records) if records is not None else _sidecar(uri, prefix)
-        #: The sidecar as plait named it before from the path as typed (made absolute now):
-        #: imported once into ``records_path`` when it is another file (nothing lost).
-        self.spelled_records_path = (
-            Path(os.path.abspath(f"{uri}.{prefix}.records.sqlite")) if records is None and uri.endswith(".db") else None
-        )
+        #: The sidecar as plait named it before from the path or address as typed (made
+        #: absolute now): imported once into ``records_path`` when it is another file
+        #: (nothing lost).
+        self.spelled_records_path = _spelled_sidecar(uri, prefix) if records is None else None
         self._lite = uri.endswith(".db")
         self.lite_path = _lite_path(uri) if self._lite else None
         """The milvus-lite file, resolved when the store opened (the working folder then,

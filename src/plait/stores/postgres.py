@@ -57,7 +57,7 @@ from plait.stores.postgres_lexicons import DEFAULT_TOTAL
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
 from plait.stores.postgres_rows import DEFAULT_ROW_BUDGET
-from plait.stores.postgres_write import build_hnsw, check_dimension, write_sources
+from plait.stores.postgres_write import VACUUMED, build_hnsw, check_dimension, write_sources
 from plait.stores.records import Records
 from plait.stores.records_import import import_side_files
 from plait.types import CollectionInfo
@@ -78,8 +78,9 @@ class PostgresStore(PostgresInfo):
     ``prepare`` False keeps every statement unprepared (PgBouncer before 1.21 in
     transaction mode). ``vacuum_after`` chunks written through this store (default
     5,000) make the next :meth:`mark_scope_indexed` (the end of an index run) run
-    ``VACUUM (ANALYZE)`` on the lexical tables, so their index-only scans need no heap
-    visits right after a large load; None leaves it to autovacuum.
+    ``VACUUM (ANALYZE)`` (:meth:`vacuum`: the lexical tables, so their index-only scans
+    need no heap visits right after a large load, and the small tables every write
+    churns); None leaves it to autovacuum.
     ``lexical_cache_bytes`` bounds each collection's in-process lexical cache (postings
     and score rows; default 256 MiB, least recently used terms evicted and read again),
     ``lexical_total_bytes`` all of them (default 1 GiB; least recently searched dropped).
@@ -217,12 +218,12 @@ class PostgresStore(PostgresInfo):
             raise NotFoundError(f"collection {name!r} does not exist")
         return dict(row[0])
 
-    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def update_settings(self, name: str, settings: Mapping[str, Any], *, remove: Sequence[str] = ()) -> dict[str, Any]:
         with self._tx() as conn:
             cid, _ = self._collection(conn, name, lock=True)
             row = conn.execute(
-                "UPDATE plait_collections SET settings = settings || %s WHERE id = %s RETURNING settings",
-                (Jsonb(dict(settings)), cid),
+                "UPDATE plait_collections SET settings = (settings || %s) - %s::text[] WHERE id = %s RETURNING settings",
+                (Jsonb(dict(settings)), list(remove), cid),
             ).fetchone()
             assert row is not None
             return dict(row[0])
@@ -425,13 +426,14 @@ class PostgresStore(PostgresInfo):
             self.vacuum()
 
     def vacuum(self) -> None:
-        """``VACUUM (ANALYZE)`` the chunk and postings tables: marks the pages of a large
-        load all-visible (the postings' index-only scans then skip the heap) and refreshes
-        the planner's statistics. Cost grows with the pages changed since the last
-        vacuum (the visibility map skips the rest)."""
+        """``VACUUM (ANALYZE)`` the tables writes churn (:data:`VACUUMED`): marks the pages
+        of a large load all-visible (the postings' index-only scans then skip the heap),
+        recycles the dead row versions every write leaves in the small tables (each write
+        updates its collection's row) and refreshes the planner's statistics. Cost grows
+        with the pages changed since the last vacuum (the visibility map skips the rest)."""
         self._written = 0
         with self._read() as conn:
-            for table in ("plait_postings", "plait_lex_terms", "plait_chunks"):
+            for table in VACUUMED:
                 conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
 
     # backfill claims -----------------------------------------------------------------

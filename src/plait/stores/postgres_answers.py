@@ -14,6 +14,12 @@ on descriptor numbers) and, as each answer completes, keeps it and gives the con
 back to the pool. The search then takes the answer (:meth:`Answer.wait`), already there
 or soon. A connection is therefore out of the pool for the statement's round trip only,
 whatever the search does meanwhile.
+
+Closing the store (:meth:`AnswerReader.close`) reads the answers still in flight for at
+most :data:`CLOSE_WAIT` seconds. A statement still unanswered then (the server, or the
+network to it, stopped answering; a lock another session holds) fails with a
+:class:`~plait.errors.StoreError` for the search waiting on it, its connection is closed
+(the pool discards it) and one warning is logged: closing never hangs on the server.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import logging
 import selectors
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -29,11 +36,17 @@ from psycopg import pq
 
 from plait.errors import StoreError
 
-__all__ = ["Answer", "AnswerReader", "receive_step"]
+__all__ = ["CLOSE_WAIT", "Answer", "AnswerReader", "receive_step"]
 
 log = logging.getLogger(__name__)
 
 _IDLE = 2.0  # seconds without a statement in flight before the thread ends
+
+#: Seconds :meth:`AnswerReader.close` waits for the answers still in flight; those not
+#: complete then fail and their connections are closed.
+CLOSE_WAIT = 5.0
+
+_JOIN_MARGIN = 1.0  # seconds past the wait the thread gets to fail and give back what is left
 
 
 def receive_step(conn: psycopg.Connection, results: list[pq.abc.PGresult]) -> pq.abc.PGresult | None:
@@ -98,11 +111,13 @@ class Answer:
 class AnswerReader:
     """A thread that reads the answers of this store's statements in flight."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, close_wait: float = CLOSE_WAIT) -> None:
         self._lock = threading.Lock()
         self._queued: list[Answer] = []
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._close_wait = close_wait
+        self._deadline = float("inf")  # monotonic time the answers in flight are given up at
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -127,15 +142,40 @@ class AnswerReader:
             pass
 
     def close(self) -> None:
-        """Stop the thread (answers still in flight are read first)."""
+        """Stop the thread. Answers still in flight are read first, for at most
+        ``close_wait`` seconds (:data:`CLOSE_WAIT`): those not complete then fail with a
+        :class:`~plait.errors.StoreError` and their connections are closed. Returns
+        within about ``close_wait`` + 1 s whatever the server does."""
         with self._lock:
             self._closed = True
+            self._deadline = min(self._deadline, time.monotonic() + self._close_wait)
             thread = self._thread
         self._wake()
         if thread is not None:
-            thread.join()
+            thread.join(self._close_wait + _JOIN_MARGIN)
+            if thread.is_alive():  # pragma: no cover - the thread gives up at the deadline
+                log.warning(
+                    "the reader of statements sent ahead did not stop within %.1f s; left running", self._close_wait
+                )
+                return  # its wake-up sockets stay open while it may still use them
         self._wake_r.close()
         self._wake_w.close()
+
+    def _give_up(self, pending: dict[int, Answer], selector: selectors.BaseSelector) -> None:
+        """Fail the answers still in flight at the close's deadline; their connections,
+        given back busy, are closed by the pool."""
+        log.warning(
+            "closing the store: %d statement(s) sent ahead still had no answer after %.1f s; "
+            "their connections are closed",
+            len(pending), self._close_wait,
+        )
+        for fd, answer in list(pending.items()):
+            selector.unregister(fd)
+            del pending[fd]
+            answer._error = StoreError(
+                f"the store was closed before the server answered (waited {self._close_wait:.1f} s)"
+            )
+            answer._finish()
 
     def _run(self) -> None:
         pending: dict[int, Answer] = {}
@@ -157,7 +197,7 @@ class AnswerReader:
             while True:
                 with self._lock:
                     queued, self._queued = self._queued, []
-                    closed = self._closed
+                    closed, deadline = self._closed, self._deadline
                 for answer in queued:
                     if not answer._step():
                         fd = answer.conn.pgconn.socket
@@ -165,7 +205,13 @@ class AnswerReader:
                         selector.register(fd, selectors.EVENT_READ)
                 if closed and not pending:
                     return
-                events = selector.select(None if pending else _IDLE)
+                timeout = None if pending else _IDLE
+                if closed:  # answers in flight: read them until the close's deadline
+                    timeout = deadline - time.monotonic()
+                    if timeout <= 0:
+                        self._give_up(pending, selector)
+                        return
+                events = selector.select(timeout)
                 if not events and not pending:
                     with self._lock:
                         if not self._queued:  # idle: the next watch starts a thread again

@@ -32,7 +32,24 @@ from plait.stores.base import ReplaceCounts, SourceWrite, replace_changes
 from plait.stores.postgres_base import now, vec
 from plait.stores.postgres_queries import hnsw_index
 
-__all__ = ["ROWS_PER_STATEMENT", "build_hnsw", "check_dimension", "lexical", "write_sources"]
+__all__ = ["ROWS_PER_STATEMENT", "VACUUMED", "build_hnsw", "check_dimension", "lexical", "write_sources"]
+
+#: The tables :meth:`~plait.stores.postgres.PostgresStore.vacuum` visits: every table the
+#: store's writes update or delete from. The three large ones gain all-visible pages
+#: after a load; the small ones are churned on every write and bloat without a visit:
+#: ``plait_collections`` (each write updates its collection's row: generation, counts,
+#: revision, settings), ``plait_changes`` (one row per changing statement, older ones
+#: pruned), ``plait_sources`` (upserted per source written), ``plait_usage`` (counters
+#: upserted per write that used a provider), ``plait_scopes`` (upserted per index run),
+#: ``plait_revisions`` and ``plait_counts`` (rows of other SQL's writes, deleted when a
+#: store write folds them) and ``plait_vector_claims`` (claimed and released per
+#: backfill batch). Only the record tables (runs, cards, keys, imports; written rarely)
+#: are left to autovacuum.
+VACUUMED = (
+    "plait_postings", "plait_lex_terms", "plait_chunks", "plait_collections", "plait_changes",
+    "plait_sources", "plait_usage", "plait_scopes", "plait_revisions", "plait_counts",
+    "plait_vector_claims",
+)
 
 #: New chunk rows per ``INSERT`` statement: 12 parameters each, 24,000 in all
 #: (PostgreSQL allows 65,535 per statement).

@@ -147,13 +147,15 @@ def import_side_files(records: Records, *, collections: Iterable[str], once: boo
     return done
 
 
-def import_records_file(records: Records, path: Path) -> bool:
+def import_records_file(records: Records, path: Path, *, collections: Iterable[str] | None = None) -> bool:
     """Copy every run, card and API key of another records file (tables as
     :func:`~plait.stores.records.open_records_file` makes them: a Milvus sidecar once named
-    from its path as typed) into ``records``, once: read-only, the file left as it was,
-    rows already present (same id / token hash) kept, its absolute path recorded in the
-    imports table. False when there is nothing to do (no such file, imported before);
-    the caller makes sure ``path`` is not ``records``' own file."""
+    from its path or address as typed) into ``records``, once: read-only, the file left as
+    it was, rows already present (same id / token hash) kept, its absolute path recorded in
+    the imports table. With ``collections``, only the runs and cards of those collections
+    (a warning names the others; every API key is imported). False when there is nothing
+    to do (no such file, imported before); the caller makes sure ``path`` is not
+    ``records``' own file."""
     if not path.is_file():
         return False
     source = str(path.resolve())
@@ -165,6 +167,16 @@ def import_records_file(records: Records, path: Path) -> bool:
         "cards": [list(r) for r in _read(path, FILE_TABLES.cards, _CARD_COLUMNS)],
         "keys": [list(r) for r in _read(path, FILE_TABLES.keys, _KEY_COLUMNS)],
     }
+    if collections is not None:
+        wanted = set(collections)
+        left = sorted({str(r[1]) for r in (*rows["runs"], *rows["cards"])} - wanted)
+        if left:
+            log.warning(
+                "%s: not importing the refinery runs and cards of %s (no such collection in %s)",
+                path, ", ".join(left), records.label,
+            )
+        rows["runs"] = [r for r in rows["runs"] if r[1] in wanted]
+        rows["cards"] = [r for r in rows["cards"] if r[1] in wanted]
     with records.transaction("import") as tx:
         if tx.fetch(t.sql("SELECT 1 FROM {imports} WHERE source = ?"), (source,)):
             return False  # another process imported it meanwhile

@@ -178,10 +178,10 @@ class SQLiteStore(SQLiteSearch):
             raise NotFoundError(f"collection {name!r} does not exist")
         return dict(json.loads(rows[0][0]))
 
-    def update_settings(self, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def update_settings(self, name: str, settings: Mapping[str, Any], *, remove: Sequence[str] = ()) -> dict[str, Any]:
         cid = self._cid(name)
         with self._tx() as db:
-            return self._merge_settings(db, cid, settings)
+            return self._merge_settings(db, cid, settings, remove=remove)
 
     def increment_settings(
         self, name: str, increments: Mapping[str, int], *, settings: Mapping[str, Any] | None = None
@@ -192,10 +192,13 @@ class SQLiteStore(SQLiteSearch):
 
     @staticmethod
     def _merge_settings(
-        db: sqlite3.Connection, cid: int, settings: Mapping[str, Any], increments: Mapping[str, int] | None = None
+        db: sqlite3.Connection, cid: int, settings: Mapping[str, Any], increments: Mapping[str, int] | None = None,
+        remove: Sequence[str] = (),
     ) -> dict[str, Any]:
         current = json.loads(db.execute("SELECT settings FROM collections WHERE id = ?", (cid,)).fetchone()[0])
         current.update(settings)
+        for key in remove:
+            current.pop(key, None)
         for key, amount in (increments or {}).items():
             current[key] = add_count(current.get(key), amount)
         db.execute("UPDATE collections SET settings = ? WHERE id = ?", (json.dumps(current, sort_keys=True), cid))

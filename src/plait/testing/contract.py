@@ -98,6 +98,14 @@ class StoreContract:
             "fusion": {"rrfK": 30},
         }
 
+    def test_settings_remove(self, store: Store) -> None:
+        """``remove`` deletes keys (absent ones ignored) in the same step as the merge; a
+        key merged as None stays, as null."""
+        store.ensure_collection("a")
+        store.update_settings("a", {"embedder": "e5", "probe": "x", "keep": None})
+        assert store.update_settings("a", {"n": 1}, remove=["probe", "absent"]) == {"embedder": "e5", "keep": None, "n": 1}
+        assert store.get_settings("a") == {"embedder": "e5", "keep": None, "n": 1}
+
     def test_settings_increment(self, store: Store) -> None:
         """Counts add to the stored value (absent: 0, 2 + 3 = 5), other keys are kept and
         ``settings`` merged in the same step; an unknown collection is NotFoundError."""
