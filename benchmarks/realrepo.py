@@ -61,11 +61,15 @@ from plait.evaluation.runner import collect_arms
 from plait.retrieval.plan import saved_fusion
 from plait.service import Plait
 from realrepo_round3 import VARIANTS3
+from realrepo_round4 import VARIANTS4
 from realrepo_variants import BEIR_VARIANTS, VARIANTS, Context, rankings, sign_flip
 
 RESULTS = ROOT / "benchmarks" / "results"
-#: both rounds' variant registries, by name
-EVERY_VARIANT = {**VARIANTS, **VARIANTS3}
+#: every round's variant registries, by name
+EVERY_VARIANT = {**VARIANTS, **VARIANTS3, **VARIANTS4}
+#: variants that must rank exactly like another one (a check of their code)
+SAME_AS = {"bm25f-1-1": "default (simulated)", "fused-max": "default (simulated)", "filefuse-max": "file-fuse",
+           "outline+fused-max": "outline"}
 DEPTH = 10  # files per ranking (MRR@10)
 CHUNK_DEPTH = 100  # chunks asked of each arm / of search, before files are deduplicated
 KINDS = ("identifier", "natural")
@@ -187,8 +191,9 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None, patterns: 
             if arms.dense is not None and embedder is not None:
                 ctx.load_vectors(embedder)
                 tried = {name: rankings(ctx, variant, list(answerable), DEPTH) for name, variant in chosen_variants(patterns).items()}
-                if "bm25f-1-1" in tried and any(tried["bm25f-1-1"][q] != tried["default (simulated)"][q] for q in answerable):
-                    raise SystemExit(f"{folder.name}: bm25f-1-1 differs from the default")
+                for name, same in SAME_AS.items():
+                    if name in tried and same in tried and any(tried[name][q] != tried[same][q] for q in answerable):
+                        raise SystemExit(f"{folder.name}: {name} differs from {same}")
             costs = dict(ctx.costs)
     by_kind: dict[str, dict[str, Any]] = {}
     variants: dict[str, dict[str, Any]] = {}
