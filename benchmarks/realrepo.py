@@ -21,7 +21,8 @@ are left out): hit@1, hit@5 and MRR@10, for
 and every variant of :mod:`realrepo_variants` (issue 21 item 2: fusion methods and
 weights, document-level aggregation, pseudo-relevance feedback on either arm, a hubness
 correction of the dense arm), each with a paired sign-flip test of its per-query
-reciprocal rank against ``default``. ``--beir-stores DIR`` also runs the variants that a
+reciprocal rank against ``default`` (the per-query reciprocal ranks are in the JSON, ``rr``,
+for tests against another mode). ``--beir-stores DIR`` also runs the variants that a
 non-file corpus sees on CoSQA dev, SciFact test and FaQuAD test (e5; kept stores
 ``DIR/<dataset>-e5.db`` as ``benchmarks/fusion_modes.py --store-dir`` writes them) and
 reports nDCG@10 against the default there.
@@ -202,7 +203,8 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None, patterns: 
         by_kind[kind] = {mode: _metrics({qid: ranks[qid] for qid in ids}, qrels) for mode, ranks in modes.items()}
         base = {qid: modes["default"][qid] for qid in ids}
         variants[kind] = {
-            name: {**_metrics({q: ranks[q] for q in ids}, qrels), "vsDefault": _versus({q: ranks[q] for q in ids}, base, qrels)}
+            name: {**_metrics({q: ranks[q] for q in ids}, qrels), "vsDefault": _versus({q: ranks[q] for q in ids}, base, qrels),
+                   "rr": {q: round(1.0 / r, 4) if (r := _rank(ranks[q], qrels[q])) else 0.0 for q in ids}}
             for name, ranks in {"bm25": modes["bm25"], **({"vector": modes["vector"]} if "vector" in modes else {}), **tried}.items()
         }
     simulated = tried.get("default (simulated)")
