@@ -21,7 +21,8 @@ are left out): hit@1, hit@5 and MRR@10, for
 and every variant of :mod:`realrepo_variants` (issue 21 item 2: fusion methods and
 weights, document-level aggregation, pseudo-relevance feedback on either arm, a hubness
 correction of the dense arm), each with a paired sign-flip test of its per-query
-reciprocal rank against ``default``. ``--beir-stores DIR`` also runs the variants that a
+reciprocal rank against ``default`` (the per-query reciprocal ranks are in the JSON, ``rr``,
+for tests against another mode). ``--beir-stores DIR`` also runs the variants that a
 non-file corpus sees on CoSQA dev, SciFact test and FaQuAD test (e5; kept stores
 ``DIR/<dataset>-e5.db`` as ``benchmarks/fusion_modes.py --store-dir`` writes them) and
 reports nDCG@10 against the default there.
@@ -61,11 +62,15 @@ from plait.evaluation.runner import collect_arms
 from plait.retrieval.plan import saved_fusion
 from plait.service import Plait
 from realrepo_round3 import VARIANTS3
+from realrepo_round4 import VARIANTS4
 from realrepo_variants import BEIR_VARIANTS, VARIANTS, Context, rankings, sign_flip
 
 RESULTS = ROOT / "benchmarks" / "results"
-#: both rounds' variant registries, by name
-EVERY_VARIANT = {**VARIANTS, **VARIANTS3}
+#: every round's variant registries, by name
+EVERY_VARIANT = {**VARIANTS, **VARIANTS3, **VARIANTS4}
+#: variants that must rank exactly like another one (a check of their code)
+SAME_AS = {"bm25f-1-1": "default (simulated)", "fused-max": "default (simulated)", "filefuse-max": "file-fuse",
+           "outline+fused-max": "outline"}
 DEPTH = 10  # files per ranking (MRR@10)
 CHUNK_DEPTH = 100  # chunks asked of each arm / of search, before files are deduplicated
 KINDS = ("identifier", "natural")
@@ -187,8 +192,9 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None, patterns: 
             if arms.dense is not None and embedder is not None:
                 ctx.load_vectors(embedder)
                 tried = {name: rankings(ctx, variant, list(answerable), DEPTH) for name, variant in chosen_variants(patterns).items()}
-                if "bm25f-1-1" in tried and any(tried["bm25f-1-1"][q] != tried["default (simulated)"][q] for q in answerable):
-                    raise SystemExit(f"{folder.name}: bm25f-1-1 differs from the default")
+                for name, same in SAME_AS.items():
+                    if name in tried and same in tried and any(tried[name][q] != tried[same][q] for q in answerable):
+                        raise SystemExit(f"{folder.name}: {name} differs from {same}")
             costs = dict(ctx.costs)
     by_kind: dict[str, dict[str, Any]] = {}
     variants: dict[str, dict[str, Any]] = {}
@@ -197,7 +203,8 @@ def run_dataset(folder: Path, embedder_name: str, cache: Path | None, patterns: 
         by_kind[kind] = {mode: _metrics({qid: ranks[qid] for qid in ids}, qrels) for mode, ranks in modes.items()}
         base = {qid: modes["default"][qid] for qid in ids}
         variants[kind] = {
-            name: {**_metrics({q: ranks[q] for q in ids}, qrels), "vsDefault": _versus({q: ranks[q] for q in ids}, base, qrels)}
+            name: {**_metrics({q: ranks[q] for q in ids}, qrels), "vsDefault": _versus({q: ranks[q] for q in ids}, base, qrels),
+                   "rr": {q: round(1.0 / r, 4) if (r := _rank(ranks[q], qrels[q])) else 0.0 for q in ids}}
             for name, ranks in {"bm25": modes["bm25"], **({"vector": modes["vector"]} if "vector" in modes else {}), **tried}.items()
         }
     simulated = tried.get("default (simulated)")
