@@ -145,6 +145,10 @@ def test_a_collection_over_whole_bytes_is_read_per_term(open_pg: Callable[..., P
     budget.lexical_search("c", ["alpha"], [], limit=3)
     assert budget._lexicon[cid][1].whole is None
     assert small.lexical_search("c", ["bravo"], [], limit=None) == writer.lexical_search("c", ["bravo"], [], limit=None)
+    rowless = open_pg(row_cache_bytes=0)  # postings whole, chunk rows read per hit as before
+    rowless.lexical_search("c", ["alpha"], [], limit=3)
+    assert rowless._lexicon[cid][1].whole is not None and rowless._rows.bytes == 0
+    assert rowless.get_chunks("c", ["k1"]) == writer.get_chunks("c", ["k1"])
 
 
 def _hybrid(store: PostgresStore, text: str, vector: np.ndarray) -> tuple[list[tuple[str, float]], ...]:
