@@ -140,7 +140,7 @@ def test_concurrent_cold_searches_load_the_matrix_once(
     three wait and rank from the cache (before: each ran its own COPY of the collection)."""
     writer = open_pg()
     _fill(writer, n=400)
-    reader = open_pg(max_connections=4)
+    reader = open_pg(max_connections=4, whole_bytes=0)  # a whole load would read the matrix
     q = _unit(np.random.default_rng(9), 1)[0]
     reader.lexical_search("c", ["text"], [], limit=1)  # learns the id and size; no matrix yet
     expected = writer.vector_search("c", q, limit=3)
@@ -157,7 +157,7 @@ def test_concurrent_searches_of_a_matrix_too_large_to_keep_load_it_once(
     open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The threads that waited for a load the cache refused run the pgvector statement."""
-    pg = open_pg(dense_cache_bytes=matrix_bytes(60, DIM, 0) + 1000, max_connections=4)
+    pg = open_pg(dense_cache_bytes=matrix_bytes(60, DIM, 0) + 1000, max_connections=4, whole_bytes=0)
     _fill(pg, prefix=LONG)
     q = _unit(np.random.default_rng(9), 1)[0]
     pg.lexical_search("c", ["text"], [], limit=1)

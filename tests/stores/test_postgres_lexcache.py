@@ -209,8 +209,9 @@ def test_a_write_committed_during_a_load_does_not_mix_generations(pg_dsn: str, s
 
 def test_weights_and_unlimited_queries_equal_the_embedded_store(pg_dsn: str, schema: str, tmp_path: Path) -> None:
     """One cached index serves several BM25 parameter sets (score rows per parameters)
-    and a zero field weight reads no postings for that field."""
-    pg = PostgresStore(pg_dsn, schema=schema)
+    and a zero field weight reads no postings for that field (read per term: a whole
+    load reads every posting, postgres_whole)."""
+    pg = PostgresStore(pg_dsn, schema=schema, whole_bytes=0)
     lite = SQLiteStore(tmp_path / "ref.db")
     try:
         for store in (pg, lite):

@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from plait.stores.base import BM25Params
+from plait.stores.lexical_whole import WholePostings
 
 __all__ = ["ENTRY_OVERHEAD", "MAX_LAYERS", "Added", "Key", "Layer", "ScoreRow", "Term", "merge", "position_map"]
 
@@ -71,13 +72,24 @@ class Layer:
     """One applied change: what the index before it held (see the module docstring)."""
 
     def __init__(
-        self, base: np.ndarray, terms: dict[Key, Term], terms_bytes: int, misses: frozenset[Key], added: Added | None
+        self,
+        base: np.ndarray,
+        terms: dict[Key, Term],
+        terms_bytes: int,
+        misses: frozenset[Key],
+        added: Added | None,
+        *,
+        whole: WholePostings | None = None,
     ) -> None:
         self.base = base
         self.terms = terms  # a copy: merged terms are taken out of it
         self.misses = misses
         self.added = added
+        #: Every posting of the index before the change (:mod:`plait.stores.lexical_whole`), or
+        #: None; never changed, so it answers for every term, merged elsewhere or not.
+        self.whole = whole
         self._lock = threading.Lock()
+        # terms_bytes counts the whole postings of the index before (its _bytes)
         self.nbytes = base.nbytes + terms_bytes + (added.nbytes if added is not None else 0)
 
     def take(self, key: Key) -> Term | None:
@@ -123,6 +135,13 @@ def merge(
             parts.append((positions, entry.tfs) if kept.all() else (positions[kept], entry.tfs[kept]))
             break
         if key in layer.misses:
+            break
+        if layer.whole is not None:  # the index before held every posting: none if not there
+            held = layer.whole.get(key)
+            if held is not None:
+                positions = mapping(layer)[held[0]]
+                kept = positions >= 0
+                parts.append((positions, held[1]) if kept.all() else (positions[kept], held[1][kept]))
             break
     else:
         return None

@@ -50,6 +50,7 @@ from plait.stores.base import BM25Params
 from plait.stores.lexical import term_scores, top_k
 from plait.stores.lexical_carry import ENTRY_OVERHEAD, MAX_LAYERS, Added, Layer, ScoreRow, merge, position_map
 from plait.stores.lexical_carry import Term as _Term
+from plait.stores.lexical_whole import WholePostings
 
 __all__ = [
     "DEFAULT_BUDGET", "ENTRY_OVERHEAD", "MAX_LAYERS", "MAX_MISSES", "Added", "LexicalIndex", "Postings", "ScoreRow",
@@ -127,6 +128,7 @@ class LexicalIndex:
         budget: int = DEFAULT_BUDGET,
         max_misses: int = MAX_MISSES,
         copy_ids: bool = True,
+        whole: WholePostings | None = None,
     ) -> None:
         if budget < 0 or max_misses < 0:
             raise ValueError(f"budget and max_misses must be >= 0, got {budget}, {max_misses}")
@@ -146,7 +148,10 @@ class LexicalIndex:
         # id(layer) -> its position map into this index, or the maps it is composed of (in
         # order; composed on first use: a change applied need not touch every layer)
         self._maps: dict[int, np.ndarray | tuple[np.ndarray, ...]] = {}
-        self._bytes = 0
+        #: Every posting of this generation (:mod:`plait.stores.lexical_whole`), or None:
+        #: with it, a term it does not hold has none, and nothing is ever read.
+        self.whole = whole
+        self._bytes = 0 if whole is None else whole.nbytes
         self._lock = threading.Lock()
         self._free: list[tuple[np.ndarray, np.ndarray]] = []
 
@@ -190,6 +195,16 @@ class LexicalIndex:
         if key in self._misses:
             self._misses.move_to_end(key)
             return _Term(*_NO_POSTINGS)
+        if self.whole is not None:  # every posting is here: views of the key's run
+            hit = self.whole.get(key)
+            if hit is None:
+                return _Term(*_NO_POSTINGS)
+            entry = _Term(*hit)
+            entry.nbytes = ENTRY_OVERHEAD  # the arrays are counted in whole.nbytes
+            self._terms[key] = entry
+            self._bytes += entry.nbytes
+            self._evict(key)
+            return entry
         if not self._layers:
             return None
         merged = merge(self._layers, key, self.rowids, self._map)
@@ -307,7 +322,10 @@ class LexicalIndex:
         )
         index._free = self._free  # zeroed score buffers, shared (too short ones are dropped)
         with self._lock:
-            layer = Layer(self.rowids, dict(self._terms), self._bytes, frozenset(self._misses), added if rowids.size else None)
+            layer = Layer(
+                self.rowids, dict(self._terms), self._bytes, frozenset(self._misses),
+                added if rowids.size else None, whole=self.whole,
+            )
             index._layers = [layer, *self._layers][:MAX_LAYERS]
             older = dict(self._maps)
         with index._lock:

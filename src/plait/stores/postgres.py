@@ -57,6 +57,7 @@ from plait.stores.postgres_lexicons import DEFAULT_TOTAL
 from plait.stores.postgres_queries import HNSW_MAX_DIMENSION, hnsw_index
 from plait.stores.postgres_records import PgRecords
 from plait.stores.postgres_rows import DEFAULT_ROW_BUDGET
+from plait.stores.postgres_whole import DEFAULT_WHOLE_BYTES
 from plait.stores.postgres_write import VACUUMED, build_hnsw, check_dimension, write_sources
 from plait.stores.records import Records
 from plait.stores.records_import import import_side_files
@@ -94,6 +95,10 @@ class PostgresStore(PostgresInfo):
     (:mod:`plait.stores.postgres_dense`), all collections' matrices together bounded by
     ``dense_cache_bytes`` (default 512 MiB). ``row_cache_bytes`` (default 64 MiB) bounds
     the chunks :meth:`get_chunks` keeps (:mod:`plait.stores.postgres_rows`).
+    ``whole_bytes`` (default 256 MiB; 0: never): a collection whose postings and chunk rows
+    are estimated under it is read whole on its first search, in one snapshot with its
+    dense matrix (:mod:`plait.stores.postgres_whole`), so later searches read no postings
+    and no chunk rows, whatever their terms and hits.
     """
 
     def __init__(
@@ -113,9 +118,11 @@ class PostgresStore(PostgresInfo):
         ann_threshold: int | None = None,
         dense_cache_bytes: int = DEFAULT_DENSE_BUDGET,
         row_cache_bytes: int = DEFAULT_ROW_BUDGET,
+        whole_bytes: int = DEFAULT_WHOLE_BYTES,
     ) -> None:
         super().__init__(
             dsn,
+            whole_bytes=whole_bytes,
             lexical_cache_bytes=lexical_cache_bytes,
             lexical_total_bytes=lexical_total_bytes,
             incremental_share=incremental_share,

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from plait.errors import NotFoundError, StoreError
 from plait.stores.postgres_instances import Instance
@@ -37,7 +37,7 @@ from plait.stores.postgres_search import PostgresSearch
 from plait.types import Chunk, Origin
 
 __all__ = [
-    "CHECK", "CHUNK_COLUMNS", "CHUNK_OVERHEAD", "DEFAULT_ROW_BUDGET", "ROWS", "PostgresRows", "RowCache", "chunk_from", "read_chunks",
+    "ALL_ROWS", "CHECK", "CHUNK_COLUMNS", "CHUNK_OVERHEAD", "DEFAULT_ROW_BUDGET", "ROWS", "PostgresRows", "RowCache", "chunk_from", "read_chunks",
 ]
 
 #: Bytes of cached chunks one store keeps (all collections together).
@@ -51,6 +51,8 @@ ROWS = (
     "SELECT " + CHUNK_COLUMNS + " FROM plait_collections p JOIN plait_chunks c "
     "ON c.collection_id = p.id WHERE p.name = %s AND c.chunk_id = ANY(%s)"
 )
+#: Every chunk row of collection ``%(cid)s`` (a whole load: :mod:`plait.stores.postgres_whole`).
+ALL_ROWS = "SELECT " + CHUNK_COLUMNS + " FROM plait_chunks c WHERE c.collection_id = %(cid)s"
 #: The collection's id, key and schema instance, read before its rows in the same pipeline.
 CHECK = ROWS_CHECK
 
@@ -218,6 +220,25 @@ class PostgresRows(PostgresSearch):
         super()._flush(epoch)
         self._rows.flush(epoch)
         self._row_ids.clear()
+
+    # a whole load's rows (postgres_whole) ---------------------------------------------------
+    def _rows_room(self) -> int:
+        return self._rows.budget
+
+    def _rows_statement(self) -> str:
+        return ALL_ROWS
+
+    def _keep_rows(self, cid: int, key: Key, rows: Sequence[Sequence[Any]], epoch: int) -> None:
+        chunks: list[Chunk] = []
+        for row in rows:
+            try:
+                chunks.append(chunk_from(row))
+            except ValidationError:  # not cached: get_chunks reads it, and reports it, itself
+                continue
+        self._rows.add(cid, key, chunks, epoch=epoch)
+        for name, known in list(self._known.items()):
+            if known[0] == cid:
+                self._row_ids[name] = cid
 
     def get_chunks(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         """The chunks of ``chunk_ids`` that exist, from the row cache when the collection's

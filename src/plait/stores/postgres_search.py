@@ -63,9 +63,10 @@ from plait.stores.postgres_lexcache import (
     query_terms,
 )
 from plait.stores.postgres_lexicons import DEFAULT_TOTAL, MAX_INDEXES, Lexicons
-from plait.stores.postgres_lexload import LexicalLoads, Loaded, SentChanges, _Lexical
+from plait.stores.postgres_lexload import Loaded, SentChanges, _Lexical
 from plait.stores.postgres_queries import uses_hnsw, vector_query
 from plait.stores.postgres_scope import SearchScopes, Seen
+from plait.stores.postgres_whole import DEFAULT_WHOLE_BYTES, WholeLoads
 from plait.stores.sqlite_snapshot import DenseMatrix
 
 __all__ = ["MAX_INDEXES", "PostgresSearch"]
@@ -98,7 +99,7 @@ def _loader(index: LexicalIndex, read: Loaded, held: Loaded) -> Any:
     return load
 
 
-class PostgresSearch(LexicalLoads):
+class PostgresSearch(WholeLoads):
     """The arms of :class:`~plait.stores.postgres.PostgresStore`."""
 
     def __init__(
@@ -110,8 +111,10 @@ class PostgresSearch(LexicalLoads):
         incremental_share: float = DEFAULT_SHARE,
         dense_cache_bytes: int = DEFAULT_DENSE_BUDGET,
         ann_threshold: int | None = None,
+        whole_bytes: int = DEFAULT_WHOLE_BYTES,
         **options: Any,
     ) -> None:
+        self._whole_init(whole_bytes)
         if min(lexical_cache_bytes, lexical_total_bytes) < 0:
             raise StoreError(f"lexical cache bytes must be >= 0, got {lexical_cache_bytes}, {lexical_total_bytes}")
         if not 0.0 <= incremental_share <= 1.0:
@@ -212,6 +215,8 @@ class PostgresSearch(LexicalLoads):
                         self._known.pop(collection, None)  # re-created with another dimension?
                         continue  # read it again before refusing the query
                     self._check_query(collection, query_vector, dimension)
+                if lexical and self._cached(cid) is None:
+                    self._whole_first(conn, cid, dimension)  # the check below reads its key
                 held = self._cached(cid) if lexical else None
                 pinned: Loaded = {} if held is None else held[1].held(pairs)
                 missing = [pair for pair in pairs if pair not in pinned]
