@@ -30,6 +30,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_keys import CHECK, GENERATION
 from plait.testing.pg import postgres_dsn, throwaway_schema
 from plait.types import SearchResult
+from slow_queries import SlowQueries
 
 
 @pytest.fixture(scope="module")
@@ -300,16 +301,6 @@ def test_threads_sharing_a_small_pool_while_another_store_writes(pg_dsn: str, sc
         assert seen == [["# w2 0\n\nalpha retrieval quagga2"]] * 4
 
 
-class _SlowQueries(FakeEmbedder):
-    """A remote provider's latency on query embeddings (``delay`` seconds)."""
-
-    delay = 0.0
-
-    def embed_query(self, text: str) -> Any:
-        time.sleep(self.delay)
-        return super().embed_query(text)
-
-
 def test_the_connection_sent_ahead_is_back_in_the_pool_while_the_query_is_embedded(
     pg_dsn: str, schema: str, tmp_path: Path
 ) -> None:
@@ -317,7 +308,7 @@ def test_the_connection_sent_ahead_is_back_in_the_pool_while_the_query_is_embedd
     thread's read gets the connection at once, not after the embedding (review-7 #3: it
     waited for the pool and timed out after connect_timeout=1 s)."""
     store = PostgresStore(pg_dsn, schema=schema, min_connections=1, max_connections=1, connect_timeout=1)
-    embedder = _SlowQueries(dimension=16, model="hash-16")
+    embedder = SlowQueries(dimension=16, model="hash-16")
     with Plait(store, embedder=embedder) as plait:
         plait.index(_corpus(tmp_path), collection="c")
         plait.search("alpha retrieval", collection="c", k=3)  # the row is now this store's last

@@ -27,12 +27,12 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
-from plait.embeddings.fake import FakeEmbedder
 from plait.errors import StoreError
 from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_answers import CLOSE_WAIT, Answer, AnswerReader
 from plait.testing.pg import postgres_dsn, throwaway_schema
+from slow_queries import SlowQueries
 
 
 @pytest.fixture(scope="module")
@@ -64,17 +64,6 @@ def _close_within(close: Any, bound: float) -> float:
     return took[0]
 
 
-class _SlowQueries(FakeEmbedder):
-    """A remote provider's latency on query embeddings: the search's statement is in
-    flight meanwhile."""
-
-    delay = 0.0
-
-    def embed_query(self, text: str) -> Any:
-        time.sleep(self.delay)
-        return super().embed_query(text)
-
-
 def test_closing_a_store_whose_statement_sent_ahead_is_blocked_returns_within_the_bound(
     pg_dsn: str, schema: str, tmp_path: Path
 ) -> None:
@@ -87,7 +76,7 @@ def test_closing_a_store_whose_statement_sent_ahead_is_blocked_returns_within_th
     for i in range(4):
         (folder / f"d{i}.md").write_text(f"# d {i}\n\nalpha retrieval engine number {i}\n")
     store = PostgresStore(pg_dsn, schema=schema)
-    embedder = _SlowQueries(dimension=16, model="hash-16")
+    embedder = SlowQueries(dimension=16, model="hash-16")
     plait = Plait(store, embedder=embedder)
     plait.index(folder, collection="c")
     plait.search("alpha retrieval", collection="c", k=3)  # the row is now this store's last: sent ahead next

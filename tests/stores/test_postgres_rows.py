@@ -10,19 +10,17 @@ from __future__ import annotations
 import gc
 import sys
 import tracemalloc
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from plait.errors import NotFoundError
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_rows import CHUNK_OVERHEAD, RowCache, _deep_size
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, store_opener, throwaway_schema
 
 
 @pytest.fixture(scope="module")
@@ -33,19 +31,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def open_pg(pg_dsn: str) -> Iterator[Callable[..., PostgresStore]]:
-    schema = f"plait_t_{uuid.uuid4().hex[:12]}"
-    opened: list[PostgresStore] = []
-
-    def make(**kwargs: Any) -> PostgresStore:
-        store = PostgresStore(pg_dsn, schema=schema, **kwargs)
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    with throwaway_schema(pg_dsn, "plait_t_") as schema, store_opener(pg_dsn, schema) as make:
+        yield make
 
 
 def _write(store: PostgresStore, texts: dict[str, str], *, metadata: dict[str, object] | None = None) -> None:

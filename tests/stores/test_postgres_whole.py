@@ -9,7 +9,6 @@ A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
 
 import plait.stores.postgres_ahead as ahead
 from plait.analysis import analyse_query
@@ -28,7 +26,7 @@ from plait.stores.base import BM25Params
 from plait.stores.postgres import PostgresStore
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
-from plait.testing.pg import postgres_dsn
+from plait.testing.pg import postgres_dsn, store_opener, throwaway_schema
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu", "ledger", "payment", "refund", "invoice"]
 
@@ -41,19 +39,8 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture
 def open_pg(pg_dsn: str) -> Iterator[Callable[..., PostgresStore]]:
-    schema = f"plait_t_{uuid.uuid4().hex[:12]}"
-    opened: list[PostgresStore] = []
-
-    def make(**kwargs: Any) -> PostgresStore:
-        store = PostgresStore(pg_dsn, schema=schema, **kwargs)
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    with throwaway_schema(pg_dsn, "plait_t_") as schema, store_opener(pg_dsn, schema) as make:
+        yield make
 
 
 def _text(rng: np.random.Generator, n: int = 6) -> str:
