@@ -462,7 +462,13 @@ class Indexer:
                 run.pending = True
         report = self._report(collection, run, seen, skipped, started)
         adr_folders = dict(documents.conventions) if isinstance(documents, Scan) else {}
-        return report.model_copy(update={"skipped_by_type": by_type, "adr_folders": adr_folders})
+        untracked = list(documents.untracked) if isinstance(documents, Scan) else []
+        if untracked:
+            logger.info("%d files under %r match the globs but git does not track them: not indexed",
+                        len(untracked), collection)
+        return report.model_copy(
+            update={"skipped_by_type": by_type, "adr_folders": adr_folders, "untracked": untracked}
+        )
 
     def backfill(
         self,

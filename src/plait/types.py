@@ -391,7 +391,10 @@ class IndexReport(Model):
     counts session events left out on purpose by their type (tool calls, statuses,
     errors) — they do not make a run incomplete. ``adr_folders`` names each folder
     whose files were made scope ``adr`` by convention (no scope rules given), with how
-    many sources under it (:mod:`plait.sources.conventions`).
+    many sources under it (:mod:`plait.sources.conventions`). ``untracked`` lists a git
+    working tree's files that match the globs but that git neither tracks nor ignores: a
+    git root reads tracked files only, so they were not indexed (``git add`` them); they
+    do not make a run incomplete either.
     """
 
     collection: str
@@ -401,6 +404,8 @@ class IndexReport(Model):
     skipped: list[SkippedSource] = Field(default_factory=list)
     skipped_by_type: dict[str, int] = Field(default_factory=dict)
     adr_folders: dict[str, int] = Field(default_factory=dict)
+    untracked: list[str] = Field(default_factory=list)
+    """Files of a git root that git does not track (not indexed; see above)."""
     added_sources: list[str] = Field(default_factory=list)
     """Sources this run wrote for the first time."""
     changed_sources: list[str] = Field(default_factory=list)

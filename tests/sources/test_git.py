@@ -189,3 +189,38 @@ def test_cli_indexes_a_commit_and_records_the_root(tmp_path: Path) -> None:
         assert hit.metadata["commit"] == git(repo, "rev-parse", "main")
     result = runner.invoke(app, ["index", str(repo), "--ref", "nope", "--store", store])
     assert result.exit_code == 1 and "'nope' does not name a commit" in result.stderr
+
+
+def test_untracked_docs_are_named_in_the_report_and_by_explain(tmp_path: Path) -> None:
+    """A git root reads tracked files only; the files it leaves out are said, not silent.
+
+    Before, ``plait index`` of a repository whose docs were not yet added printed
+    "0/0 sources indexed … complete" and explain said the file "was never indexed"."""
+    repo = make_repo(tmp_path / "repo", DOCS)
+    write(repo, {
+        "docs/new-runbook.md": "# Runbook\n\nRestart the refund worker.\n",  # untracked
+        "build/out.md": "# generated\n",  # ignored below
+        "scratch.py": "x = 1\n",  # untracked, but not a doc
+        ".gitignore": "build/\n",
+    })
+    scan = GitSource(root=repo).scan()
+    assert sorted(d.source_id for d in scan) == ["README.md", "docs/adr/0001-idempotency.md", "docs/guide.md",
+                                                  "notes.txt"]
+    assert scan.untracked == ["docs/new-runbook.md"]
+    store = str(tmp_path / "p.db")
+    result = CliRunner().invoke(app, ["index", str(repo), "--store", store, "--embedder", "fake", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["sourcesSeen"], report["sourcesIndexed"], report["complete"]) == (4, 4, True)
+    assert report["untracked"] == ["docs/new-runbook.md"]
+    with Plait(store, embedder=FakeEmbedder()) as engine:
+        explained = engine.explain("refund worker", path="docs/new-runbook.md")
+    assert explained.ingestion.skipped is True
+    assert explained.ingestion.message == (
+        f"docs/new-runbook.md is not indexed from git:{repo.resolve()}: git does not track it "
+        "(git add it, then reindex)"
+    )
+    text = CliRunner().invoke(app, ["index", str(repo), "--store", store, "--embedder", "fake"])
+    assert "not tracked by git, not indexed (1; git add them to index them): docs/new-runbook.md" in " ".join(
+        text.stdout.split()
+    )

@@ -67,6 +67,15 @@ def _print_report(report: IndexReport) -> None:
     for folder, count in sorted(report.adr_folders.items()):
         noun = "ADR" if count == 1 else "ADRs"
         console.print(f"{count} {noun} under {safe(folder)} → adr", highlight=False)
+    if report.untracked:
+        names = report.untracked
+        shown = ", ".join(safe(name) for name in names[:_LISTED])
+        more = f" … and {len(names) - _LISTED} more (all in --json)" if len(names) > _LISTED else ""
+        console.print(
+            f"[yellow]not tracked by git[/yellow], not indexed ({len(names)}; git add them to index them): "
+            f"{shown}{more}",
+            highlight=False,
+        )
     for item in report.skipped:
         console.print(f"  [yellow]skipped[/yellow] {safe(item.path)}: {safe(item.reason)}", highlight=False)
     state = "[green]complete[/green]" if report.complete else "[yellow]incomplete[/yellow]"

@@ -58,6 +58,9 @@ class Scan:
     conventions: dict[str, int] = field(default_factory=dict)
     """Folders whose files became scope ``adr`` by convention, with how many
     (:mod:`plait.sources.conventions`); filled while ``documents`` is consumed."""
+    untracked: list[str] = field(default_factory=list)
+    """A git working tree's files that match the globs but git neither tracks nor ignores
+    (relative paths, sorted): not indexed, by design (``git add`` them), and said so."""
     total: int | None = None
     """How many sources ``seen`` will reach, when the source knows it before reading them
     (a folder walk's or a git tree's file list), so progress can show a total and an ETA;

@@ -1,6 +1,8 @@
 """A git repository of Markdown and text files: the working tree, or any commit.
 
-Only files git tracks are read. Without ``ref`` the files of the working tree are read
+Only files git tracks are read; the working tree's other files that match the globs and
+that git does not ignore are listed in ``Scan.untracked`` (an index report and explain name
+them: ``git add`` indexes them). Without ``ref`` the files of the working tree are read
 from disk (``git ls-files``), so uncommitted edits of tracked files are indexed; with
 ``ref`` (a commit, branch or tag) the blobs of that commit are read straight from the
 object database (``git ls-tree`` + ``git cat-file --batch``): nothing is checked out, and
@@ -132,6 +134,10 @@ class GitSource:
             listing = _git(root, "ls-files", "-z", "--cached")
             paths = sorted({os.fsdecode(p) for p in listing.split(b"\0") if p})
             scan.total = sum(1 for p in paths if self._wanted(p))
+            others = _git(root, "ls-files", "-z", "--others", "--exclude-standard")
+            scan.untracked = sorted(
+                {os.fsdecode(p) for p in others.split(b"\0") if p and self._wanted(os.fsdecode(p))}
+            )
             scan.documents = self._working_tree(root, paths, scan)
         else:
             if not self.ref or self.ref.startswith("-"):

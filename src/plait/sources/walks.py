@@ -45,6 +45,7 @@ class RootWalk:
     skipped: tuple[SkippedSource, ...] = ()
     skipped_by_type: dict[str, int] = field(default_factory=dict)
     unmatched: frozenset[str] = frozenset()
+    untracked: frozenset[str] = frozenset()
     error: str | None = None
 
 
@@ -78,6 +79,7 @@ def walk_root(root: Mapping[str, Any], chunk_keys: ChunkKeys) -> RootWalk:
         skipped=tuple(scan.skipped),
         skipped_by_type=dict(scan.skipped_by_type),
         unmatched=frozenset(scan.unmatched),
+        untracked=frozenset(scan.untracked),
     )
 
 
