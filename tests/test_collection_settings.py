@@ -77,3 +77,19 @@ def test_the_arm_estimate_is_a_typed_field_and_the_portable_bag_keeps_unknown_ke
     finally:
         source.close()
         target.close()
+
+
+def test_a_field_set_back_to_none_leaves_no_null_in_the_stored_bag(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "a.db")
+    try:
+        store.ensure_collection("c")
+        write_settings(store, "c", copy_in_progress={"collection": "kb"}, embedder="e5")
+        assert store.get_settings("c")["copyInProgress"] == {"collection": "kb"}
+        saved = write_settings(store, "c", copy_in_progress=None)
+        assert saved.copy_in_progress is None and saved.embedder == "e5"
+        assert store.get_settings("c") == {"embedder": "e5", "settingsVersion": SETTINGS_VERSION}
+        write_settings(store, "c", embedder=None)  # a None default too: removed, read back as None
+        assert store.get_settings("c") == {"settingsVersion": SETTINGS_VERSION}
+        assert read_settings(store, "c").embedder is None
+    finally:
+        store.close()

@@ -75,6 +75,7 @@ class CollectionSettings(BaseModel):
 
 
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}
+_NULLABLE = frozenset(name for name, info in CollectionSettings.model_fields.items() if info.default is None)
 
 
 def parse_settings(raw: Mapping[str, Any], *, collection: str | None = None) -> CollectionSettings:
@@ -114,8 +115,19 @@ def read_collection(store: Store, collection: str) -> tuple[CollectionInfo, Coll
 
 def write_settings(store: Store, collection: str, **changes: Any) -> CollectionSettings:
     """Change some fields (snake_case names of :class:`CollectionSettings`); the others,
-    and keys this version does not know, are kept. Returns the settings as stored."""
-    return parse_settings(store.update_settings(collection, settings_update(**changes)), collection=collection)
+    and keys this version does not know, are kept. A field whose default is None and that
+    is set to None is deleted from the stored bag (read back as None all the same), so a
+    finished copy or a cleared calibration leaves no ``null`` behind. Returns the settings
+    as stored."""
+    update = settings_update(**changes)
+    cleared = [
+        _FIELDS[name] for name, value in changes.items()
+        if value is None and name in _NULLABLE
+    ]
+    for key in cleared:
+        del update[key]
+    stored = store.update_settings(collection, update, remove=cleared)
+    return parse_settings(stored, collection=collection)
 
 
 def settings_update(**changes: Any) -> dict[str, Any]:
