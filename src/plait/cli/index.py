@@ -37,6 +37,12 @@ AllowEmptyOpt = Annotated[
 _LISTED = 20  # sources named per list in a text report; --json has them all
 
 
+def _listed(names: list[str]) -> str:
+    """The first :data:`_LISTED` names, and how many more the --json report holds."""
+    shown = ", ".join(safe(name) for name in names[:_LISTED])
+    return shown + (f" … and {len(names) - _LISTED} more (all in --json)" if len(names) > _LISTED else "")
+
+
 def _print_report(report: IndexReport) -> None:
     emb = report.embedding
     console.print(
@@ -61,19 +67,14 @@ def _print_report(report: IndexReport) -> None:
         ("deleted", report.deleted_sources),
     ):
         if names:
-            shown = ", ".join(safe(name) for name in names[:_LISTED])
-            more = f" … and {len(names) - _LISTED} more (all in --json)" if len(names) > _LISTED else ""
-            console.print(f"{label} ({len(names)}): {shown}{more}", highlight=False)
+            console.print(f"{label} ({len(names)}): {_listed(names)}", highlight=False)
     for folder, count in sorted(report.adr_folders.items()):
         noun = "ADR" if count == 1 else "ADRs"
         console.print(f"{count} {noun} under {safe(folder)} → adr", highlight=False)
     if report.untracked:
-        names = report.untracked
-        shown = ", ".join(safe(name) for name in names[:_LISTED])
-        more = f" … and {len(names) - _LISTED} more (all in --json)" if len(names) > _LISTED else ""
         console.print(
-            f"[yellow]not tracked by git[/yellow], not indexed ({len(names)}; git add them to index them): "
-            f"{shown}{more}",
+            f"[yellow]not tracked by git[/yellow], not indexed ({len(report.untracked)}; git add them to index "
+            f"them): {_listed(report.untracked)}",
             highlight=False,
         )
     for item in report.skipped:

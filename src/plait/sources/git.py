@@ -135,9 +135,7 @@ class GitSource:
             paths = sorted({os.fsdecode(p) for p in listing.split(b"\0") if p})
             scan.total = sum(1 for p in paths if self._wanted(p))
             others = _git(root, "ls-files", "-z", "--others", "--exclude-standard")
-            scan.untracked = sorted(
-                {os.fsdecode(p) for p in others.split(b"\0") if p and self._wanted(os.fsdecode(p))}
-            )
+            scan.untracked = sorted(p for p in {os.fsdecode(p) for p in others.split(b"\0") if p} if self._wanted(p))
             scan.documents = self._working_tree(root, paths, scan)
         else:
             if not self.ref or self.ref.startswith("-"):
