@@ -16,6 +16,7 @@ import pytest
 
 from plait.stores.base import BM25Params
 from plait.stores.lexical import bm25_rank
+from plait.stores.lexical_carry import MAX_DEPTH, MAX_LAYERS
 from plait.stores.lexical_index import LexicalIndex
 
 Corpus = dict[int, tuple[list[str], list[str]]]  # row id -> (exact tokens, stems tokens)
@@ -81,7 +82,7 @@ def _check(index: LexicalIndex, corpus: Corpus) -> None:
     fresh = _index(corpus)
     assert index.size == fresh.size and index.avgdl == fresh.avgdl
     assert np.array_equal(index.rowids, fresh.rowids) and np.array_equal(index.lengths, fresh.lengths)
-    assert index.chunk_ids == fresh.chunk_ids
+    assert index.chunk_ids == fresh.chunk_ids and index.id_chars == fresh.id_chars  # carried by apply, not recounted
     for params in (BM25Params(), BM25Params(k1=1.5, b=1.0, exact_weight=2.0)):
         for query in QUERIES:
             got = _rank(index, corpus, query, params)
@@ -115,6 +116,38 @@ def test_several_generations_without_using_the_carried_terms() -> None:
         assert index.cached_terms == (0, 0)
     _check(index, corpus)
     assert index.carried_terms == 0
+
+
+def test_terms_unused_for_more_changes_than_mapped_layers_are_still_carried() -> None:
+    """Regression: an index kept only 8 layers, so a term not queried for 8 changes was
+    read from the database again (at 100k chunks on PostgreSQL the first query after the
+    9th write re-read every term: 47 ms). Past MAX_LAYERS a layer keeps no position map
+    and its terms are looked up by row id; nothing is read, the ranking stays exact; past
+    MAX_DEPTH the oldest layer goes and its terms are read again."""
+    corpus = _corpus()
+    index = _index(corpus)
+    _check(index, corpus)
+    carried = index.cached_terms[0]
+    for g in range(MAX_LAYERS + 5):
+        index = _apply(index, corpus, [sorted(corpus)[g % 3]], {200 + g: (["card", "ledger"] * (g + 1), ["card"])})
+    assert len(index._layers) == MAX_LAYERS + 5 and index.carried_terms == carried
+    assert len(index._maps) <= MAX_LAYERS  # no map is kept of the deeper layers
+    reads: list[tuple[int, str]] = []
+
+    def load(field: int, term: str) -> tuple[np.ndarray, np.ndarray]:
+        reads.append((field, term))
+        return _postings(corpus, field, term)
+
+    for params in (BM25Params(), BM25Params(k1=1.5, b=1.0, exact_weight=2.0)):
+        for query in QUERIES:
+            assert index.rank(index.rows(query, params, load) or [], limit=None) == _reference(corpus, query, params)
+    assert reads == []  # every term carried, the misses ("nothing", "x") too
+    for g in range(MAX_DEPTH + 1):
+        index = _apply(index, corpus, [sorted(corpus)[g % 3]], {400 + g: (["card"], ["card"])})
+    assert len(index._layers) == MAX_DEPTH
+    for query in QUERIES:
+        assert index.rank(index.rows(query, BM25Params(), load) or [], limit=None) == _reference(corpus, query, BM25Params())
+    assert set(reads) == {(f, t) for q in QUERIES for f in (0, 1) for t in q[f]}  # the oldest layer went: read again
 
 
 def test_nothing_to_apply_keeps_the_index_and_bad_changes_raise() -> None:

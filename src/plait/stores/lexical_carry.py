@@ -10,7 +10,11 @@ its added rows, until one holds the term (or knows it held none); its positions 
 then mapped to the new generation's through the layer's :func:`position_map` (made once
 per layer and holding index: each old row's new position, -1 for a removed one; row ids
 are never reused) and sorted. So applying a change costs nothing per cached term, and
-each term costs O(postings) once, when it is next queried.
+each term costs O(postings) once, when it is next queried. Only the newest
+:data:`MAX_LAYERS` layers hold a position map (keeping a map current costs O(chunks) per
+change); an older layer's terms are looked up by row id (O(postings · log chunks)), so
+a term left unqueried for many changes is still carried, not read again, until
+:data:`MAX_DEPTH` changes or the budget drop its layer.
 
 A merged term is taken out of its layer (another index sharing the layer then reads it
 again: the same postings, never others), and layers count against the index's budget
@@ -29,12 +33,17 @@ import numpy as np
 from plait.stores.base import BM25Params
 from plait.stores.lexical_whole import WholePostings
 
-__all__ = ["ENTRY_OVERHEAD", "MAX_LAYERS", "Added", "Key", "Layer", "ScoreRow", "Term", "merge", "position_map"]
+__all__ = ["ENTRY_OVERHEAD", "MAX_DEPTH", "MAX_LAYERS", "Added", "Key", "Layer", "ScoreRow", "Term", "merge", "position_map"]
 
 #: Bytes counted per cached term on top of its arrays (dict entry, tuple, array headers).
 ENTRY_OVERHEAD = 400
-#: Layers (changes applied and not yet dropped) one index keeps at most.
+#: Layers (the newest changes applied) one index keeps a position map of.
 MAX_LAYERS = 8
+#: Layers (changes applied and not yet dropped) one index keeps at most (the budget may
+#: drop them sooner). Past :data:`MAX_LAYERS` a layer costs its row ids and live terms
+#: (counted against the budget) and each term a query asks for that no newer layer
+#: holds a few dictionary lookups per layer.
+MAX_DEPTH = 64
 
 Key = tuple[int, str]
 
@@ -103,21 +112,41 @@ class Layer:
 
 def position_map(base: np.ndarray, rowids: np.ndarray) -> np.ndarray:
     """For each row id of ``base`` (ascending), its position among ``rowids`` (ascending),
-    -1 where it is not there (removed)."""
+    -1 where it is not there (removed); then one more -1, so that mapping a -1 through
+    the next map (``step[m]``) gives -1 again (:func:`~plait.stores.lexical_index.compose`)."""
     if rowids.size == 0:
-        return np.full(base.size, -1, dtype=np.intp)
-    positions = np.searchsorted(rowids, base).astype(np.intp, copy=False)
-    gone = rowids[np.minimum(positions, rowids.size - 1)] != base
-    positions[gone] = -1
+        return np.full(base.size + 1, -1, dtype=np.intp)
+    positions = np.empty(base.size + 1, dtype=np.intp)
+    positions[:-1] = np.searchsorted(rowids, base)
+    positions[-1] = -1
+    gone = rowids[np.minimum(positions[:-1], rowids.size - 1)] != base
+    positions[:-1][gone] = -1
     return positions
 
 
+def _mapped(
+    layer: Layer, positions: np.ndarray, rowids: np.ndarray, mapping: Callable[[Layer], np.ndarray | None]
+) -> np.ndarray:
+    """``positions`` (into ``layer.base``) as positions into ``rowids`` (-1: removed since):
+    through the layer's position map, or, for a layer without one, by row id."""
+    mapped = mapping(layer)
+    if mapped is not None:
+        return np.asarray(mapped[positions], dtype=np.intp)
+    ids = layer.base[positions]
+    if rowids.size == 0:
+        return np.full(ids.size, -1, dtype=np.intp)
+    found = np.searchsorted(rowids, ids).astype(np.intp, copy=False)
+    found[rowids[np.minimum(found, rowids.size - 1)] != ids] = -1
+    return np.asarray(found, dtype=np.intp)
+
+
 def merge(
-    layers: Sequence[Layer], key: Key, rowids: np.ndarray, mapping: Callable[[Layer], np.ndarray]
+    layers: Sequence[Layer], key: Key, rowids: np.ndarray, mapping: Callable[[Layer], np.ndarray | None]
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The term's (ascending positions among ``rowids``, term frequencies) from ``layers``
     (newest first), None when no layer knew the term (it must be read). ``mapping(layer)``
-    is :func:`position_map` of the layer's row ids into ``rowids`` (cached by the caller)."""
+    is :func:`position_map` of the layer's row ids into ``rowids`` (cached by the caller),
+    or None for a layer it keeps no map of (its positions are then looked up by row id)."""
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     for layer in layers:
         if layer.added is not None:
@@ -130,7 +159,7 @@ def merge(
                     parts.append((positions[kept], np.asarray(hit[1], dtype=np.float64)[kept]))
         entry = layer.take(key)
         if entry is not None:
-            positions = mapping(layer)[entry.positions]
+            positions = _mapped(layer, entry.positions, rowids, mapping)
             kept = positions >= 0
             parts.append((positions, entry.tfs) if kept.all() else (positions[kept], entry.tfs[kept]))
             break
@@ -139,7 +168,7 @@ def merge(
         if layer.whole is not None:  # the index before held every posting: none if not there
             held = layer.whole.get(key)
             if held is not None:
-                positions = mapping(layer)[held[0]]
+                positions = _mapped(layer, held[0], rowids, mapping)
                 kept = positions >= 0
                 parts.append((positions, held[1]) if kept.all() else (positions[kept], held[1][kept]))
             break

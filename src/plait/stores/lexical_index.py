@@ -48,7 +48,16 @@ import numpy as np
 
 from plait.stores.base import BM25Params
 from plait.stores.lexical import term_scores, top_k
-from plait.stores.lexical_carry import ENTRY_OVERHEAD, MAX_LAYERS, Added, Layer, ScoreRow, merge, position_map
+from plait.stores.lexical_carry import (
+    ENTRY_OVERHEAD,
+    MAX_DEPTH,
+    MAX_LAYERS,
+    Added,
+    Layer,
+    ScoreRow,
+    merge,
+    position_map,
+)
 from plait.stores.lexical_carry import Term as _Term
 from plait.stores.lexical_whole import WholePostings
 
@@ -76,10 +85,12 @@ MAX_CHAIN = 4
 
 
 def compose(chain: Sequence[np.ndarray]) -> np.ndarray:
-    """The position map of ``chain``'s maps applied in order (-1 stays -1)."""
+    """The position map of ``chain``'s maps applied in order. Every map ends in a -1
+    (:func:`~plait.stores.lexical_carry.position_map`), so a -1 indexes it and stays -1:
+    one gather per step (a masked ``np.where`` took 0.86 ms at 100k rows, this 0.11)."""
     out = chain[0]
     for step in chain[1:]:
-        out = np.where(out >= 0, step[np.maximum(out, 0)], -1)
+        out = np.take(step, out)
     return out
 
 
@@ -154,6 +165,14 @@ class LexicalIndex:
         self._bytes = 0 if whole is None else whole.nbytes
         self._lock = threading.Lock()
         self._free: list[tuple[np.ndarray, np.ndarray]] = []
+        self._id_chars: int | None = None
+
+    @property
+    def id_chars(self) -> int:
+        """The characters of all chunk ids (counted once; :meth:`apply` carries it over)."""
+        if self._id_chars is None:
+            self._id_chars = sum(map(len, self.chunk_ids))
+        return self._id_chars
 
     @property
     def size(self) -> int:
@@ -207,7 +226,7 @@ class LexicalIndex:
             return entry
         if not self._layers:
             return None
-        merged = merge(self._layers, key, self.rowids, self._map)
+        merged = merge(self._layers, key, self.rowids, self._carried_map)
         if merged is None:
             return None
         positions, tfs = merged
@@ -220,6 +239,13 @@ class LexicalIndex:
         self._bytes += entry.nbytes
         self._evict(key)
         return entry
+
+    def _carried_map(self, layer: Layer) -> np.ndarray | None:
+        """:meth:`_map`, or None for a layer past the newest :data:`MAX_LAYERS` (no map
+        is kept of it: :func:`merge` looks its terms up by row id). Under the lock."""
+        if id(layer) not in self._maps and not any(layer is mapped for mapped in self._layers[:MAX_LAYERS]):
+            return None
+        return self._map(layer)
 
     def _map(self, layer: Layer) -> np.ndarray:
         """The layer's position map into this index, made once. Under the lock."""
@@ -304,7 +330,9 @@ class LexicalIndex:
         # np.compress, not a boolean index: indexing the (n, 2) lengths with a mask took
         # 1.3-2.7 ms at 100k chunks (busy machine), compress 0.17 ms
         base_ids, base_lengths = np.compress(keep, self.rowids), np.compress(keep, self.lengths, axis=0)
-        base_chunks = _without(self.chunk_ids, cut.tolist())
+        positions = cut.tolist()
+        gone_chars = sum(len(self.chunk_ids[p]) for p in positions) if self._id_chars is not None else 0
+        base_chunks = _without(self.chunk_ids, positions)
         new_ids = np.concatenate([base_ids, rowids.astype(np.int64, copy=False)])
         new_lengths = np.ascontiguousarray(
             np.concatenate([base_lengths, np.asarray(lengths, dtype=np.float64).reshape(-1, 2)])
@@ -321,22 +349,27 @@ class LexicalIndex:
             new_ids, new_lengths, base_chunks, budget=self.budget, max_misses=self.max_misses, copy_ids=False
         )
         index._free = self._free  # zeroed score buffers, shared (too short ones are dropped)
+        if self._id_chars is not None:  # O(changed rows), not a pass over 100k ids
+            index._id_chars = self._id_chars - gone_chars + sum(map(len, chunk_ids))
         with self._lock:
             layer = Layer(
                 self.rowids, dict(self._terms), self._bytes, frozenset(self._misses),
                 added if rowids.size else None, whole=self.whole,
             )
-            index._layers = [layer, *self._layers][:MAX_LAYERS]
+            index._layers = [layer, *self._layers][:MAX_DEPTH]
             older = dict(self._maps)
         with index._lock:
             if reordered:
                 newest = index._map(layer)
             else:  # the kept rows keep their order at the front: position = kept before it
-                newest = np.cumsum(keep, dtype=np.intp) - 1
-                newest[~keep] = -1
+                newest = np.empty(keep.size + 1, dtype=np.intp)
+                np.cumsum(keep, dtype=np.intp, out=newest[:-1])
+                newest[:-1] -= 1
+                newest[:-1][~keep] = -1
+                newest[-1] = -1  # the sentinel of position_map
                 index._maps[id(layer)] = newest
                 index._bytes += newest.nbytes
-            for kept_layer in index._layers[1:]:  # this index's maps of older layers: composed when used
+            for kept_layer in index._layers[1:MAX_LAYERS]:  # maps of older layers: composed when used
                 mapped = older.get(id(kept_layer))
                 if mapped is not None:
                     chain = (*mapped, newest) if isinstance(mapped, tuple) else (mapped, newest)

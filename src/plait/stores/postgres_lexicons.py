@@ -40,7 +40,7 @@ def fixed_bytes(index: LexicalIndex) -> int:
     """Bytes ``index`` holds per chunk whatever is queried: its row ids and lengths, its
     chunk ids, and one pair of score buffers (8 B per chunk each)."""
     n = index.size
-    return int(index.rowids.nbytes + index.lengths.nbytes + 16 * n + ID_OVERHEAD * n + sum(map(len, index.chunk_ids)))
+    return int(index.rowids.nbytes + index.lengths.nbytes + 16 * n + ID_OVERHEAD * n + index.id_chars)
 
 
 class Lexicons(OrderedDict[int, Entry]):

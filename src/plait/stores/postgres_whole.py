@@ -22,7 +22,7 @@ the per-part loads (epochs, newer keys win), so after a write each follows the c
 log as before (:mod:`plait.stores.postgres_incremental`, :func:`~plait.stores.postgres_dense.load_changes`):
 the next lexical index carries the whole postings as a layer
 (:mod:`plait.stores.lexical_carry`), so a new term still needs no read until that layer
-is dropped (:data:`~plait.stores.lexical_carry.MAX_LAYERS` changes later, or by the
+is dropped (:data:`~plait.stores.lexical_carry.MAX_DEPTH` changes later, or by the
 budget); a change too large for the log loads whole again. Chunk rows are dropped
 on a write (their key moved) and read per hit again, as before.
 
