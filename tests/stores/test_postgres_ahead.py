@@ -232,6 +232,49 @@ def test_after_a_write_the_lexical_index_advances_in_the_arms_round_trip(
         assert len(reader._cached(reader._known["c"][0])[1].rowids) == 13  # type: ignore[index]  # advanced, not reloaded
 
 
+def test_a_query_reading_postings_after_a_write_reads_them_once_in_one_round_trip(
+    pg_dsn: str, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 26): outside a search scope, a query with a term the cached index
+    lacks, right after another store's write, read that term's postings with its check,
+    found the generation moved, and read them again with the change log in a second round
+    trip (at 100k chunks, two 25-47 ms postings reads). The change log now rides in the
+    snapshot the postings are read in: one pipeline, the postings read once. (``whole_bytes=0``:
+    a collection this small is otherwise read whole, and no term is ever missing.)"""
+    reader, writer = PostgresStore(pg_dsn, schema=schema, whole_bytes=0), PostgresStore(pg_dsn, schema=schema)
+    embedder = FakeEmbedder(dimension=16, model="hash-16")
+    with Plait(writer, embedder=embedder) as indexer:
+        indexer.index(_corpus(tmp_path), collection="c")
+        assert reader.lexical_search("c", ["alpha"], [], limit=3)  # cached: the index and "alpha"
+        indexer.index(_docs(tmp_path, "z", ["alpha retrieval zebra alpha"]), collection="c")
+        pipelines: list[list[str]] = []
+        execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+
+        def counted(self: psycopg.Connection, query: Any, *args: Any, **kwargs: Any) -> Any:
+            text = query if isinstance(query, str) else query.as_string(self)
+            if self._pipeline is not None and pipelines:
+                pipelines[-1].append(text)
+            return execute(self, query, *args, **kwargs)
+
+        def counted_pipeline(self: psycopg.Connection) -> Any:
+            if self._pipeline is None:
+                pipelines.append([])
+            return pipeline(self)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", counted)
+        monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
+        got = reader.lexical_search("c", ["alpha", "zebra"], [], limit=3)  # "zebra": not cached
+        monkeypatch.undo()
+        postings = [q for p in pipelines for q in p if "plait_postings" in q]
+        assert len(pipelines) == 1 and len(postings) == 1, pipelines
+        assert any("plait_changes" in q for q in pipelines[0]) and not any(q == GENERATION for q in pipelines[0])
+        fresh = PostgresStore(pg_dsn, schema=schema)
+        assert got and got == fresh.lexical_search("c", ["alpha", "zebra"], [], limit=3)  # exact: a fresh store's
+        fresh.close()
+        assert len(reader._cached(reader._known["c"][0])[1].rowids) == 13  # type: ignore[index]  # advanced
+    reader.close()
+
+
 def test_a_store_in_a_process_with_over_1024_open_files(pg_dsn: str, schema: str, tmp_path: Path) -> None:
     """The pool's sockets get descriptors >= 1024 (FD_SETSIZE, which ``select.select``
     refuses): the statement sent ahead and the collection read still wait for their

@@ -225,9 +225,13 @@ class PostgresSearch(WholeLoads):
                 reads = _Lexical()
                 if query_vector is not None and not local:
                     self._dense.drop(cid)  # grown past the threshold (or the budget)
-                # the scope read a newer generation than the cached index's: its changes
-                # go in this round trip's snapshot (postgres_lexload)
-                stale = held is not None and scope_generation not in (None, held[0]) and self._incremental_share > 0
+                # the scope read a newer generation than the cached index's, or postings are
+                # read anyway (a snapshot is taken): the changes since the cached index's
+                # generation go in this round trip's snapshot (postgres_lexload), so a moved
+                # generation costs no second round trip reading the same postings again
+                stale = held is not None and self._incremental_share > 0 and (
+                    scope_generation not in (None, held[0]) or (lexical and bool(missing))
+                )
                 snapshot = (lexical and (held is None or bool(missing) or stale)) or (filtered and (lexical or local))
                 with conn.pipeline():
                     hnsw = query_vector is not None and not local and uses_hnsw(known[1], limit, filters)
