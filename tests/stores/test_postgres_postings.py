@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
@@ -303,3 +304,16 @@ def test_lexical_settings_stay_in_their_transaction(pg: PostgresStore) -> None:
     assert [i for i, _ in pg.lexical_search("c", ["checkout"], ["checkout"], limit=5)] == ["a"]
     assert _rows(pg, "SELECT current_setting('work_mem'), current_setting('transaction_isolation')") == before
     assert before[0][1] == "read committed"
+
+
+def test_postings_from_decodes_records_and_sorts_what_the_scan_left_unsorted() -> None:
+    """:data:`POSTINGS` promises no order (its aggregate no longer sorts): 12-byte records,
+    row id int8 then tf int4, big-endian; a key's rows come back ascending either way."""
+    def blob(records: list[tuple[int, int]]) -> bytes:
+        return b"".join(r.to_bytes(8, "big") + t.to_bytes(4, "big") for r, t in records)
+
+    pairs = [(0, "a"), (1, "b"), (0, "c")]
+    found = postings_from([(2, blob([(30, 1), (10, 3), (2**40, 2)])), (3, blob([(5, 7), (9, 1)]))], pairs)
+    assert found[(1, "b")][0].tolist() == [10, 30, 2**40] and found[(1, "b")][1].tolist() == [3.0, 1.0, 2.0]
+    assert found[(0, "c")][0].tolist() == [5, 9] and found[(0, "c")][1].tolist() == [7.0, 1.0]
+    assert found[(0, "a")][0].size == 0 and found[(1, "b")][0].dtype == np.int64

@@ -9,8 +9,8 @@ the last bit). The statements here fill it:
   as one row of four ``bytea`` (big-endian integers; chunk ids joined by NUL, a byte no
   PostgreSQL ``text`` can hold), so 100k chunks cost one row to parse, not 100k;
 * :data:`POSTINGS` — the postings of several field-prefixed keys at once, one row per key
-  present (row ids and term frequencies as ``bytea``), read from the postings' primary
-  key ``(collection_id, term, chunk_row) INCLUDE (tf, len)``;
+  present (row ids and term frequencies as one ``bytea`` of 12-byte records), read from
+  the postings' primary key ``(collection_id, term, chunk_row) INCLUDE (tf, len)``;
 * :func:`allowed_query` — the row ids a filter lets through (the SQLite store's
   ``allowed_rowids``), evaluated in SQL on every filtered query.
 
@@ -54,9 +54,12 @@ LENGTHS = (
     "FROM plait_chunks c WHERE c.collection_id = %(cid)s"
 )
 
+#: One ``bytea`` per key present: 12-byte records (row id ``int8``, term frequency
+#: ``int4``, big-endian) in no promised order — :func:`postings_from` sorts them when the
+#: scan did not (sorting in the aggregate was ~40 % of the statement: 91k postings, 43 ->
+#: 23 ms at 100k chunks). One aggregate, so a row id and its frequency cannot part.
 POSTINGS = (
-    "SELECT x.i, string_agg(int8send(p.chunk_row), ''::bytea ORDER BY p.chunk_row), "
-    "string_agg(int4send(p.tf), ''::bytea ORDER BY p.chunk_row) "
+    "SELECT x.i, string_agg(int8send(p.chunk_row) || int4send(p.tf), ''::bytea) "
     "FROM unnest(%(keys)s::text[]) WITH ORDINALITY AS x(key, i) "
     "JOIN plait_lex_terms t ON t.collection_id = %(cid)s AND t.key = x.key "
     "JOIN plait_postings p ON p.collection_id = %(cid)s AND p.term = t.id "
@@ -64,6 +67,7 @@ POSTINGS = (
 )
 
 _NO_IDS = np.empty(0, dtype=np.int64)
+_RECORD = np.dtype([("row", ">i8"), ("tf", ">i4")])
 _NO_TFS = np.empty(0, dtype=np.float64)
 
 
@@ -107,8 +111,13 @@ def postings_from(
     """Every pair's (ascending row ids, term frequencies) from :data:`POSTINGS`'s rows
     (a pair without a row, a term the collection does not hold, gets empty arrays)."""
     found = dict.fromkeys(pairs, (_NO_IDS, _NO_TFS))
-    for i, ids, tfs in rows:
-        found[pairs[int(i) - 1]] = (_ints(ids, ">i8"), _ints(tfs, ">i4").astype(np.float64))
+    for i, blob in rows:
+        records = np.frombuffer(blob, dtype=_RECORD) if blob else np.empty(0, dtype=_RECORD)
+        ids, tfs = records["row"].astype(np.int64), records["tf"].astype(np.float64)
+        if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # the scan's order is not promised
+            order = np.argsort(ids, kind="stable")
+            ids, tfs = ids[order], tfs[order]
+        found[pairs[int(i) - 1]] = (ids, tfs)
     return found
 
 
