@@ -132,12 +132,7 @@ def _mapped(
     mapped = mapping(layer)
     if mapped is not None:
         return np.asarray(mapped[positions], dtype=np.intp)
-    ids = layer.base[positions]
-    if rowids.size == 0:
-        return np.full(ids.size, -1, dtype=np.intp)
-    found = np.searchsorted(rowids, ids).astype(np.intp, copy=False)
-    found[rowids[np.minimum(found, rowids.size - 1)] != ids] = -1
-    return np.asarray(found, dtype=np.intp)
+    return position_map(layer.base[positions], rowids)[:-1]  # without the sentinel
 
 
 def merge(
