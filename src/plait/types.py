@@ -171,6 +171,10 @@ class FusionSettings(Model):
     unless the request or the collection's settings name a ``denseWeight``;
     ``estimate_reason`` says how it was measured. ``query_has_identifier`` (set per
     query) keeps the lexical-leaning rule for identifier queries of undetermined language.
+
+    ``identifier_precedence`` (every method): among the first fused candidates, those
+    holding every identifier of the query move ahead of those that do not
+    (:mod:`plait.retrieval.identifier_first`); ``identifier_reason`` says what moved.
     """
 
     method: FusionMethod = FusionMethod.ADAPTIVE
@@ -193,6 +197,8 @@ class FusionSettings(Model):
     estimate_reason: str | None = None
     query_language: str | None = None
     embedder_covers_query: bool | None = None
+    identifier_precedence: bool = True
+    identifier_reason: str | None = None
 
 
 class FusionDecision(Model):
@@ -216,6 +222,7 @@ class FusionDecision(Model):
     lexical_weight_reason: str | None = None
     query_language: str | None = None
     embedder_covers_query: bool | None = None
+    identifier_reason: str | None = None
 
 
 class Ranks(Model):

@@ -160,6 +160,8 @@ def _print_explain(result: Any) -> None:
             f"{escape(fus.settings.fusion_reason or '')}{language_note(fus.settings)}",
             highlight=False,
         )
+    if fus.settings.identifier_reason:
+        console.print(f"           identifier precedence: {escape(fus.settings.identifier_reason)}", highlight=False)
     if result.rerank is not None:
         rr = result.rerank
         console.print(

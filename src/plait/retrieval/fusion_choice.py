@@ -201,4 +201,5 @@ def decision(settings: FusionSettings, method_from: str) -> FusionDecision:
         lexical_weight_reason=settings.lexical_weight_reason if method == FusionMethod.RRF else None,
         query_language=settings.query_language,
         embedder_covers_query=settings.embedder_covers_query if adaptive else None,
+        identifier_reason=settings.identifier_reason,
     )

@@ -19,6 +19,7 @@ from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, resolve_fu
 from plait.fusion_pending import not_penalised
 from plait.rerank.base import Reranker, complete_order
 from plait.retrieval.diversity import Diversified, diversify
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, identifier_first, query_identifiers
 from plait.retrieval.plan import QueryPlan
 from plait.stores.base import Store, TwoArmStore
 from plait.types import Chunk, FusionSettings, Hit, Match, Ranks
@@ -256,6 +257,7 @@ def run(
         t = time.perf_counter()
         settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=need, pending=pending)
         timings["fuse"] = _ms(t)
+        settings, fused, chunks = _identifiers_first(store, collection, plan, settings, fused, chunks, timings)
         if plan.max_per_source is None:
             break
         # Diversity needs every candidate's source, and enough candidates left after it:
@@ -322,6 +324,40 @@ def run(
         timings_ms=timings,
         diversity=diversity,
     )
+
+
+def _identifiers_first(
+    store: Store,
+    collection: str,
+    plan: QueryPlan,
+    settings: FusionSettings,
+    fused: list[Fused],
+    chunks: dict[str, Chunk],
+    timings: dict[str, float],
+) -> tuple[FusionSettings, list[Fused], dict[str, Chunk]]:
+    """:func:`~plait.retrieval.identifier_first.identifier_first` on the fused order when the
+    query names identifiers. The window's chunks are read together with the rest of the
+    page (``need``), so hydration asks the store for nothing more. Hybrid searches only:
+    a one-arm search (``mode`` lexical or vector, or the dense arm down) returns that arm's
+    own order."""
+    hybrid = plan.lexical_runs and plan.vector is not None
+    identifiers = query_identifiers(plan.query) if settings.identifier_precedence and hybrid else ()
+    if not identifiers or not fused:
+        return settings, fused, chunks
+    t = time.perf_counter()
+    wanted = [item.chunk_id for item in fused[: max(PRECEDENCE_DEPTH, plan.need)] if item.chunk_id not in chunks]
+    if wanted:
+        chunks = {**chunks, **store.get_chunks(collection, wanted)}
+    order, moved = identifier_first(fused, {cid: c.content for cid, c in chunks.items()}, identifiers)
+    timings["identifiers"] = _ms(t)
+    if not moved:
+        return settings, fused, chunks
+    names = ", ".join(identifiers)
+    reason = (
+        f"{len(moved)} of the first {PRECEDENCE_DEPTH} fused chunks hold every identifier of the query ({names}) "
+        "and moved ahead of those that do not (each group in fused order)"
+    )
+    return settings.model_copy(update={"identifier_reason": reason}), order, chunks
 
 
 def _sources_in(diversity: Diversified) -> set[str]:

@@ -1,0 +1,73 @@
+"""Identifier precedence: a chunk that holds the query's exact identifiers is not ranked
+below one that only resembles them.
+
+An embedding places ``AUTHENTICATION_FALLBACK`` next to
+``AUTHENTICATION_FALLBACK_FOR_JOBSEEKERS``: to a dense model they are the same words. A
+user who typed the first one means that one. So after fusion, within the first
+:data:`PRECEDENCE_DEPTH` fused candidates, the chunks whose exact field holds *every*
+identifier of the query move ahead of those that do not, each group keeping its fused
+order (a stable partition). Nothing outside that window moves, nothing is dropped, and a
+query without identifiers is untouched, and so is a search that ran one arm only (its
+order is that arm's, as asked).
+
+An identifier is a query token :func:`plait.autoweight.identifier_like` calls one
+(``ERR-4012``, ``resolveTenantDB``, ``v3.11.2``, ``AUTHENTICATION_FALLBACK``; not prose
+hyphenation or plain numbers), analysed as the lexical arm's exact field analyses it
+(``ERR-4012.`` → ``err-4012``). Measured in ``benchmarks/results/fusion_table.md``
+(row ``default``, which includes it, against ``default (no identifier precedence)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from plait.analysis import analyse
+from plait.autoweight import identifier_tokens
+from plait.fusion import Fused
+
+__all__ = ["PRECEDENCE_DEPTH", "identifier_first", "query_identifiers"]
+
+#: How many fused candidates (from the top) the precedence reorders: the first page.
+PRECEDENCE_DEPTH = 10
+
+
+def query_identifiers(query: str) -> tuple[str, ...]:
+    """The query's identifiers as the exact field holds them, in order, once each.
+
+    >>> query_identifiers("what does AUTHENTICATION_FALLBACK do, and ERR-4012.?")
+    ('authentication_fallback', 'err-4012')
+    >>> query_identifiers("a well-known issue in 1964")
+    ()
+    """
+    found: dict[str, None] = {}
+    for token in identifier_tokens(query):
+        for term in analyse(token).exact:  # one term per token: the exact field keeps identifiers whole
+            found.setdefault(term, None)
+    return tuple(found)
+
+
+def identifier_first(
+    fused: Sequence[Fused], contents: Mapping[str, str], identifiers: Sequence[str], *, depth: int = PRECEDENCE_DEPTH
+) -> tuple[list[Fused], list[str]]:
+    """``fused`` with, among its first ``depth``, the candidates whose content (``contents``:
+    chunk id → text; a missing one holds nothing) holds every identifier moved ahead of the
+    rest; and the ids of the candidates that moved up. Unchanged when ``identifiers`` is
+    empty, or no candidate of the window holds them all.
+
+    >>> f = [Fused(c, 1.0 - i / 10, None, i + 1, None, 0.9) for i, c in enumerate("abc")]
+    >>> order, moved = identifier_first(f, {"a": "x", "b": "ERR-7", "c": "err-7 y"}, ["err-7"])
+    >>> [x.chunk_id for x in order], moved
+    (['b', 'c', 'a'], ['b', 'c'])
+    """
+    if not identifiers:
+        return list(fused), []
+    window = list(fused[:depth])
+    wanted = set(identifiers)
+    holds = [wanted <= set(analyse(contents.get(item.chunk_id, "")).exact) for item in window]
+    if not any(holds) or all(holds):
+        return list(fused), []
+    first = [item for item, has in zip(window, holds, strict=True) if has]
+    rest = [item for item, has in zip(window, holds, strict=True) if not has]
+    order = first + rest
+    moved = [item.chunk_id for position, item in enumerate(order) if window.index(item) > position]
+    return order + list(fused[depth:]), moved
