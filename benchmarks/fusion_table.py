@@ -1,4 +1,4 @@
-"""One table: every fusion mode on every dataset in ``../shared/data``, both embedders.
+"""One table: every fusion mode on every dataset in ``../shared/data``, three embedders.
 
 Run from the repository root::
 
@@ -8,7 +8,9 @@ Run from the repository root::
 
 A *run* is ``DATASET[/SPLIT]:EMBEDDER``. The BEIR datasets (``scifact``, ``faquad-pt``,
 ``cosqa-dev``) are indexed from their ``corpus.jsonl`` through the evaluation harness
-(:func:`plait.evaluation.prepare.prepared`); the two ``realrepo/<name>`` sets are
+(:func:`plait.evaluation.prepare.prepared`); ``default`` is ranked as search ranks it, the
+identifier precedence (:mod:`plait.retrieval.identifier_first`, chunk texts read from the
+run's kept store) included; the two ``realrepo/<name>`` sets are
 written file by file into a folder and indexed as a user would (``Plait.index`` of the
 folder: the Markdown reader, heading paths, scopes), exactly as ``benchmarks/realrepo.py``
 does, and ranked by file. Each arm is asked once per query (depth 100 documents, the
@@ -55,11 +57,13 @@ from plait.evaluation.metrics import mean_scores, per_query, run_from_rankings
 from plait.evaluation.prepare import prepared
 from plait.evaluation.runner import Arms, collect_arms, doc_ranking, machine_info, saved_fusion
 from plait.evaluation.slices import classify
-from plait.fusion import linear, resolve_fusion
+from plait.fusion import Fused, linear, resolve_fusion
 from plait.fusion_adaptive import ADAPT_MAX, ADAPT_MIN
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, identifier_first, query_identifiers
 from plait.retrieval.pipeline import fuse
 from plait.retrieval.plan import lexical_terms
 from plait.service import Plait
+from plait.stores import open_store
 from plait.stores.base import Store
 from plait.types import FusionSettings
 
@@ -71,7 +75,8 @@ CHOSEN_ON = {"scifact/train", "faquad-pt/dev", "cosqa-dev/dev"}
 DEFAULT_SPLIT = {"scifact": "test", "faquad-pt": "test", "cosqa-dev": "dev", "realrepo": "test"}
 DATASETS = ("scifact/train", "scifact", "faquad-pt/dev", "faquad-pt", "cosqa-dev",
             "realrepo/manage-get-gov", "realrepo/teaching-vacancies")
-DEFAULT_RUNS = tuple(f"{d}:{e}" for e in ("e5", "minilm") for d in DATASETS)
+#: e5 and MiniLM (issue 21's two embedders) and e5-minilm (the default embedder, both averaged)
+DEFAULT_RUNS = tuple(f"{d}:{e}" for e in ("e5", "minilm", "e5-minilm") for d in DATASETS)
 KINDS = ("identifier", "natural")
 
 Ranked = list[tuple[str, float]]
@@ -98,6 +103,8 @@ class RunData:
     #: per query: the share of its lexical terms (stopwords dropped) the lexical arm's first hit contains
     term_share: dict[str, float] = field(default_factory=dict)
     extras: dict[str, float] = field(default_factory=dict)
+    #: the kept store the run was collected from (chunk texts for the identifier precedence)
+    store_path: str = ""
 
 
 def _calibration(store: Store, collection: str, embedder: Any) -> tuple[float, dict[str, Any]]:
@@ -139,7 +146,7 @@ def _beir(dataset: str, split: str, embedder: str, cache: Path | None, store_dir
             saved=saved_fusion(ready.store, ready.collection),
             estimate=ready.store.get_settings(ready.collection).get("armEstimate"),
             chunks=info.chunks, calibrated=weight, calibration=calibration,
-            term_share=_term_shares(ready.store, ready.collection, texts, arms),
+            term_share=_term_shares(ready.store, ready.collection, texts, arms), store_path=store or "",
         )
 
 
@@ -182,6 +189,7 @@ def _realrepo(name: str, embedder_name: str, cache: Path | None, store_dir: Path
             qrels=qrels, arms=arms, saved=saved_fusion(store, "default"),
             estimate=store.get_settings("default").get("armEstimate"), chunks=info.chunks,
             calibrated=weight, calibration=calibration, term_share=_term_shares(store, "default", texts, arms),
+            store_path=str(store_dir / f"realrepo-{name}-{embedder_name}.db"),
         )
 
 
@@ -262,7 +270,44 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+_STORES: dict[str, Store] = {}
+
+
+def _identifiers_first(data: RunData, qid: str, fused: list[Fused]) -> list[Fused]:
+    """``fused`` after search's identifier precedence (hybrid runs only; the chunk texts are
+    read from the run's kept store)."""
+    identifiers = query_identifiers(data.texts[qid])
+    if not identifiers or not fused or data.arms.dense is None:
+        return fused
+    path = getattr(data, "store_path", "") or _store_path(data)
+    store = _STORES.get(path)
+    if store is None:
+        store = _STORES[path] = open_store(path, create=False)
+    collection = "default" if data.dataset.startswith("realrepo/") else store.list_collections()[0].name
+    window = [f.chunk_id for f in fused[:PRECEDENCE_DEPTH]]
+    contents = {cid: chunk.content for cid, chunk in store.get_chunks(collection, window).items()}
+    return identifier_first(fused, contents, identifiers)[0]
+
+
+def _store_path(data: RunData) -> str:
+    """Where :func:`collect` keeps a run's store (for arms pickled before ``store_path`` existed)."""
+    folder = Path(sys.argv[sys.argv.index("--store-dir") + 1]) if "--store-dir" in sys.argv else Path(".")
+    if data.dataset.startswith("realrepo/"):
+        return str(folder / f"realrepo-{data.dataset.split('/', 1)[1]}-{data.embedder}.db")
+    return str(folder / f"{data.dataset}-{data.embedder}.db")
+
+
+def default_without_precedence(data: RunData, qid: str) -> tuple[list[str], float | None]:
+    """``default`` as fusion alone orders it, before search's identifier precedence."""
+    settings = _settings("default", data.calibrated, data.saved)
+    assert settings is not None
+    resolved, fused, _ = fuse(data.arms.query_settings(settings, qid), data.arms.lexical[qid],
+                              (data.arms.dense or {}).get(qid, []), need=0)
+    return doc_ranking([f.chunk_id for f in fused], data.arms.doc_of, DEPTH), resolved.dense_weight_used
+
+
 CANDIDATES: dict[str, Candidate] = {
+    "default (no identifier precedence)": default_without_precedence,
     "default+dense-gap": dense_gap,
     "default+term-share": term_share,
     "default·doc-level": doc_level,
@@ -290,6 +335,8 @@ def mode_rankings(data: RunData, mode: str) -> tuple[dict[str, list[str]], list[
             resolved, fused, _ = fuse(data.arms.query_settings(settings, qid), lex, den, need=0)
             if resolved.dense_weight_used is not None:
                 used.append(resolved.dense_weight_used)
+            if mode == "default":  # as search does: plait.retrieval.identifier_first
+                fused = _identifiers_first(data, qid, fused)
             ids = [f.chunk_id for f in fused]
         rankings[qid] = doc_ranking(ids, data.arms.doc_of, DEPTH)
     return rankings, used

@@ -69,7 +69,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 #: every round's variant registries, by name
 EVERY_VARIANT = {**VARIANTS, **VARIANTS3, **VARIANTS4}
 #: variants that must rank exactly like another one (a check of their code)
-SAME_AS = {"bm25f-1-1": "default (simulated)", "fused-max": "default (simulated)", "filefuse-max": "file-fuse",
+SAME_AS = {"bm25f-1-1": "default (fusion only)", "fused-max": "default (fusion only)", "filefuse-max": "file-fuse",
            "outline+fused-max": "outline"}
 DEPTH = 10  # files per ranking (MRR@10)
 CHUNK_DEPTH = 100  # chunks asked of each arm / of search, before files are deduplicated

@@ -67,6 +67,7 @@ import numpy as np
 from plait.analysis import STOPWORDS, analyse
 from plait.fields import lexical_text
 from plait.fusion_adaptive import minmax_normalise
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, identifier_first, query_identifiers
 from plait.retrieval.pipeline import fuse
 from plait.retrieval.plan import lexical_terms, plan_for_text
 from plait.stores.base import Store
@@ -180,8 +181,20 @@ def fixed(method: FusionMethod, weight: float | None = None) -> Variant:
     return lambda ctx, qid: _chunks(ctx.fused(qid, settings=ctx.saved.model_copy(update=update))[1])
 
 
-def default(ctx: Context, qid: str) -> tuple[str, list[str]]:
+def fusion_only(ctx: Context, qid: str) -> tuple[str, list[str]]:
+    """The default fusion's order, before search's identifier precedence."""
     return _chunks(ctx.fused(qid)[1])
+
+
+def default(ctx: Context, qid: str) -> tuple[str, list[str]]:
+    """What search returns: the fusion, then the identifier precedence (hybrid only)."""
+    fused = ctx.fused(qid)[1]
+    identifiers = query_identifiers(ctx.texts[qid])
+    if identifiers and ctx.dense.get(qid):
+        window = [item.chunk_id for item in fused[:PRECEDENCE_DEPTH]]
+        contents = {cid: c.content for cid, c in ctx.store.get_chunks(ctx.collection, window).items()}
+        fused = identifier_first(fused, contents, identifiers)[0]
+    return _chunks(fused)
 
 
 def adaptive_base(base: float) -> Variant:
@@ -429,6 +442,7 @@ def file_mean(ctx: Context, qid: str) -> tuple[str, list[str]]:
 #: name → variant; the ones after ``default`` need chunk vectors (``Context.load_vectors``).
 VARIANTS: dict[str, Variant] = {
     "default (simulated)": default,
+    "default (fusion only)": fusion_only,
     "rrf": fixed(FusionMethod.RRF),
     "minmax-0.3": fixed(FusionMethod.MINMAX, 0.3),
     "minmax-0.5": fixed(FusionMethod.MINMAX, 0.5),
