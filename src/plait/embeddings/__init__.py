@@ -7,6 +7,7 @@ name       class                                           needs
                                                            on onnxruntime; no torch)
 ``minilm`` :class:`MiniLMEmbedder` (all-MiniLM-L6-v2)      ``plait[minilm]`` (int8 ONNX;
                                                            no torch)
+``e5-minilm`` both, their cosines averaged                 ``plait[minilm]``
 ``ollama`` :class:`OllamaEmbedder`                         an Ollama server
 ``openai`` :class:`OpenAIEmbedder`                         an OpenAI-compatible API
 ``fake``   :class:`FakeEmbedder`                           nothing (tests)
@@ -36,6 +37,7 @@ from plait.embeddings.base import (
     embedder_languages,
     normalise_rows,
 )
+from plait.embeddings.ensemble import E5MiniLMEmbedder, EnsembleEmbedder
 from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.local import E5Embedder, MiniLMEmbedder
 from plait.embeddings.remote import HTTPEmbedder, OllamaEmbedder, OpenAIEmbedder
@@ -46,7 +48,9 @@ __all__ = [
     "EMBEDDER_NAMES",
     "BaseEmbedder",
     "E5Embedder",
+    "E5MiniLMEmbedder",
     "Embedder",
+    "EnsembleEmbedder",
     "FakeEmbedder",
     "HTTPEmbedder",
     "MiniLMEmbedder",
@@ -60,7 +64,7 @@ __all__ = [
 ]
 
 #: Every name :func:`make_embedder` accepts.
-EMBEDDER_NAMES: tuple[str, ...] = ("e5", "minilm", "ollama", "openai", "fake", "none")
+EMBEDDER_NAMES: tuple[str, ...] = ("e5", "minilm", "e5-minilm", "ollama", "openai", "fake", "none")
 
 #: The embedder used when none is configured (see the module docstring for why).
 DEFAULT_EMBEDDER: str = "e5"
@@ -96,6 +100,7 @@ def _env_options(name: str, settings: Settings) -> dict[str, Any]:
 _BUILDERS: dict[str, Callable[..., Embedder]] = {
     "e5": E5Embedder,
     "minilm": MiniLMEmbedder,
+    "e5-minilm": E5MiniLMEmbedder,
     "ollama": OllamaEmbedder,
     "openai": OpenAIEmbedder,
     "fake": FakeEmbedder,

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from plait.embeddings.base import Embedder, embedder_languages, held_query, provider_query
+from plait.embeddings.ensemble import EnsembleEmbedder
 from plait.errors import ConfigError
 
 __all__ = ["DEFAULT_CACHE_PATH", "CacheStats", "CachedEmbedder", "cache_path", "text_key"]
@@ -91,7 +92,6 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder, *, path: str | Path | None = None) -> None:
         if isinstance(inner, CachedEmbedder):
             raise ConfigError("the embedder is already cached; wrap the bare embedder")
-        self.inner = inner
         self.provider: str = inner.provider
         self.model: str = inner.model
         self.languages: frozenset[str] | None = embedder_languages(inner)
@@ -114,6 +114,12 @@ class CachedEmbedder:
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open the embedding cache {target}: {exc}") from exc
         self._dimension: int | None = None
+        #: an ensemble's parts are cached one by one, under their own models (see below)
+        self._parts: list[CachedEmbedder] = []
+        if isinstance(inner, EnsembleEmbedder):
+            self._parts = [CachedEmbedder(part, path=":memory:" if self.path is None else self.path) for part in inner.parts]
+            inner = inner.with_parts(self._parts)
+        self.inner = inner
 
     @property
     def dimension(self) -> int | None:
@@ -162,6 +168,11 @@ class CachedEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Cached rows where present; the misses embedded by the wrapped embedder in one call."""
         texts = list(texts)
+        if self._parts:  # each part looks up and stores its own vectors; the join is cheap
+            matrix = np.asarray(self.inner.embed_documents(texts), dtype=np.float32)
+            self.stats.hits += self._parts[0].stats.hits - self.stats.hits
+            self.stats.embedded += self._parts[0].stats.embedded - self.stats.embedded
+            return matrix
         keys = [text_key(t) for t in texts]
         with self._lock:
             found = self._lookup(keys)
@@ -194,7 +205,10 @@ class CachedEmbedder:
         return provider_query(self.inner, text)
 
     def __len__(self) -> int:
-        """How many vectors the cache holds for this provider and model."""
+        """How many vectors the cache holds for this provider and model (an ensemble: the
+        fewest any of its parts holds)."""
+        if self._parts:
+            return min(len(part) for part in self._parts)
         with self._lock:
             row = self._conn.execute(
                 "SELECT COUNT(*) FROM embeddings WHERE provider = ? AND model = ?",
@@ -204,5 +218,7 @@ class CachedEmbedder:
 
     def close(self) -> None:
         """Close the cache file (the wrapped embedder stays usable)."""
+        for part in self._parts:
+            part.close()
         with self._lock:
             self._conn.close()
