@@ -43,7 +43,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_names_and_default() -> None:
     assert set(EMBEDDER_NAMES) == {"e5-minilm", "minilm", "e5", "ollama", "openai", "none", "fake"}
     assert DEFAULT_EMBEDDER in EMBEDDER_NAMES
-    assert DEFAULT_EMBEDDER == "e5"
+    assert DEFAULT_EMBEDDER == "e5-minilm"
     assert isinstance(make_embedder(DEFAULT_EMBEDDER), Embedder)
 
 

