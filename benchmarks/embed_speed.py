@@ -149,6 +149,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--out", default="embed_speed", help="results file stem in benchmarks/results")
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     texts_file = RESULTS / ".embed_speed_texts.json"
@@ -181,9 +182,10 @@ def main() -> None:
         }
     info = machine()
     info["seconds"] = round(time.perf_counter() - started)
-    report = {"machine": info, "rounds": args.rounds, "passages": PASSAGES, "runs": runs, "summary": summary}
-    (RESULTS / "embed_speed.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (RESULTS / "embed_speed.md").write_text(markdown(report), encoding="utf-8")
+    report = {"machine": info, "rounds": args.rounds, "passages": PASSAGES, "runs": runs, "summary": summary,
+              "args": " ".join(sys.argv[1:])}
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / f"{args.out}.md").write_text(markdown(report), encoding="utf-8")
     print(markdown(report))
 
 
@@ -195,7 +197,7 @@ def markdown(report: dict[str, Any]) -> str:
         (
             f"Measured {m['date']} on {m['cpu']} ({m['cores']} cores; {', '.join(m['isa'])}), "
             f"Python {m['python']}; load average at the end {m['load_average']}; {m['seconds']} s. "
-            f"Run: `PYTHONPATH=src .venv/bin/python benchmarks/embed_speed.py`."
+            f"Run: `PYTHONPATH=src .venv/bin/python benchmarks/embed_speed.py {report.get('args', '')}`."
         ),
         "",
         (
