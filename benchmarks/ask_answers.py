@@ -111,6 +111,8 @@ CHOICES: tuple[Choice, ...] = (
     (0.0, True, 0.45, OUTSIDE_QUANTILE, None), (0.0, True, 0.4, OUTSIDE_QUANTILE, None),
     (0.0, True, 0.35, OUTSIDE_QUANTILE, None),
     (0.5, True, MIN_COVERAGE, 1.0, None), (0.5, True, MIN_COVERAGE, None, None),
+    (0.5, True, MIN_COVERAGE, 0.9, None), (0.5, True, MIN_COVERAGE, 0.8, None), (0.5, True, MIN_COVERAGE, 0.7, None),
+    (0.5, True, MIN_COVERAGE, 0.5, None),
     (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.0), (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.2),
     (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.34), (0.5, True, MIN_COVERAGE, OUTSIDE_QUANTILE, 0.5),
 )
