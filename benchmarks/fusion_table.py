@@ -59,7 +59,7 @@ from plait.evaluation.runner import Arms, collect_arms, doc_ranking, machine_inf
 from plait.evaluation.slices import classify
 from plait.fusion import Fused, linear, resolve_fusion
 from plait.fusion_adaptive import ADAPT_MAX, ADAPT_MIN
-from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, identifier_first, query_identifiers
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first, query_identifiers
 from plait.retrieval.pipeline import fuse
 from plait.retrieval.plan import lexical_terms
 from plait.service import Plait
@@ -285,7 +285,7 @@ def _identifiers_first(data: RunData, qid: str, fused: list[Fused]) -> list[Fuse
         store = _STORES[path] = open_store(path, create=False)
     collection = "default" if data.dataset.startswith("realrepo/") else store.list_collections()[0].name
     window = [f.chunk_id for f in fused[:PRECEDENCE_DEPTH]]
-    contents = {cid: chunk.content for cid, chunk in store.get_chunks(collection, window).items()}
+    contents = {cid: holder_text(chunk) for cid, chunk in store.get_chunks(collection, window).items()}
     return identifier_first(fused, contents, identifiers)[0]
 
 

@@ -67,7 +67,7 @@ import numpy as np
 from plait.analysis import STOPWORDS, analyse
 from plait.fields import lexical_text
 from plait.fusion_adaptive import minmax_normalise
-from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, identifier_first, query_identifiers
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first, query_identifiers
 from plait.retrieval.pipeline import fuse
 from plait.retrieval.plan import lexical_terms, plan_for_text
 from plait.stores.base import Store
@@ -192,7 +192,7 @@ def default(ctx: Context, qid: str) -> tuple[str, list[str]]:
     identifiers = query_identifiers(ctx.texts[qid])
     if identifiers and ctx.dense.get(qid):
         window = [item.chunk_id for item in fused[:PRECEDENCE_DEPTH]]
-        contents = {cid: c.content for cid, c in ctx.store.get_chunks(ctx.collection, window).items()}
+        contents = {cid: holder_text(c) for cid, c in ctx.store.get_chunks(ctx.collection, window).items()}
         fused = identifier_first(fused, contents, identifiers)[0]
     return _chunks(fused)
 

@@ -7,10 +7,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from plait.analysis import analyse
 from plait.embeddings.fake import FakeEmbedder
 from plait.fusion import Fused
-from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, identifier_first, query_identifiers
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first, query_identifiers
 from plait.service import Plait
 from plait.testing.corpus import documents
 
@@ -104,3 +106,54 @@ def test_a_query_without_identifiers_is_fused_as_before(tmp_path: Path) -> None:
     assert [h.ranks.fused for h in result.hits] == [1, 2, 3, 4]
     scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_pages_reorder_the_same_window_whatever_their_size(tmp_path: Path) -> None:
+    # overfetch 2: a page of 2 would fuse only 2 candidates; with an identifier the search
+    # fuses the whole window, so five pages of 2 are the one page of 10, cut in five
+    docs = {f"d{i:02d}": f"contingency note {i} " + ("ERR-4012 appears here" if i % 3 == 0 else "nothing else")
+            for i in range(14)}
+    query = "what is ERR-4012"
+    overrides = {query: angle(0)} | {text: angle(3 * n) for n, text in enumerate(docs.values())}
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=DIM, overrides=overrides)) as engine:
+        engine.index_documents(documents(docs))
+        whole = engine.search(query, k=10, overfetch=2, fusion="rrf", lexical_weight=0.2)
+        pages = [engine.search(query, k=2, offset=o, overfetch=2, fusion="rrf", lexical_weight=0.2) for o in range(0, 10, 2)]
+    assert whole.fusion.identifier_reason is not None
+    assert [h.chunk_id for p in pages for h in p.hits] == [h.chunk_id for h in whole.hits]
+    assert [h.ranks.fused for p in pages for h in p.hits] == list(range(1, 11))
+
+
+def test_a_holder_is_judged_on_what_the_lexical_arm_indexes(tmp_path: Path) -> None:
+    # escaped Markdown: the lexical arm reads AUTHENTICATION_FALLBACK; so does the precedence
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "dsi.md").write_text("# DSI\n\nSet AUTHENTICATION\\_FALLBACK to true for hiring staff.\n", encoding="utf-8")
+    (folder / "jobseekers.md").write_text("# Jobseekers\n\nSet AUTHENTICATION_FALLBACK_FOR_JOBSEEKERS to true.\n", encoding="utf-8")
+    query = "AUTHENTICATION_FALLBACK"
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=DIM)) as engine:
+        engine.index(folder)
+        hits = engine.search(query, k=5, mode="lexical").hits
+        found = engine.store.get_chunks("default", [h.chunk_id for h in hits])
+    chunks = {c.origin.source_path: c for c in found.values()}  # type: ignore[union-attr]
+    assert hits[0].origin.source_path == "dsi.md"  # type: ignore[union-attr]  # the lexical arm matched the escaped spelling
+    assert "authentication_fallback" in set(analyse(holder_text(chunks["dsi.md"])).exact)
+    assert "authentication_fallback" not in set(analyse(chunks["dsi.md"].content).exact)  # the raw text splits it
+
+
+def test_the_window_is_read_with_the_page_in_one_store_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = _engine_docs()
+    query = "AUTHENTICATION_FALLBACK"
+    with Plait(str(tmp_path / "p.db"), embedder=_fake(docs, query)) as engine:
+        engine.index_documents(documents(docs))
+        calls: list[list[str]] = []
+        real = engine.store.get_chunks
+
+        def spy(collection: str, ids: list[str]) -> dict[str, object]:
+            calls.append(list(ids))
+            return real(collection, ids)  # type: ignore[return-value]
+
+        monkeypatch.setattr(engine.store, "get_chunks", spy)
+        result = engine.search(query, k=2, offset=1, fusion="rrf", lexical_weight=0.02)
+    assert result.fusion.identifier_reason is not None and len(calls) == 1
+    assert len(calls[0]) == 4  # the window (all 4 fused) and the page within it: nothing before it twice

@@ -109,3 +109,38 @@ def test_real_models_give_the_mean_of_their_cosines() -> None:
     expected = 0.5 * float(e5.embed_documents([passage])[0] @ e5.embed_query(query)) + 0.5 * float(
         minilm.embed_documents([passage])[0] @ minilm.embed_query(query))
     assert got == pytest.approx(expected, abs=1e-5)
+
+
+def test_cache_stats_count_a_text_embedded_when_any_part_lacked_it(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    multi, english = _parts()
+    alone = CachedEmbedder(multi, path=path)
+    alone.embed_documents(["a", "b"])  # the multilingual part's vectors are cached already
+    alone.close()
+    cached = CachedEmbedder(EnsembleEmbedder([(multi, 1.0), (english, 1.0)]), path=path)
+    cached.embed_documents(["a", "b", "c"])
+    assert (cached.stats.hits, cached.stats.embedded) == (0, 3)  # English embedded all three
+    cached.embed_documents(["a", "c"])
+    assert (cached.stats.hits, cached.stats.embedded) == (2, 3)
+    cached.close()
+
+
+class _Local(FakeEmbedder):
+    provider = "local"
+    loads = 0
+
+    def load(self) -> None:
+        type(self).loads += 1
+
+
+def test_through_the_cache_the_pair_keeps_its_name_and_loads_its_models() -> None:
+    cached = CachedEmbedder(E5MiniLMEmbedder(), path=":memory:")
+    assert registry_name(cached) == "e5-minilm"  # a collection indexed through the cache records it
+    cached.close()
+    from plait.embeddings.base import load_local
+
+    parts = [_Local(dimension=4, model="x"), _Local(dimension=4, model="y")]
+    duo = CachedEmbedder(EnsembleEmbedder([(parts[0], 1.0), (parts[1], 1.0)]), path=":memory:")
+    load_local(duo)
+    assert _Local.loads == 2
+    duo.close()

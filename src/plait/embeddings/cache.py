@@ -169,9 +169,16 @@ class CachedEmbedder:
         """Cached rows where present; the misses embedded by the wrapped embedder in one call."""
         texts = list(texts)
         if self._parts:  # each part looks up and stores its own vectors; the join is cheap
+            keys = [text_key(t) for t in texts]
+            held = []
+            for part in self._parts:
+                with part._lock:
+                    held.append(set(part._lookup(keys)))
+            # a text is served from the cache when every part holds it, embedded when any part lacks it
+            lacking = {key for key in keys if any(key not in h for h in held)}
             matrix = np.asarray(self.inner.embed_documents(texts), dtype=np.float32)
-            self.stats.hits += self._parts[0].stats.hits - self.stats.hits
-            self.stats.embedded += self._parts[0].stats.embedded - self.stats.embedded
+            self.stats.embedded += len(lacking)
+            self.stats.hits += sum(1 for key in keys if key not in lacking)
             return matrix
         keys = [text_key(t) for t in texts]
         with self._lock:

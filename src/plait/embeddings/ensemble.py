@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plait.analysis import stopword_language
-from plait.embeddings.base import BaseEmbedder, Embedder, TextKind, embedder_languages
+from plait.embeddings.base import BaseEmbedder, Embedder, TextKind, embedder_languages, load_local
 from plait.errors import ConfigError
 
 __all__ = ["E5MiniLMEmbedder", "EnsembleEmbedder"]
@@ -62,14 +62,14 @@ class EnsembleEmbedder(BaseEmbedder):
         part's vectors are shared with collections that use that model alone)."""
         if [p.model for p in parts] != [p.model for p in self.parts]:
             raise ConfigError("with_parts needs the same models in the same order")
-        return EnsembleEmbedder(list(zip(parts, self.weights, strict=True)), batch_size=self.batch_size)
+        twin = type(self).__new__(type(self))  # the same class, so registry_name still names it
+        EnsembleEmbedder.__init__(twin, list(zip(parts, self.weights, strict=True)), batch_size=self.batch_size)
+        return twin
 
     def load(self) -> None:
         """Load every part's local model now (see :func:`plait.embeddings.base.load_local`)."""
         for part in self.parts:
-            load = getattr(part, "load", None)
-            if callable(load):
-                load()
+            load_local(part)  # through a wrapper too (the embedding cache's ``inner``)
 
     def _join(self, blocks: Sequence[np.ndarray]) -> np.ndarray:
         scaled = [np.asarray(b, dtype=np.float32).reshape(-1, d) * s for b, d, s in zip(blocks, self._dims, self._scales, strict=True)]

@@ -31,9 +31,11 @@ from collections.abc import Mapping, Sequence
 
 from plait.analysis import analyse
 from plait.autoweight import identifier_tokens
+from plait.fields import lexical_text
 from plait.fusion import Fused
+from plait.types import Chunk
 
-__all__ = ["PRECEDENCE_DEPTH", "code_shaped", "identifier_first", "query_identifiers"]
+__all__ = ["PRECEDENCE_DEPTH", "code_shaped", "holder_text", "identifier_first", "query_identifiers"]
 
 #: How many fused candidates (from the top) the precedence reorders: the first page.
 PRECEDENCE_DEPTH = 10
@@ -68,11 +70,22 @@ def query_identifiers(query: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def holder_text(chunk: Chunk) -> str:
+    """The text a chunk is judged to hold identifiers in: what the lexical arm indexes for it
+    (:func:`plait.fields.lexical_text`: Markdown as plain text, so ``AUTHENTICATION\\_FALLBACK``
+    counts; the title and heading path) and, for a file, its name (``config.yaml``), which the
+    indexed path words split."""
+    text = lexical_text(chunk)
+    path = getattr(chunk.origin, "source_path", None)
+    return f"{text}\n{path.rpartition('/')[2]}" if isinstance(path, str) and path else text
+
+
 def identifier_first(
     fused: Sequence[Fused], contents: Mapping[str, str], identifiers: Sequence[str], *, depth: int = PRECEDENCE_DEPTH
 ) -> tuple[list[Fused], list[str]]:
     """``fused`` with, among its first ``depth``, the candidates whose content (``contents``:
-    chunk id → text; a missing one holds nothing) holds every identifier moved ahead of the
+    chunk id → text, :func:`holder_text` in search; a missing one holds nothing) holds every
+    identifier moved ahead of the
     rest; and the ids of the candidates that moved up. Unchanged when ``identifiers`` is
     empty, or no candidate of the window holds them all.
 

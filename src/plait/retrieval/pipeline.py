@@ -19,7 +19,7 @@ from plait.fusion import FUSERS, Fused, fetch_depth, max_fused_score, resolve_fu
 from plait.fusion_pending import not_penalised
 from plait.rerank.base import Reranker, complete_order
 from plait.retrieval.diversity import Diversified, diversify
-from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, identifier_first, query_identifiers
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first, query_identifiers
 from plait.retrieval.plan import QueryPlan
 from plait.stores.base import Store, TwoArmStore
 from plait.types import Chunk, FusionSettings, Hit, Match, Ranks
@@ -201,16 +201,21 @@ def rerank_order(
     method: str | None = None,
     timings: dict[str, float] | None = None,
     numbered: Sequence[tuple[int, Fused]] | None = None,
+    held: Mapping[str, Chunk] | None = None,
 ) -> tuple[RerankTrace, dict[str, Chunk]]:
     """Rerank the fused top ``size`` (chunks that still exist); also returns their chunks.
 
     ``method`` is the name the request gave (default: the reranker's own); ``numbered``
     the (fused position, candidate) order to take the pool from when it is not ``fused``
-    itself (``max_per_source`` left some out)."""
+    itself (``max_per_source`` left some out); ``held`` chunks already read (not read again)."""
     timings = timings if timings is not None else {}
     t = time.perf_counter()
     pool = list(numbered[:size]) if numbered is not None else list(enumerate(fused[:size], start=1))
-    chunks = store.get_chunks(collection, [item.chunk_id for _, item in pool])
+    held = held or {}
+    unread = [item.chunk_id for _, item in pool if item.chunk_id not in held]
+    chunks = {cid: held[cid] for _, item in pool if (cid := item.chunk_id) in held}
+    if unread:
+        chunks.update(store.get_chunks(collection, unread))
     pool = [(position, item) for position, item in pool if item.chunk_id in chunks]
     timings["hydrate"] = _ms(t)
     t = time.perf_counter()
@@ -249,13 +254,15 @@ def run(
     dense: Ranked = []
     pending: frozenset[str] = frozenset()
     ran_depth: int | None = -1  # the depth the arms last ran at (-1: not yet)
+    window = PRECEDENCE_DEPTH if _precedence_applies(plan) else 0
     while True:
         if depth != ran_depth:  # a deeper page that needs no deeper arm only fuses deeper
             lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
             pending = pending_chunks(store, collection, plan, lexical)
             ran_depth = depth
         t = time.perf_counter()
-        settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=need, pending=pending)
+        # with identifiers, fuse at least the precedence window, so every page reorders the same one
+        settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=max(need, window), pending=pending)
         timings["fuse"] = _ms(t)
         settings, fused, chunks = _identifiers_first(store, collection, plan, settings, fused, chunks, timings)
         if plan.max_per_source is None:
@@ -263,7 +270,8 @@ def run(
         # Diversity needs every candidate's source, and enough candidates left after it:
         # fuse deeper (prefix-stable, see plait.fusion.tiered) until the page is full.
         t = time.perf_counter()
-        chunks = store.get_chunks(collection, [item.chunk_id for item in fused])
+        missing = [item.chunk_id for item in fused if item.chunk_id not in chunks]
+        chunks = {**chunks, **store.get_chunks(collection, missing)} if missing else chunks
         diversity = diversify(fused, {cid: c.source_id for cid, c in chunks.items()}, plan.max_per_source)
         timings["diversity"] = _ms(t)
         have = len(diversity.order) if plan.group_by is None else len(_sources_in(diversity))
@@ -286,7 +294,7 @@ def run(
     else:
         rerank, pool_chunks = rerank_order(
             store, collection, plan.query, reranker, fused,
-            size=plan.pool_size, method=plan.rerank, timings=timings, numbered=numbered,
+            size=plan.pool_size, method=plan.rerank, timings=timings, numbered=numbered, held=chunks,
         )
         chunks = {**chunks, **pool_chunks}
         # Positions past the reranked pool keep their fused order, so pages of one size
@@ -326,6 +334,13 @@ def run(
     )
 
 
+def _precedence_applies(plan: QueryPlan) -> bool:
+    """The identifier precedence runs for hybrid searches (both arms ran) whose settings
+    keep it on and whose query names a code-shaped identifier."""
+    hybrid = plan.lexical_runs and plan.vector is not None
+    return hybrid and plan.settings.identifier_precedence and bool(query_identifiers(plan.query))
+
+
 def _identifiers_first(
     store: Store,
     collection: str,
@@ -340,22 +355,25 @@ def _identifiers_first(
     page (``need``), so hydration asks the store for nothing more. Hybrid searches only:
     a one-arm search (``mode`` lexical or vector, or the dense arm down) returns that arm's
     own order."""
-    hybrid = plan.lexical_runs and plan.vector is not None
-    identifiers = query_identifiers(plan.query) if settings.identifier_precedence and hybrid else ()
+    identifiers = query_identifiers(plan.query) if _precedence_applies(plan) else ()
     if not identifiers or not fused:
         return settings, fused, chunks
     t = time.perf_counter()
-    wanted = [item.chunk_id for item in fused[: max(PRECEDENCE_DEPTH, plan.need)] if item.chunk_id not in chunks]
+    # the window and the page, so hydration reads nothing more (not what lies before the offset)
+    ids = [item.chunk_id for item in fused[:PRECEDENCE_DEPTH]]
+    ids += [item.chunk_id for item in fused[max(PRECEDENCE_DEPTH, plan.offset) : plan.need]]
+    wanted = [cid for cid in ids if cid not in chunks]
     if wanted:
         chunks = {**chunks, **store.get_chunks(collection, wanted)}
-    order, moved = identifier_first(fused, {cid: c.content for cid, c in chunks.items()}, identifiers)
+    texts = {cid: holder_text(chunks[cid]) for cid in ids if cid in chunks}
+    order, moved = identifier_first(fused, texts, identifiers)
     timings["identifiers"] = _ms(t)
     if not moved:
         return settings, fused, chunks
     names = ", ".join(identifiers)
     reason = (
-        f"{len(moved)} of the first {PRECEDENCE_DEPTH} fused chunks hold every identifier of the query ({names}) "
-        "and moved ahead of those that do not (each group in fused order)"
+        f"{len(moved)} of the first {min(PRECEDENCE_DEPTH, len(fused))} fused chunks hold every identifier of the "
+        f"query ({names}) and moved ahead of those that do not (each group in fused order)"
     )
     return settings.model_copy(update={"identifier_reason": reason}), order, chunks
 
