@@ -3,27 +3,17 @@ exact identifier is not ranked below a look-alike the dense arm prefers."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from angles import DIM, angle
 from plait.analysis import analyse
 from plait.embeddings.fake import FakeEmbedder
 from plait.fusion import Fused
 from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first, query_identifiers
 from plait.service import Plait
 from plait.testing.corpus import documents
-
-DIM = 8
-
-
-def angle(degrees: float) -> list[float]:
-    r = math.radians(degrees)
-    v = np.zeros(DIM)
-    v[0], v[1] = math.cos(r), math.sin(r)
-    return list(v)
 
 
 def _fused(ids: str) -> list[Fused]:

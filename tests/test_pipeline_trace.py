@@ -9,16 +9,15 @@ corpora and requests, that explain's ranks, scores and verdicts are search's.
 from __future__ import annotations
 
 import hashlib
-import math
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from angles import DIM, angle
 from plait.embeddings.fake import FakeEmbedder
 from plait.explain import explain
 from plait.fusion import fetch_depth
@@ -28,16 +27,6 @@ from plait.service import Plait
 from plait.sources.base import SourceDocument, SourcePart
 from plait.testing.corpus import documents
 from plait.types import FileOrigin
-
-DIM = 8
-
-
-def angle(degrees: float) -> list[float]:
-    r = math.radians(degrees)
-    v = np.zeros(DIM)
-    v[0], v[1] = math.cos(r), math.sin(r)
-    return list(v)
-
 
 # -- the repro of the issue: a hidden FAQ card ----------------------------------------------
 
