@@ -254,7 +254,8 @@ def run(
     dense: Ranked = []
     pending: frozenset[str] = frozenset()
     ran_depth: int | None = -1  # the depth the arms last ran at (-1: not yet)
-    window = PRECEDENCE_DEPTH if _precedence_applies(plan) else 0
+    identifiers = _precedence_identifiers(plan)  # once per search, not per fusion round
+    window = PRECEDENCE_DEPTH if identifiers else 0
     while True:
         if depth != ran_depth:  # a deeper page that needs no deeper arm only fuses deeper
             lexical, dense = run_arms(store, collection, plan, depth=depth, timings=timings)
@@ -264,7 +265,7 @@ def run(
         # with identifiers, fuse at least the precedence window, so every page reorders the same one
         settings, fused, fused_depth = fuse(plan.settings, lexical, dense, need=max(need, window), pending=pending)
         timings["fuse"] = _ms(t)
-        settings, fused, chunks = _identifiers_first(store, collection, plan, settings, fused, chunks, timings)
+        settings, fused, chunks = _identifiers_first(store, collection, plan, identifiers, settings, fused, chunks, timings)
         if plan.max_per_source is None:
             break
         # Diversity needs every candidate's source, and enough candidates left after it:
@@ -334,28 +335,28 @@ def run(
     )
 
 
-def _precedence_applies(plan: QueryPlan) -> bool:
-    """The identifier precedence runs for hybrid searches (both arms ran) whose settings
-    keep it on and whose query names a code-shaped identifier."""
+def _precedence_identifiers(plan: QueryPlan) -> tuple[str, ...]:
+    """The identifiers the precedence moves chunks for: the query's code-shaped ones, in a
+    hybrid search (both arms ran) whose settings keep it on; else none."""
     hybrid = plan.lexical_runs and plan.vector is not None
-    return hybrid and plan.settings.identifier_precedence and bool(query_identifiers(plan.query))
+    return query_identifiers(plan.query) if hybrid and plan.settings.identifier_precedence else ()
 
 
 def _identifiers_first(
     store: Store,
     collection: str,
     plan: QueryPlan,
+    identifiers: Sequence[str],
     settings: FusionSettings,
     fused: list[Fused],
     chunks: dict[str, Chunk],
     timings: dict[str, float],
 ) -> tuple[FusionSettings, list[Fused], dict[str, Chunk]]:
     """:func:`~plait.retrieval.identifier_first.identifier_first` on the fused order when the
-    query names identifiers. The window's chunks are read together with the rest of the
+    query names identifiers (``identifiers``: :func:`_precedence_identifiers`). The window's chunks are read together with the rest of the
     page (``need``), so hydration asks the store for nothing more. Hybrid searches only:
     a one-arm search (``mode`` lexical or vector, or the dense arm down) returns that arm's
     own order."""
-    identifiers = query_identifiers(plan.query) if _precedence_applies(plan) else ()
     if not identifiers or not fused:
         return settings, fused, chunks
     t = time.perf_counter()
