@@ -3,9 +3,13 @@ adaptive base, recomputed when the index changes, explained in every response.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from plait.arm_estimate import ESTIMATE_KEY, MIN_CHUNKS, base_from_ratio
+import numpy as np
+
+from plait.arm_estimate import ESTIMATE_KEY, MIN_CHUNKS, base_from_ratio, estimate_record
+from plait.calibration import source_mrr
 from plait.embeddings import FakeEmbedder
 from plait.service import Plait
 from plait.testing.corpus import ARTICLE_DOCS, documents
@@ -37,7 +41,7 @@ def test_index_saves_an_estimate_that_search_uses_and_explains(tmp_path: Path) -
         engine.index_documents(documents(_docs(MIN_CHUNKS)))
         saved = engine.store.get_settings("default")[ESTIMATE_KEY]
         assert saved["chunks"] == MIN_CHUNKS and saved["samples"] > 0
-        assert saved["base"] == base_from_ratio(saved["lexicalMrr"], saved["denseMrr"])
+        assert saved["base"] == base_from_ratio(saved["lexicalSourceMrr"], saved["denseSourceMrr"])
         decided = engine.search("alpha3 bravo4 charlie5", k=3).fusion_decided
         assert decided is not None
         assert (decided.parameters["denseWeight"], decided.parameters["denseWeightFrom"]) == (
@@ -70,3 +74,55 @@ def test_no_estimate_while_vectors_are_missing(tmp_path: Path) -> None:
         assert engine.store.get_settings("default").get(ESTIMATE_KEY) is None
         engine.backfill()
         assert engine.store.get_settings("default")[ESTIMATE_KEY]["chunks"] == MIN_CHUNKS
+
+
+class _TopicEmbedder(FakeEmbedder):
+    """Every text of document ``i`` (its words are ``t<i>w<j>``) gets the same one-hot
+    vector: the dense arm finds the right document and cannot tell its chunks apart."""
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self._dim, dtype=np.float32)
+        found = re.search(r"t(\d+)w", text)
+        vector[int(found.group(1)) + 1 if found else 0] = 1.0
+        return vector
+
+
+def _two_part_docs(n: int) -> dict[str, str]:
+    def part(i: int, words: range) -> str:
+        return " ".join(f"t{i}w{j}" for j in words)
+
+    return {f"d{i:03d}": f"# Doc {i}\n\n## One\n\n{part(i, range(150))}.\n\n## Two\n\n{part(i, range(150, 300))}.\n"
+            for i in range(n)}
+
+
+def test_the_estimate_judges_the_pseudo_querys_source_not_its_chunk(tmp_path: Path) -> None:
+    # Each document is two or three chunks of words no other document has. BM25 finds a
+    # pseudo-query's own chunk first every time; the dense arm returns the document's
+    # chunks tied, so by chunk it scored ~0.63 and the collection got the floor base
+    # 0.45, though the dense arm never missed the document.
+    with Plait(str(tmp_path / "p.db"), embedder=_TopicEmbedder(dimension=128)) as engine:
+        engine.index_documents(documents(_two_part_docs(100)))
+        saved = engine.store.get_settings("default")[ESTIMATE_KEY]
+        assert saved["chunks"] >= MIN_CHUNKS and saved["samples"] == 200
+        assert (saved["lexicalMrr"], saved["lexicalSourceMrr"], saved["denseSourceMrr"]) == (1.0, 1.0, 1.0)
+        assert saved["denseMrr"] < 0.8
+        assert (saved["ratio"], saved["base"]) == (1.0, 0.9)
+        assert "found their source with MRR@10 lexical 1.000, dense 1.000" in saved["reason"]
+
+
+def test_source_mrr_ranks_distinct_sources_in_order_of_their_first_chunk() -> None:
+    ranked = [("a1", 0.9), ("a2", 0.8), ("b1", 0.7), ("c1", 0.6), ("b2", 0.5)]
+    source_of = {"a1": "a", "a2": "a", "b1": "b", "b2": "b", "c1": "c"}
+    assert [source_mrr(ranked, source_of, s) for s in ("a", "b", "c", "d")] == [1.0, 0.5, 1 / 3, 0.0]
+    # only the first ten distinct sources count
+    many = [(f"x{i}", 1.0 - i / 100) for i in range(12)]
+    assert source_mrr(many, {f"x{i}": f"s{i}" for i in range(12)}, "s9") == 0.1
+    assert source_mrr(many, {f"x{i}": f"s{i}" for i in range(12)}, "s10") == 0.0
+
+
+def test_an_estimate_saved_before_source_mrrs_is_read_by_its_chunk_mrrs() -> None:
+    old = estimate_record({"samples": 200, "lexicalMrr": 0.9, "denseMrr": 0.81}, 300)
+    assert (old["ratio"], old["base"]) == (0.9, 0.9) and "found their chunk" in old["reason"]
+    new = estimate_record({"samples": 200, "lexicalMrr": 0.9, "denseMrr": 0.54,
+                           "lexicalSourceMrr": 0.95, "denseSourceMrr": 0.76}, 300)
+    assert (new["ratio"], new["base"]) == (0.8, 0.65) and "found their source" in new["reason"]

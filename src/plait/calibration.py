@@ -11,8 +11,11 @@ answer is known — the chunk it came from. :func:`calibrate`
    each word kept with probability ``keep``, seeded);
 3. asks each arm through the search pipeline's own stage
    (:func:`plait.retrieval.pipeline.run_arms` on a :class:`~plait.retrieval.plan.QueryPlan`)
-   and measures how well it returns the source chunk (MRR@10: 1 / rank, 0 past rank 10);
-4. sets the dense weight from the two arms' MRR (:func:`weight_from_mrr`).
+   and measures how well it returns the source chunk (MRR@10: 1 / rank, 0 past rank 10)
+   and the chunk's *source* (MRR@10 over the distinct sources of the arm's first
+   ``SOURCE_DEPTH`` chunks: the unit results are cited and judged by, used by the arm
+   estimate, :mod:`plait.arm_estimate`);
+4. sets the dense weight from the two arms' chunk MRR (:func:`weight_from_mrr`).
 
 Pseudo-queries copy the chunk's own words, so the lexical arm always looks better on
 them than on real questions; the *ratio* between the arms is what carries over: an
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plait.collection_settings import read_settings, write_settings
@@ -46,10 +49,13 @@ __all__ = [
     "estimate_arms",
     "pseudo_query",
     "searchable_chunks",
+    "source_mrr",
     "weight_from_mrr",
 ]
 
 CALIBRATION_SEED = 13
+#: chunks asked of each arm per pseudo-query: enough for ten distinct sources in practice
+SOURCE_DEPTH = 30
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -61,6 +67,9 @@ class Calibration(Model):
     seed: int
     lexical_mrr: float
     dense_mrr: float
+    #: the same pseudo-queries judged by their chunk's source (any chunk of it counts)
+    lexical_source_mrr: float
+    dense_source_mrr: float
     dense_weight: float
     reason: str
 
@@ -121,6 +130,26 @@ def _mrr(ranked: Sequence[tuple[str, float]], target: str) -> float:
     return 0.0
 
 
+def source_mrr(ranked: Sequence[tuple[str, float]], source_of: Mapping[str, str], target: str) -> float:
+    """1 / the rank of source ``target`` among the distinct sources of ``ranked`` (in
+    order of their first chunk), 0 past the tenth source or when absent.
+
+    >>> source_mrr([("a1", 0.9), ("a2", 0.8), ("b1", 0.7)], {"a1": "a", "a2": "a", "b1": "b"}, "b")
+    0.5
+    """
+    seen: list[str] = []
+    for chunk_id, _ in ranked:
+        source = source_of.get(chunk_id)
+        if source is None or source in seen:
+            continue
+        seen.append(source)
+        if source == target:
+            return 1.0 / len(seen)
+        if len(seen) == 10:
+            break
+    return 0.0
+
+
 def calibrate(
     store: Store,
     collection: str,
@@ -152,21 +181,26 @@ def calibrate(
     rng = random.Random(seed)
     sample = sorted(rng.sample(ids, min(samples, len(ids))))
     chunks = store.get_chunks(collection, sample)
-    lexical_total = dense_total = 0.0
+    source_of = {chunk_id: chunk.source_id for chunk_id, chunk in chunks.items()}
+    totals = [0.0, 0.0, 0.0, 0.0]  # lexical, dense by chunk; lexical, dense by source
     used = 0
     for chunk_id in sample:
         chunk = chunks.get(chunk_id)
         text = pseudo_query(chunk.content, rng, keep=keep) if chunk is not None else None
-        if text is None:
+        if chunk is None or text is None:
             continue
         plan = plan_for_text(text, FusionSettings(), vector=embedder.embed_query(text), hidden=hidden)
-        lexical, dense = run_arms(store, collection, plan, depth=10)
-        lexical_total += _mrr(lexical, chunk_id)
-        dense_total += _mrr(dense, chunk_id)
+        lexical, dense = run_arms(store, collection, plan, depth=SOURCE_DEPTH)
+        unknown = sorted({cid for cid, _ in (*lexical, *dense)} - source_of.keys())
+        source_of.update({cid: found.source_id for cid, found in store.get_chunks(collection, unknown).items()})
+        totals[0] += _mrr(lexical, chunk_id)
+        totals[1] += _mrr(dense, chunk_id)
+        totals[2] += source_mrr(lexical, source_of, chunk.source_id)
+        totals[3] += source_mrr(dense, source_of, chunk.source_id)
         used += 1
     if used == 0:
         raise ConfigError(f"collection {collection!r} has no chunk long enough for a pseudo-query")
-    lexical_mrr, dense_mrr = round(lexical_total / used, 4), round(dense_total / used, 4)
+    lexical_mrr, dense_mrr, lexical_source, dense_source = (round(total / used, 4) for total in totals)
     weight = weight_from_mrr(lexical_mrr, dense_mrr)
     reason = (
         f"{used} pseudo-queries (a sentence of a sampled chunk, {keep:.0%} of its words kept): "
@@ -179,6 +213,8 @@ def calibrate(
         seed=seed,
         lexical_mrr=lexical_mrr,
         dense_mrr=dense_mrr,
+        lexical_source_mrr=lexical_source,
+        dense_source_mrr=dense_source,
         dense_weight=weight,
         reason=reason,
     )
