@@ -10,6 +10,7 @@ import numpy as np
 
 from plait.arm_estimate import ESTIMATE_KEY, MIN_CHUNKS, base_from_ratio, estimate_record
 from plait.calibration import source_mrr
+from plait.collection_settings import write_settings
 from plait.embeddings import FakeEmbedder
 from plait.service import Plait
 from plait.testing.corpus import ARTICLE_DOCS, documents
@@ -126,3 +127,23 @@ def test_an_estimate_saved_before_source_mrrs_is_read_by_its_chunk_mrrs() -> Non
     new = estimate_record({"samples": 200, "lexicalMrr": 0.9, "denseMrr": 0.54,
                            "lexicalSourceMrr": 0.95, "denseSourceMrr": 0.76}, 300)
     assert (new["ratio"], new["base"]) == (0.8, 0.65) and "found their source" in new["reason"]
+
+
+def test_an_estimate_judged_by_chunk_is_measured_again_by_the_next_index_run(tmp_path: Path) -> None:
+    # An estimate saved by an older version (no source MRRs) would otherwise stay until a
+    # tenth of the collection changed: the next index run, even an unchanged one, replaces it.
+    with Plait(str(tmp_path / "p.db"), embedder=_TopicEmbedder(dimension=128)) as engine:
+        docs = documents(_two_part_docs(100))
+        engine.index_documents(docs)
+        current = engine.store.get_settings("default")[ESTIMATE_KEY]
+        old = {k: v for k, v in current.items() if k not in ("lexicalSourceMrr", "denseSourceMrr")}
+        old.update(estimate_record(old, old["chunks"]))
+        write_settings(engine.store, "default", arm_estimate=old)
+        assert engine.store.get_settings("default")[ESTIMATE_KEY]["base"] == 0.45  # chunk ratio ~0.63
+        report = engine.index_documents(docs)
+        assert report.search_changes == 0
+        again = engine.store.get_settings("default")[ESTIMATE_KEY]
+        assert again == current and again["base"] == 0.9
+        # and a current one stays put through an unchanged run
+        engine.index_documents(docs)
+        assert engine.store.get_settings("default")[ESTIMATE_KEY] == current

@@ -21,7 +21,8 @@ share their vocabulary, the dense arm often returned the right file through a si
 chunk and was scored 0: manage-get-gov measured 0.651 / 0.648 / 0.680 by chunk, as low
 as SciFact, and its natural questions were fused with the base of a corpus where BM25
 is as good as the dense arm. An estimate saved before then (no ``lexicalSourceMrr``)
-is read by its chunk MRRs until the collection is estimated again.
+is read by its chunk MRRs until the next index run of the collection measures it
+again (:func:`judged_by_source`; an unchanged reindex does too).
 
 :func:`base_from_ratio` maps the ratio to the adaptive base:
 ``min(BASE_MAX, BASE_FLOOR + BASE_SLOPE · max(0, ratio − RATIO_KNEE))`` —
@@ -56,6 +57,7 @@ __all__ = [
     "SAMPLES",
     "base_from_ratio",
     "estimate_record",
+    "judged_by_source",
     "saved_estimate",
 ]
 
@@ -96,7 +98,7 @@ def estimate_record(calibration: Mapping[str, Any], chunks: int) -> dict[str, An
     >>> estimate_record({"samples": 200, "lexicalMrr": 0.951, "denseMrr": 0.865}, 6267)["ratio"]
     0.9096
     """
-    unit = "source" if "lexicalSourceMrr" in calibration and "denseSourceMrr" in calibration else "chunk"
+    unit = "source" if judged_by_source(calibration) else "chunk"
     prefix = "" if unit == "chunk" else "Source"
     lexical = float(calibration[f"lexical{prefix}Mrr"])
     dense = float(calibration[f"dense{prefix}Mrr"])
@@ -108,6 +110,17 @@ def estimate_record(calibration: Mapping[str, Any], chunks: int) -> dict[str, An
         f"→ base {base:g} ({BASE_FLOOR:g} + {BASE_SLOPE:g}·max(0, ratio − {RATIO_KNEE:g}), at most {BASE_MAX:g})"
     )
     return {**calibration, "chunks": chunks, "ratio": round(ratio, 4), "base": base, "reason": reason}
+
+
+def judged_by_source(record: Mapping[str, Any]) -> bool:
+    """Whether a saved estimate was measured by source (this version); one made by chunk
+    is measured again by the next index run, whatever changed since.
+
+    >>> judged_by_source({"lexicalMrr": 0.9, "denseMrr": 0.6}), judged_by_source(
+    ...     {"lexicalMrr": 0.9, "denseMrr": 0.6, "lexicalSourceMrr": 0.95, "denseSourceMrr": 0.75})
+    (False, True)
+    """
+    return "lexicalSourceMrr" in record and "denseSourceMrr" in record
 
 
 def saved_estimate(saved_settings: CollectionSettings) -> tuple[float, str] | None:

@@ -111,9 +111,10 @@ class IndexingMixin(EngineBase):
         return report
 
     def _measure_arms(self, collection: str, *, force: bool, measured: Calibration | None = None) -> None:
-        """The arm estimate again when stale (or ``force``); ``measured`` a calibration just
-        made of the same sample size, reused instead of measuring twice."""
-        from plait.arm_estimate import MIN_CHUNKS
+        """The arm estimate again when stale, when it was judged by chunk (an older
+        version's, :func:`plait.arm_estimate.judged_by_source`) or ``force``; ``measured`` a
+        calibration just made of the same sample size, reused instead of measuring twice."""
+        from plait.arm_estimate import MIN_CHUNKS, judged_by_source
         from plait.calibration import estimate_arms
         from plait.staleness import changed_share, is_stale, searchable_count
 
@@ -123,7 +124,7 @@ class IndexingMixin(EngineBase):
         if info is None:
             return
         small = info.chunks < MIN_CHUNKS
-        if not force and record is not None and not small:
+        if not force and record is not None and not small and judged_by_source(record):
             at, chunks = record.get("changesAt"), record.get("chunks")
             share = changed_share(
                 settings.chunk_changes,

@@ -20,7 +20,8 @@ so each is measured again only when it is *stale*:
   chunk in ten. A full reindex (``reindex(full=True)``, ``plait reindex --full``) and
   ``plait calibrate`` measure both again whatever the share; so does a first index (no
   measurement yet), and, for the gate, vectors becoming complete for a gate measured on
-  the lexical arm alone, or another embedder.
+  the lexical arm alone, or another embedder; for the arm estimate, one an older version
+  judged by chunk instead of by source (:func:`plait.arm_estimate.judged_by_source`).
 
 Ask and explain show the share with the gate (``gate.changedSince`` next to
 ``calibratedAt``). The counter misses the chunks a run killed before its end had already
