@@ -14,17 +14,21 @@ Expected values are computed by hand in the docstrings.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from plait.analysis import analyse, analyse_query
+from plait.calibration import calibrate
+from plait.embeddings.fake import FakeEmbedder
 from plait.errors import NotFoundError
 from plait.stores.base import Filters, Store, StoredChunk
 from plait.types import Chunk, FileOrigin, SessionOrigin
 from plait.usage import UsageRow
 
-__all__ = ["StoreContract", "make_chunk"]
+__all__ = ["SourceEmbedder", "StoreContract", "make_chunk"]
 
 
 def make_chunk(
@@ -57,6 +61,24 @@ def make_chunk(
     fields = analyse(content)
     vec = None if vector is None else np.asarray(vector, dtype=np.float32)
     return StoredChunk(chunk, fields.exact, fields.stems, vec)
+
+
+class SourceEmbedder(FakeEmbedder):
+    """Texts made of words ``s<i>w<j>`` embed as the one-hot vector of source ``i``
+    (dimension 8): the dense arm finds a text's source and cannot tell its chunks apart."""
+
+    def __init__(self) -> None:
+        super().__init__(dimension=8)
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(8, dtype=np.float32)
+        found = re.search(r"s(\d)w", text)
+        vector[int(found.group(1)) if found else 7] = 1.0
+        return vector
+
+
+def _source_words(source: int, words: Sequence[int]) -> str:
+    return " ".join(f"s{source}w{j}" for j in words) + "."
 
 
 def _unit(*values: float) -> list[float]:
@@ -346,6 +368,26 @@ class StoreContract:
         store.replace_source("c", "b", "docs", [make_chunk("b", "b", source_id="b", vector=[1, 0])])
         got = store.vector_search("c", np.array([1.0, 0.0], np.float32), limit=5, filters=Filters(scopes=("docs",)))
         assert [i for i, _ in got] == ["b"]
+
+    def test_calibration_judges_chunks_and_sources(self, store: Store) -> None:
+        """Three sources of two chunks; each chunk's words are its own, each source's two
+        vectors equal. Every chunk is a pseudo-query: BM25 returns its chunk first (chunk
+        and source MRR 1); the dense arm returns the source's two chunks tied, in one
+        order for both of their queries, so one query finds its chunk first and the other
+        second: chunk MRR (3·1 + 3·½) / 6 = 0.75, source MRR 1."""
+        store.ensure_collection("c")
+        embedder = SourceEmbedder()
+        for source in range(3):
+            texts = [_source_words(source, range(0, 8)), _source_words(source, range(8, 16))]
+            store.replace_source("c", f"s{source}.md", "docs", [
+                make_chunk(f"s{source}c{n}", text, source_id=f"s{source}.md", ordinal=n,
+                           vector=[float(v) for v in embedder.embed_query(text)])
+                for n, text in enumerate(texts)
+            ])
+        measured = calibrate(store, "c", embedder, samples=6)
+        assert measured.samples == 6
+        assert (measured.lexical_mrr, measured.lexical_source_mrr) == (1.0, 1.0)
+        assert (measured.dense_mrr, measured.dense_source_mrr) == (0.75, 1.0)
 
     # reads ------------------------------------------------------------------------
     def test_get_chunks_round_trip(self, store: Store) -> None:
