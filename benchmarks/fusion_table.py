@@ -251,6 +251,24 @@ def doc_level(data: RunData, qid: str) -> tuple[list[str], float | None]:
     return [f.chunk_id for f in linear(lex, den, dense_weight=weight)][:DEPTH], weight
 
 
+def _rank_mix(data: RunData, qid: str, minmax_share: float) -> tuple[list[str], float | None]:
+    """``default``'s dense weight ``w``, applied to ranks: each chunk's ``w / (60 + dense rank) +
+    (1 − w) / (60 + lexical rank)`` (0 for an arm that missed it), scaled by the query's largest;
+    mixed with ``default``'s min–max score as ``minmax_share · minmax + (1 − minmax_share) · rank``
+    (0: RRF weighted by the adaptive weight). Ties by chunk id."""
+    lex, den, resolved = _default_resolved(data, qid)
+    weight = resolved.dense_weight_used if resolved.dense_weight_used is not None else resolved.dense_weight
+    lex_rank = {cid: n for n, (cid, _) in enumerate(lex, start=1)}
+    den_rank = {cid: n for n, (cid, _) in enumerate(den, start=1)}
+    ids = set(lex_rank) | set(den_rank)
+    rank_score = {cid: (weight / (60 + den_rank[cid]) if cid in den_rank else 0.0)
+                  + ((1 - weight) / (60 + lex_rank[cid]) if cid in lex_rank else 0.0) for cid in ids}
+    top = max(rank_score.values(), default=0.0) or 1.0
+    minmax = {f.chunk_id: f.score for f in linear(lex, den, dense_weight=weight)}
+    score = {cid: minmax_share * minmax.get(cid, 0.0) + (1 - minmax_share) * rank_score[cid] / top for cid in ids}
+    return doc_ranking(sorted(ids, key=lambda cid: (-score[cid], cid)), data.arms.doc_of, DEPTH), weight
+
+
 def _collapse(ranked: Ranked, doc_of: Mapping[str, str]) -> Ranked:
     seen: set[str] = set()
     out: Ranked = []
@@ -311,6 +329,9 @@ CANDIDATES: dict[str, Candidate] = {
     "default+dense-gap": dense_gap,
     "default+term-share": term_share,
     "default·doc-level": doc_level,
+    "default·weighted-rrf": lambda data, qid: _rank_mix(data, qid, 0.0),
+    "default·rank-mix-0.5": lambda data, qid: _rank_mix(data, qid, 0.5),
+    "default·rank-mix-0.75": lambda data, qid: _rank_mix(data, qid, 0.75),
 }
 
 

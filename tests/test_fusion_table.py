@@ -62,3 +62,22 @@ def test_run_names_are_canonical() -> None:
     assert table._canonical("cosqa-dev:minilm") == "cosqa-dev/dev:minilm"
     assert table._canonical("scifact/train") == "scifact/train:e5"
     assert table._canonical("realrepo/manage-get-gov:minilm") == "realrepo/manage-get-gov:minilm"
+
+
+def test_rank_mix_weights_ranks_with_the_default_weight() -> None:
+    from types import SimpleNamespace
+
+    from plait.evaluation.runner import Arms
+    from plait.types import FusionSettings
+
+    table = _table()
+    lex = [("a", 3.0), ("b", 2.0), ("d", 0.0)]
+    den = [("c", 0.9), ("b", 0.8), ("a", 0.1)]
+    arms = Arms(lexical={"q": lex}, dense={"q": den}, dense_reason=None, doc_of={c: c.upper() for c in "abcd"}, limit=100)
+    data = SimpleNamespace(arms=arms, saved=FusionSettings.model_validate({"method": "minmax", "denseWeight": 0.5}))
+    # ranks, w = 0.5: a 0.5/61 + 0.5/63 = 0.016133 > b 2 · 0.5/62 = 0.016129 > c 0.5/61 > d 0.5/63
+    assert table._rank_mix(data, "q", 0.0) == (["A", "B", "C", "D"], 0.5)
+    # min–max alone (b 0.771, a 0.5, c 0.5, d 0; ties by id), and half of each:
+    # b 0.385 + 0.5 · 0.9997, a 0.25 + 0.5, c 0.25 + 0.5 · 0.508, d 0.5 · 0.492
+    assert table._rank_mix(data, "q", 1.0) == (["B", "A", "C", "D"], 0.5)
+    assert table._rank_mix(data, "q", 0.5) == (["B", "A", "C", "D"], 0.5)
