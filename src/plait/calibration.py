@@ -36,6 +36,7 @@ from typing import Any
 from plait.collection_settings import read_settings, write_settings
 from plait.embeddings.base import Embedder
 from plait.errors import ConfigError, NotFoundError
+from plait.retrieval.diversity import doc_ranking
 from plait.retrieval.pipeline import run_arms
 from plait.retrieval.plan import hidden_chunks, plan_for_text
 from plait.staleness import searchable_count
@@ -137,17 +138,8 @@ def source_mrr(ranked: Sequence[tuple[str, float]], source_of: Mapping[str, str]
     >>> source_mrr([("a1", 0.9), ("a2", 0.8), ("b1", 0.7)], {"a1": "a", "a2": "a", "b1": "b"}, "b")
     0.5
     """
-    seen: list[str] = []
-    for chunk_id, _ in ranked:
-        source = source_of.get(chunk_id)
-        if source is None or source in seen:
-            continue
-        seen.append(source)
-        if source == target:
-            return 1.0 / len(seen)
-        if len(seen) == 10:
-            break
-    return 0.0
+    sources = doc_ranking([chunk_id for chunk_id, _ in ranked], source_of, 10)
+    return 1.0 / (sources.index(target) + 1) if target in sources else 0.0
 
 
 def calibrate(

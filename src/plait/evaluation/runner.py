@@ -50,6 +50,7 @@ from plait.evaluation.datasets import BeirDataset
 from plait.evaluation.metrics import MEASURES, mean_scores, per_query, run_from_rankings
 from plait.evaluation.models import Comparison, EvalReport, SliceMetrics, StrategyResult
 from plait.evaluation.slices import SLICES, slice_ids
+from plait.retrieval.diversity import doc_ranking
 from plait.retrieval.pipeline import fuse, run_arms
 from plait.retrieval.plan import lexical_terms, plan_for_text
 from plait.retrieval.plan import saved_fusion as _saved_fusion
@@ -163,18 +164,6 @@ def fused_chunk_ids(settings: FusionSettings, lexical: Ranked, dense: Ranked) ->
     """Chunk ids in fused order, each arm cut to ``settings.overfetch`` first (as search does:
     the pipeline's fusion, its first tier)."""
     return [item.chunk_id for item in fuse(settings, lexical, dense, need=0)[1]]
-
-
-def doc_ranking(chunk_ids: Sequence[str], doc_of: Mapping[str, str], depth: int) -> list[str]:
-    """Documents in the order of their best chunk, cut at ``depth``."""
-    docs: dict[str, None] = {}
-    for cid in chunk_ids:
-        doc = doc_of.get(cid)
-        if doc is not None and doc not in docs:
-            docs[doc] = None
-            if len(docs) >= depth:
-                break
-    return list(docs)
 
 
 def saved_fusion(store: Store, collection: str) -> FusionSettings:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from plait.fusion import Fused
 from plait.types import Hit, SourceGroup
 
-__all__ = ["DEFAULT_GROUP_SIZE", "Diversified", "diversify", "group_by_source"]
+__all__ = ["DEFAULT_GROUP_SIZE", "Diversified", "diversify", "doc_ranking", "group_by_source"]
 
 #: Chunks per source kept when ``groupBy: "source"`` is asked without ``maxPerSource``.
 DEFAULT_GROUP_SIZE = 3
@@ -67,6 +67,19 @@ def diversify(fused: Sequence[Fused], sources: Mapping[str, str], max_per_source
             cut[item.chunk_id] = position
             more[source] = more.get(source, 0) + 1
     return Diversified(order=order, cut=cut, more=more, sources=dict(sources))
+
+
+def doc_ranking(chunk_ids: Sequence[str], doc_of: Mapping[str, str], depth: int) -> list[str]:
+    """Documents (sources) in the order of their best chunk, cut at ``depth``; chunks
+    ``doc_of`` does not map are skipped."""
+    docs: dict[str, None] = {}
+    for cid in chunk_ids:
+        doc = doc_of.get(cid)
+        if doc is not None and doc not in docs:
+            docs[doc] = None
+            if len(docs) >= depth:
+                break
+    return list(docs)
 
 
 def group_by_source(hits: Sequence[Hit], sources: Mapping[str, str]) -> list[SourceGroup]:
