@@ -57,7 +57,7 @@ from plait.evaluation.metrics import mean_scores, per_query, run_from_rankings
 from plait.evaluation.prepare import prepared
 from plait.evaluation.runner import Arms, collect_arms, doc_ranking, machine_info, saved_fusion
 from plait.evaluation.slices import classify
-from plait.fusion import Fused, linear, resolve_fusion
+from plait.fusion import Fused, linear, resolve_fusion, rrf
 from plait.fusion_adaptive import ADAPT_MAX, ADAPT_MIN
 from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first, query_identifiers
 from plait.retrieval.pipeline import fuse
@@ -258,11 +258,9 @@ def _rank_mix(data: RunData, qid: str, minmax_share: float) -> tuple[list[str], 
     (0: RRF weighted by the adaptive weight). Ties by chunk id."""
     lex, den, resolved = _default_resolved(data, qid)
     weight = resolved.dense_weight_used if resolved.dense_weight_used is not None else resolved.dense_weight
-    lex_rank = {cid: n for n, (cid, _) in enumerate(lex, start=1)}
-    den_rank = {cid: n for n, (cid, _) in enumerate(den, start=1)}
-    ids = set(lex_rank) | set(den_rank)
-    rank_score = {cid: (weight / (60 + den_rank[cid]) if cid in den_rank else 0.0)
-                  + ((1 - weight) / (60 + lex_rank[cid]) if cid in lex_rank else 0.0) for cid in ids}
+    # plait.fusion.rrf with the arms weighted 1 − w and w (its scores are twice these; scaled away)
+    rank_score = {f.chunk_id: f.score for f in rrf(lex, den, lexical_weight=1 - weight)}
+    ids = set(rank_score)
     top = max(rank_score.values(), default=0.0) or 1.0
     minmax = {f.chunk_id: f.score for f in linear(lex, den, dense_weight=weight)}
     score = {cid: minmax_share * minmax.get(cid, 0.0) + (1 - minmax_share) * rank_score[cid] / top for cid in ids}
