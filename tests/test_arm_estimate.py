@@ -3,16 +3,14 @@ adaptive base, recomputed when the index changes, explained in every response.""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-
-import numpy as np
 
 from plait.arm_estimate import ESTIMATE_KEY, MIN_CHUNKS, base_from_ratio, estimate_record
 from plait.calibration import source_mrr
 from plait.collection_settings import write_settings
 from plait.embeddings import FakeEmbedder
 from plait.service import Plait
+from plait.testing.contract import SourceEmbedder
 from plait.testing.corpus import ARTICLE_DOCS, documents
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
@@ -77,31 +75,20 @@ def test_no_estimate_while_vectors_are_missing(tmp_path: Path) -> None:
         assert engine.store.get_settings("default")[ESTIMATE_KEY]["chunks"] == MIN_CHUNKS
 
 
-class _TopicEmbedder(FakeEmbedder):
-    """Every text of document ``i`` (its words are ``t<i>w<j>``) gets the same one-hot
-    vector: the dense arm finds the right document and cannot tell its chunks apart."""
-
-    def _vector(self, text: str) -> np.ndarray:
-        vector = np.zeros(self._dim, dtype=np.float32)
-        found = re.search(r"t(\d+)w", text)
-        vector[int(found.group(1)) + 1 if found else 0] = 1.0
-        return vector
-
-
 def _two_part_docs(n: int) -> dict[str, str]:
     def part(i: int, words: range) -> str:
-        return " ".join(f"t{i}w{j}" for j in words)
+        return " ".join(f"s{i}w{j}" for j in words)
 
     return {f"d{i:03d}": f"# Doc {i}\n\n## One\n\n{part(i, range(150))}.\n\n## Two\n\n{part(i, range(150, 300))}.\n"
             for i in range(n)}
 
 
 def test_the_estimate_judges_the_pseudo_querys_source_not_its_chunk(tmp_path: Path) -> None:
-    # Each document is two or three chunks of words no other document has. BM25 finds a
+    # Each document is two or three chunks of words no other document has (s<i>w<j>). BM25 finds a
     # pseudo-query's own chunk first every time; the dense arm returns the document's
     # chunks tied, so by chunk it scored ~0.63 and the collection got the floor base
     # 0.45, though the dense arm never missed the document.
-    with Plait(str(tmp_path / "p.db"), embedder=_TopicEmbedder(dimension=128)) as engine:
+    with Plait(str(tmp_path / "p.db"), embedder=SourceEmbedder(dimension=128)) as engine:
         engine.index_documents(documents(_two_part_docs(100)))
         saved = engine.store.get_settings("default")[ESTIMATE_KEY]
         assert saved["chunks"] >= MIN_CHUNKS and saved["samples"] == 200
@@ -132,7 +119,7 @@ def test_an_estimate_saved_before_source_mrrs_is_read_by_its_chunk_mrrs() -> Non
 def test_an_estimate_judged_by_chunk_is_measured_again_by_the_next_index_run(tmp_path: Path) -> None:
     # An estimate saved by an older version (no source MRRs) would otherwise stay until a
     # tenth of the collection changed: the next index run, even an unchanged one, replaces it.
-    with Plait(str(tmp_path / "p.db"), embedder=_TopicEmbedder(dimension=128)) as engine:
+    with Plait(str(tmp_path / "p.db"), embedder=SourceEmbedder(dimension=128)) as engine:
         docs = documents(_two_part_docs(100))
         engine.index_documents(docs)
         current = engine.store.get_settings("default")[ESTIMATE_KEY]

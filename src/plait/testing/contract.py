@@ -65,15 +65,16 @@ def make_chunk(
 
 class SourceEmbedder(FakeEmbedder):
     """Texts made of words ``s<i>w<j>`` embed as the one-hot vector of source ``i``
-    (dimension 8): the dense arm finds a text's source and cannot tell its chunks apart."""
+    (component ``i + 1``; 0 for a text without such a word; sources below
+    ``dimension − 1``): the dense arm finds a text's source and cannot tell its chunks apart."""
 
-    def __init__(self) -> None:
-        super().__init__(dimension=8)
+    def __init__(self, dimension: int = 8) -> None:
+        super().__init__(dimension=dimension)
 
     def _vector(self, text: str) -> np.ndarray:
-        vector = np.zeros(8, dtype=np.float32)
-        found = re.search(r"s(\d)w", text)
-        vector[int(found.group(1)) if found else 7] = 1.0
+        vector = np.zeros(self._dim, dtype=np.float32)
+        found = re.search(r"s(\d+)w", text)
+        vector[int(found.group(1)) + 1 if found else 0] = 1.0
         return vector
 
 
