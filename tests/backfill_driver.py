@@ -7,12 +7,18 @@
 there); ``--gate-file`` makes the first batch wait until that file exists. ``cli`` runs
 ``plait index DIR --store STORE --embedder fake`` with the slow fake behind the name
 ``fake``. The backfill batch comes from ``PLAIT_BACKFILL_BATCH``. Prints the report's JSON.
+
+The driver stands for a command typed at a terminal, so Ctrl-C (SIGINT) raises
+``KeyboardInterrupt`` here whatever the test process inherited: a test suite started as a
+background job of a script (``bash scripts/test.sh &``) has SIGINT ignored, every child
+inherits that, and Python then installs no handler of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -32,6 +38,7 @@ def main() -> None:
     parser.add_argument("--gate-file")
     parser.add_argument("--delay", type=float, default=0.0)
     args = parser.parse_args()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground command's Ctrl-C
 
     def gate(batch: int) -> None:
         if args.block_at and batch >= args.block_at:
