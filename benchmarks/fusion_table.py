@@ -39,7 +39,7 @@ import pickle
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -295,22 +295,27 @@ def _identifiers_first(data: RunData, qid: str, fused: list[Fused]) -> list[Fuse
     identifiers = query_identifiers(data.texts[qid])
     if not identifiers or not fused or data.arms.dense is None:
         return fused
-    path = getattr(data, "store_path", "") or _store_path(data)
-    store = _STORES.get(path)
-    if store is None:
-        store = _STORES[path] = open_store(path, create=False)
+    store = _kept_store(data.store_path)
     collection = "default" if data.dataset.startswith("realrepo/") else store.list_collections()[0].name
     window = [f.chunk_id for f in fused[:PRECEDENCE_DEPTH]]
     contents = {cid: holder_text(chunk) for cid, chunk in store.get_chunks(collection, window).items()}
     return identifier_first(fused, contents, identifiers)[0]
 
 
-def _store_path(data: RunData) -> str:
-    """Where :func:`collect` keeps a run's store (for arms pickled before ``store_path`` existed)."""
-    folder = Path(sys.argv[sys.argv.index("--store-dir") + 1]) if "--store-dir" in sys.argv else Path(".")
-    if data.dataset.startswith("realrepo/"):
-        return str(folder / f"realrepo-{data.dataset.split('/', 1)[1]}-{data.embedder}.db")
-    return str(folder / f"{data.dataset}-{data.embedder}.db")
+def _kept_store(path: str) -> Store:
+    """The kept store at ``path``, opened once per process."""
+    store = _STORES.get(path)
+    if store is None:
+        store = _STORES[path] = open_store(path, create=False)
+    return store
+
+
+def _store_path(spec: str, store_dir: Path) -> Path:
+    """Where :func:`collect` keeps the store of ``DATASET[/SPLIT]:EMBEDDER``."""
+    name, _, embedder = spec.partition(":")
+    if name.startswith("realrepo/"):
+        return store_dir / f"realrepo-{name.split('/', 1)[1]}-{embedder}.db"
+    return store_dir / f"{name.split('/', 1)[0]}-{embedder}.db"
 
 
 def default_without_precedence(data: RunData, qid: str) -> tuple[list[str], float | None]:
@@ -488,13 +493,30 @@ def _canonical(spec: str) -> str:
     return f"{dataset}/{split or DEFAULT_SPLIT[dataset]}:{embedder or 'e5'}"
 
 
+def _with_current_settings(data: RunData, store_path: Path) -> RunData:
+    """A pickled run with what its kept store holds *now*: the collection's saved fusion
+    settings and arm estimate (an index run or a changed estimate rewrites them; the
+    arms, rankings of the same chunks, stay valid) and the store's path, which arms
+    pickled before ``store_path`` existed lack."""
+    if not store_path.is_file():
+        raise SystemExit(f"{data.run}: the kept store {store_path} is gone; clear --arms-cache or restore it")
+    store = _kept_store(str(store_path))
+    collection = "default" if data.dataset.startswith("realrepo/") else store.list_collections()[0].name
+    return replace(
+        data,
+        saved=saved_fusion(store, collection),
+        estimate=store.get_settings(collection).get("armEstimate"),
+        store_path=str(store_path),
+    )
+
+
 def _collected(spec: str, cache: Path | None, store_dir: Path, arms_cache: Path | None) -> RunData:
     if arms_cache is None:
         return collect(spec, cache=cache, store_dir=store_dir)
     path = arms_cache / (spec.replace("/", "_").replace(":", "__") + ".pkl")
     if path.is_file():
         data: RunData = pickle.loads(path.read_bytes())  # only files this script wrote (see --arms-cache)
-        return data
+        return _with_current_settings(data, _store_path(spec, store_dir))
     data = collect(spec, cache=cache, store_dir=store_dir)
     arms_cache.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(data))
@@ -518,8 +540,9 @@ def main() -> None:
     parser.add_argument("--store-dir", type=Path, required=True, help="one kept store per dataset and embedder")
     parser.add_argument("--out", default="fusion_table", help="results file stem in benchmarks/results")
     parser.add_argument("--arms-cache", type=Path, default=None,
-                        help="keep each run's collected arms here (a pickle this script wrote) and reuse them;"
-                             " clear it after any change to retrieval, chunking or the embedders")
+                        help="keep each run's collected arms here (a pickle this script wrote) and reuse them"
+                             " with the kept store's current fusion settings and arm estimate; clear it after"
+                             " any change to retrieval, chunking or the embedders")
     parser.add_argument("--merge", action="store_true",
                         help="keep the runs of the existing results file that --runs does not name")
     args = parser.parse_args()
