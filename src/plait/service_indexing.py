@@ -455,7 +455,8 @@ class IndexingMixin(EngineBase):
 
 
 def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
-    """Two reports of one collection as one: counts add up, the later embedding state wins."""
+    """Two reports of one collection as one: counts add up, lists (skipped, untracked, the
+    sources named) join, the later embedding state wins."""
     emb = b.embedding.model_copy(
         update={
             "embedded": a.embedding.embedded + b.embedding.embedded,
@@ -481,6 +482,7 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
         skipped=skipped,
         skipped_by_type=by_type,
         adr_folders=adr_folders,
+        untracked=[*a.untracked, *b.untracked],
         added_sources=[*a.added_sources, *b.added_sources],
         changed_sources=[*a.changed_sources, *b.changed_sources],
         deleted_sources=[*a.deleted_sources, *b.deleted_sources],

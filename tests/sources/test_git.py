@@ -224,3 +224,19 @@ def test_untracked_docs_are_named_in_the_report_and_by_explain(tmp_path: Path) -
     assert "not tracked by git, not indexed (1; git add them to index them): docs/new-runbook.md" in " ".join(
         text.stdout.split()
     )
+
+
+def test_reindex_names_the_untracked_docs_as_index_does(tmp_path: Path) -> None:
+    """``plait reindex`` (and the engine's, so REST's) reported ``untracked: []`` where
+    ``plait index`` of the same repository named the file: merging the root's report with
+    the backfill's dropped the list."""
+    repo = make_repo(tmp_path / "repo", DOCS)
+    write(repo, {"docs/untracked-notes.md": "# Notes\n\nLocal only.\n"})
+    store = str(tmp_path / "p.db")
+    with Plait(store, embedder=FakeEmbedder()) as engine:
+        assert engine.index(repo).untracked == ["docs/untracked-notes.md"]
+        assert engine.reindex().untracked == ["docs/untracked-notes.md"]
+        assert engine.reindex(backfill=False).untracked == ["docs/untracked-notes.md"]
+    result = CliRunner().invoke(app, ["reindex", "--store", store, "--embedder", "fake", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["untracked"] == ["docs/untracked-notes.md"]
