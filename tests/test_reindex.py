@@ -92,6 +92,41 @@ def test_a_file_that_became_binary_loses_its_chunks(engine: Plait, repo: Path) -
     ]
 
 
+@pytest.mark.parametrize("kind", ["git", "folder"])
+def test_a_file_that_became_undecodable_keeps_its_last_good_chunks(
+    engine: Plait, repo: Path, tmp_path: Path, kind: str
+) -> None:
+    """One stray Latin-1 byte appended to an indexed file: reindex skips it and says so,
+    deletes nothing, and search still finds the version indexed before (it used to drop
+    the file's chunks and report it as a vanished source)."""
+    root = repo
+    if kind == "folder":
+        root = tmp_path / "plain"
+        write(root, dict(FILES))
+    engine.index(root)
+    target = root / "docs/adr/0001-keys.md"
+    target.write_bytes(target.read_bytes() + b"\nSee caf\xe9.\n")  # 57 bytes, then the 9th new one
+    if kind == "git":
+        commit_all(root, "a Latin-1 byte")
+    report = engine.reindex()
+    assert (report.sources_deleted, report.deleted_sources, report.chunks_deleted) == (0, [], 0)
+    assert [(s.path, s.reason) for s in report.skipped] == [
+        (
+            "docs/adr/0001-keys.md",
+            "not valid UTF-8 (byte 65); the version indexed before is kept (fix the file and reindex)",
+        )
+    ]
+    assert report.complete is False
+    assert engine.collections()[0].chunks == TOTAL
+    hit = engine.search("ERR-4012").hits[0]
+    assert hit.origin.source_path == "docs/adr/0001-keys.md"  # type: ignore[union-attr]
+    target.write_text(FILES["docs/adr/0001-keys.md"] + "\nSee café.\n", encoding="utf-8")
+    if kind == "git":
+        commit_all(root, "fixed")
+    fixed = engine.reindex()
+    assert fixed.skipped == [] and fixed.complete is True and fixed.chunks_updated == 1
+
+
 def test_vanished_session_loses_its_chunks(engine: Plait, tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     events = [

@@ -367,7 +367,9 @@ class Indexer:
         module docstring. ``scope`` restricts the run, deletions included, to one scope.
         A root that yields no source where the index holds some (a moved or emptied
         folder, an emptied JSONL file), or whose walk hit an unreadable folder, deletes
-        nothing unless ``allow_empty``: the kept sources are reported as skipped.
+        nothing unless ``allow_empty``: the kept sources are reported as skipped. A
+        source the walk saw but could not read this time (undecodable, too large,
+        unreadable) is skipped and keeps the chunks of its last good version.
         Every chunk is written (searchable) before any is embedded; ``backfill`` False
         returns then, leaving the vectors to a later backfill (the report says they are
         pending), else the backfill runs with ``embed_progress`` and ``stop`` (see
@@ -421,8 +423,14 @@ class Indexer:
         conflicts += run.conflicts  # lost inside the write's own transaction (a concurrent run)
         yielded -= {c.path for c in run.conflicts}
         kept: list[SkippedSource] = []
+        # A source the walk saw but could not read this time (an undecodable byte, grown
+        # past the size limit, unreadable) is still there: its last good version stays.
+        unread = documents.unread if isinstance(documents, Scan) else set()
+        held: set[str] = set()
         if root is not None:
             stale = [s for s in self.store.list_sources(collection, scope, root=root) if s.source_id not in yielded]
+            held = {s.source_id for s in stale if s.source_id in unread}
+            stale = [s for s in stale if s.source_id not in held]
             walk_failed = isinstance(documents, Scan) and bool(documents.walk_errors)
             if stale and not allow_empty and (walk_failed or in_scope == 0):
                 why = (
@@ -446,6 +454,7 @@ class Indexer:
                     run.deleted_sources.append(source.source_id)
                     run.scopes.add(source.scope)
         skipped = list(documents.skipped) if isinstance(documents, Scan) else []
+        skipped = [_held(item) if item.path in held else item for item in skipped]
         skipped += conflicts
         by_type = dict(documents.skipped_by_type) if isinstance(documents, Scan) else {}
         seen = documents.seen if isinstance(documents, Scan) else run.docs
@@ -554,6 +563,13 @@ class Indexer:
             complete=not skipped and without == 0,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
         ).with_hidden_changes(run.hidden)
+
+
+def _held(item: SkippedSource) -> SkippedSource:
+    """``item``, saying that the version indexed before it became unreadable is kept."""
+    return item.model_copy(
+        update={"reason": f"{item.reason}; the version indexed before is kept (fix the file and reindex)"}
+    )
 
 
 def _reason(run: _Run, without: int) -> str | None:

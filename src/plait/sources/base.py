@@ -61,6 +61,10 @@ class Scan:
     untracked: list[str] = field(default_factory=list)
     """A git working tree's files that match the globs but git neither tracks nor ignores
     (relative paths, sorted): not indexed, by design (``git add`` them), and said so."""
+    unread: set[str] = field(default_factory=set)
+    """Skipped paths that are still there but whose content could not be used this time
+    (undecodable or binary, over the size limit, a read error): the indexer keeps the
+    version it indexed before instead of deleting it as vanished."""
     total: int | None = None
     """How many sources ``seen`` will reach, when the source knows it before reading them
     (a folder walk's or a git tree's file list), so progress can show a total and an ETA;

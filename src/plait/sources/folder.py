@@ -9,6 +9,7 @@ valid UTF-8 and files over the size limit are skipped with the reason.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import fnmatch
 import os
@@ -47,10 +48,21 @@ def scope_for(relative_path: str, rules: Sequence[tuple[str, str]]) -> str:
     return "docs"
 
 
+#: decode_text's reason for a binary file: a file that *became* binary lost its text for
+#: good, so its old chunks go (unlike an undecodable byte in a text file: Scan.unread).
+BINARY_REASON = "binary file (NUL byte in the first 8 KiB)"
+
+
 def decode_text(data: bytes) -> tuple[str | None, str | None]:
-    """(text, None) for UTF-8 text, else (None, reason)."""
+    """(text, None) for UTF-8 text (a UTF-8 BOM dropped) or UTF-16 text with its BOM
+    (what some Windows editors save), else (None, reason)."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16"), None
+        except UnicodeDecodeError as exc:
+            return None, f"not valid UTF-16 (byte {exc.start})"
     if b"\x00" in data[:8192]:
-        return None, "binary file (NUL byte in the first 8 KiB)"
+        return None, BINARY_REASON
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -134,23 +146,25 @@ class FolderSource:
                 continue
             reason = None
             text = None
+            present = False  # there, but its content unusable now (see Scan.unread)
             try:
                 resolved = resolve_path(path)
                 if not resolved.is_relative_to(root):
                     reason = f"resolves outside the indexed root ({resolved})"
                 elif not resolved.is_file():
                     reason = "not a regular file"
-                elif resolved.stat().st_size > self.max_bytes:
-                    reason = (
-                        f"larger than the limit ({resolved.stat().st_size} bytes > "
-                        f"{self.max_bytes})"
-                    )
                 else:
-                    text, reason = decode_text(resolved.read_bytes())
+                    present = True
+                    if (size := resolved.stat().st_size) > self.max_bytes:
+                        reason = f"larger than the limit ({size} bytes > {self.max_bytes})"
+                    else:
+                        text, reason = decode_text(resolved.read_bytes())
             except OSError as exc:
                 reason = f"unreadable: {exc.strerror or exc}"
             if reason is not None or text is None:
                 scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
+                if present and reason != BINARY_REASON:
+                    scan.unread.add(relative)
                 continue
             markdown = path.suffix.lower() in _MARKDOWN
             origin = FileOrigin(

@@ -32,6 +32,7 @@ from plait.errors import SourceError
 from plait.sources.base import Scan, SourceDocument, SourcePart
 from plait.sources.conventions import scope_of
 from plait.sources.folder import (
+    BINARY_REASON,
     DEFAULT_GLOBS,
     DEFAULT_MAX_BYTES,
     DEFAULT_SCOPE_RULES,
@@ -165,6 +166,7 @@ class GitSource:
             path = root / relative
             text: str | None = None
             reason: str | None = None
+            present = False  # there, but its content unusable now (see Scan.unread)
             try:
                 resolved = resolve_path(path)
                 if not resolved.is_relative_to(root):
@@ -173,14 +175,18 @@ class GitSource:
                     reason = "tracked by git but missing from the working tree"
                 elif not resolved.is_file():
                     reason = "not a regular file"
-                elif (size := resolved.stat().st_size) > self.max_bytes:
-                    reason = f"larger than the limit ({size} bytes > {self.max_bytes})"
                 else:
-                    text, reason = decode_text(resolved.read_bytes())
+                    present = True
+                    if (size := resolved.stat().st_size) > self.max_bytes:
+                        reason = f"larger than the limit ({size} bytes > {self.max_bytes})"
+                    else:
+                        text, reason = decode_text(resolved.read_bytes())
             except OSError as exc:
                 reason = f"unreadable: {exc.strerror or exc}"
             if text is None:
                 scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
+                if present and reason != BINARY_REASON:
+                    scan.unread.add(relative)
                 continue
             yield self._document(relative, text, {"path": relative}, scan)
 
@@ -261,6 +267,7 @@ class GitSource:
                 size = entries[target].size
                 if size is not None and size > self.max_bytes:
                     reasons[relative] = f"larger than the limit ({size} bytes > {self.max_bytes})"
+                    scan.unread.add(relative)
                     continue
                 plan[relative] = target
             blobs = self._read([entries[t].object_id for t in plan.values()])
@@ -272,6 +279,8 @@ class GitSource:
                 text, reason = decode_text(blobs[entries[plan[relative]].object_id])
                 if text is None:
                     scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
+                    if reason != BINARY_REASON:
+                        scan.unread.add(relative)
                     continue
                 yield self._document(relative, text, {"path": relative, "commit": sha}, scan)
 
