@@ -118,6 +118,9 @@ def test_a_file_that_became_undecodable_keeps_its_last_good_chunks(
     ]
     assert report.complete is False
     assert engine.collections()[0].chunks == TOTAL
+    adr = next(row for row in engine.coverage().scopes if row.scope == "adr")
+    # present, indexed, outdated (the kept version is stale), vanished (it is not)
+    assert (adr.sources_present, adr.sources_indexed, adr.sources_outdated, adr.sources_vanished) == (2, 2, 1, 0)
     hit = engine.search("ERR-4012").hits[0]
     assert hit.origin.source_path == "docs/adr/0001-keys.md"  # type: ignore[union-attr]
     target.write_text(FILES["docs/adr/0001-keys.md"] + "\nSee café.\n", encoding="utf-8")

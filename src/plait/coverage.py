@@ -109,7 +109,10 @@ def _read_root(
     settings: ChunkSettings,
     walk: Callable[[Mapping[str, Any]], RootWalk] | None = None,
 ) -> tuple[RootCoverage, dict[str, str], set[str]]:
-    """(root figures, present source id → scope, ids of present sources that changed)."""
+    """(root figures, present source id → scope, ids of present sources that changed).
+
+    A stored source of this root that the walk skipped as unreadable now (``unread``) is
+    present and outdated: indexing keeps its last good version, it has not vanished."""
     key, kind, path = root_key(root), str(root.get("kind")), str(root.get("path"))
     ref = str(root["ref"]) if root.get("ref") else None
     seen = walk(root) if walk is not None else walk_root(root, _chunk_keys(settings))
@@ -120,6 +123,10 @@ def _read_root(
         return unavailable, {}, set()
     present = dict(seen.scopes)
     outdated: set[str] = set()
+    if seen.unread:
+        held = {s.source_id: s.scope for s in store.list_sources(collection, root=key) if s.source_id in seen.unread}
+        present.update(held)
+        outdated.update(held)
     for source_id, now in seen.chunks.items():
         states = store.chunk_states(collection, source_id)
         if states and now != {(cid, s.content_hash) for cid, s in states.items()}:

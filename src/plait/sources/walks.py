@@ -46,6 +46,7 @@ class RootWalk:
     skipped_by_type: dict[str, int] = field(default_factory=dict)
     unmatched: frozenset[str] = frozenset()
     untracked: frozenset[str] = frozenset()
+    unread: frozenset[str] = frozenset()  # skipped but still there (Scan.unread): indexing keeps them
     error: str | None = None
 
 
@@ -80,6 +81,7 @@ def walk_root(root: Mapping[str, Any], chunk_keys: ChunkKeys) -> RootWalk:
         skipped_by_type=dict(scan.skipped_by_type),
         unmatched=frozenset(scan.unmatched),
         untracked=frozenset(scan.untracked),
+        unread=frozenset(scan.unread),
     )
 
 
