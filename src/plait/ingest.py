@@ -13,8 +13,9 @@ reads its lexical fields (it keeps the stored postings otherwise).
 
 When a run names the recorded ``root`` the documents come from, every source is
 stored with that root; afterwards the root's stored sources that the run did not
-yield (deleted files, vanished sessions, files now skipped) lose their chunks, and a
-source another root already owns is skipped rather than overwritten.
+yield (deleted files, vanished sessions, files now binary) lose their chunks — a file
+still there but unreadable this time keeps its last good version (``Scan.unread``) — and
+a source another root already owns is skipped rather than overwritten.
 
 Lexical first, vectors behind: every chunk is written with both lexical fields as
 soon as it is chunked and analysed (with a vector only when one is stored for the same
