@@ -32,26 +32,33 @@ def test_query_identifiers_are_the_exact_field_terms_of_identifier_tokens() -> N
 
 def test_holders_move_ahead_in_fused_order_and_the_rest_keep_theirs() -> None:
     contents = {"a": "nothing", "b": "uses ERR-7 here", "c": "plain", "d": "err-7 and more"}
-    order, moved = identifier_first(_fused("abcd"), contents, ["err-7"])
+    order, moved, held = identifier_first(_fused("abcd"), contents, ["err-7"])
     assert [f.chunk_id for f in order] == ["b", "d", "a", "c"]
-    assert moved == ["b", "d"]
+    assert moved == ["b", "d"] and held == ["b", "d"]
+
+
+def test_a_holder_already_ahead_is_held_but_does_not_move() -> None:
+    contents = {"a": "ERR-7 first", "b": "plain", "c": "err-7 later", "d": "plain too"}
+    order, moved, held = identifier_first(_fused("abcd"), contents, ["err-7"])
+    assert [f.chunk_id for f in order] == ["a", "c", "b", "d"]
+    assert moved == ["c"] and held == ["a", "c"]
 
 
 def test_every_identifier_must_be_held() -> None:
     contents = {"a": "ERR-7 only", "b": "ERR-7 and ERR-8", "c": "ERR-8 only"}
-    order, moved = identifier_first(_fused("abc"), contents, ["err-7", "err-8"])
-    assert [f.chunk_id for f in order] == ["b", "a", "c"] and moved == ["b"]
+    order, moved, held = identifier_first(_fused("abc"), contents, ["err-7", "err-8"])
+    assert [f.chunk_id for f in order] == ["b", "a", "c"] and moved == held == ["b"]
 
 
 def test_nothing_moves_outside_the_window_or_when_all_or_none_hold() -> None:
     ids = "abcdefghijkl"  # 12 candidates; only the 12th holds the identifier
     contents = dict.fromkeys(ids, "text") | {"l": "ERR-7"}
-    order, moved = identifier_first(_fused(ids), contents, ["err-7"])
-    assert PRECEDENCE_DEPTH == 10 and [f.chunk_id for f in order] == list(ids) and moved == []
+    order, moved, held = identifier_first(_fused(ids), contents, ["err-7"])
+    assert PRECEDENCE_DEPTH == 10 and [f.chunk_id for f in order] == list(ids) and moved == held == []
     everyone = dict.fromkeys("abc", "ERR-7")
-    assert identifier_first(_fused("abc"), everyone, ["err-7"])[1] == []
-    assert identifier_first(_fused("abc"), {}, ["err-7"])[1] == []
-    assert identifier_first(_fused("abc"), everyone, [])[1] == []
+    assert identifier_first(_fused("abc"), everyone, ["err-7"])[1:] == ([], [])
+    assert identifier_first(_fused("abc"), {}, ["err-7"])[1:] == ([], [])
+    assert identifier_first(_fused("abc"), everyone, [])[1:] == ([], [])
 
 
 def _engine_docs() -> dict[str, str]:
@@ -84,6 +91,35 @@ def test_search_puts_the_exact_identifier_first_and_says_why(tmp_path: Path) -> 
     reason = result.fusion.identifier_reason
     assert reason is not None and "authentication_fallback" in reason
     assert explained.fusion.rank == 1 and explained.fusion.settings.identifier_reason == reason
+
+
+def test_the_reason_counts_every_holder_and_the_cli_says_the_hits_were_reordered(tmp_path: Path) -> None:
+    """Two chunks hold the identifier, one already first: the reason said "1 of the first 4
+    fused chunks hold every identifier" (it counted the chunk that moved), and the search's
+    text output, whose scores were then out of rank order, never said why."""
+    from plait.cli.options import console
+    from plait.cli.search import _print_result
+
+    docs = {"first": "ERR-4012 rejects the cart", "other": "the cart page lists prices",
+            "second": "retry after ERR-4012 expires", "far": "deploys happen on Tuesdays"}
+    query = "ERR-4012"
+    overrides = {query: angle(0), docs["first"]: angle(1), docs["other"]: angle(5), docs["second"]: angle(10),
+                 docs["far"]: angle(80)}
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=DIM, overrides=overrides)) as engine:
+        engine.index_documents(documents(docs))
+        # RRF, lexical weight 0.01: other 0.99/62 = 0.01597 > second 0.99/63 + 0.01/(60 + 1 or 2) ≈ 0.01587
+        result = engine.search(query, k=4, fusion="rrf", lexical_weight=0.01)
+    assert [h.metadata["docId"] for h in result.hits] == ["first", "second", "other", "far"]
+    assert result.hits[1].score < result.hits[2].score  # second moved up past other's higher fused score
+    assert result.fusion.identifier_reason == (
+        "2 of the first 4 fused chunks hold every identifier of the query (err-4012) and rank ahead of the 2 "
+        "that do not, each group in fused order (1 moved up; the scores stay the fused ones)"
+    )
+    with console.capture() as captured:
+        _print_result(result, False)
+    assert f"identifier precedence reordered the hits: {result.fusion.identifier_reason}" in " ".join(
+        captured.get().split()
+    )
 
 
 def test_a_query_without_identifiers_is_fused_as_before(tmp_path: Path) -> None:

@@ -109,6 +109,8 @@ def _print_result(result: SearchResult, debug: bool) -> None:
     else:
         line += "dense arm on"
     console.print(line, highlight=False)
+    if f.identifier_reason:
+        console.print(f"identifier precedence reordered the hits: {escape(f.identifier_reason)}", highlight=False)
     if result.rerank is not None:
         state = "reordered" if result.reranked else "[yellow]fused order kept[/yellow]"
         note = f": {result.rerank_reason}" if result.rerank_reason else ""

@@ -83,27 +83,28 @@ def holder_text(chunk: Chunk) -> str:
 
 def identifier_first(
     fused: Sequence[Fused], contents: Mapping[str, str], identifiers: Sequence[str], *, depth: int = PRECEDENCE_DEPTH
-) -> tuple[list[Fused], list[str]]:
+) -> tuple[list[Fused], list[str], list[str]]:
     """``fused`` with, among its first ``depth``, the candidates whose content (``contents``:
     chunk id → text, :func:`holder_text` in search; a missing one holds nothing) holds every
-    identifier moved ahead of the
-    rest; and the ids of the candidates that moved up. Unchanged when ``identifiers`` is
-    empty, or no candidate of the window holds them all.
+    identifier moved ahead of the rest; the ids of the candidates that moved up; and the ids
+    of the window's candidates that hold every identifier (in fused order: those that moved
+    and those already ahead of every non-holder). Unchanged, with no ids, when
+    ``identifiers`` is empty or no candidate of the window holds them all (or all do).
 
     >>> f = [Fused(c, 1.0 - i / 10, None, i + 1, None, 0.9) for i, c in enumerate("abc")]
-    >>> order, moved = identifier_first(f, {"a": "x", "b": "ERR-7", "c": "err-7 y"}, ["err-7"])
-    >>> [x.chunk_id for x in order], moved
-    (['b', 'c', 'a'], ['b', 'c'])
+    >>> order, moved, held = identifier_first(f, {"a": "ERR-7", "b": "x", "c": "err-7 y"}, ["err-7"])
+    >>> [x.chunk_id for x in order], moved, held
+    (['a', 'c', 'b'], ['c'], ['a', 'c'])
     """
     if not identifiers:
-        return list(fused), []
+        return list(fused), [], []
     window = list(fused[:depth])
     wanted = set(identifiers)
     holds = [wanted <= set(analyse(contents.get(item.chunk_id, "")).exact) for item in window]
     if not any(holds) or all(holds):
-        return list(fused), []
+        return list(fused), [], []
     first = [item for item, has in zip(window, holds, strict=True) if has]
     rest = [item for item, has in zip(window, holds, strict=True) if not has]
     order = first + rest
     moved = [item.chunk_id for position, item in enumerate(order) if window.index(item) > position]
-    return order + list(fused[depth:]), moved
+    return order + list(fused[depth:]), moved, [item.chunk_id for item in first]

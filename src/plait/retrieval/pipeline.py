@@ -367,14 +367,16 @@ def _identifiers_first(
     if wanted:
         chunks = {**chunks, **store.get_chunks(collection, wanted)}
     texts = {cid: holder_text(chunks[cid]) for cid in ids if cid in chunks}
-    order, moved = identifier_first(fused, texts, identifiers)
+    order, moved, held = identifier_first(fused, texts, identifiers)
     timings["identifiers"] = _ms(t)
     if not moved:
         return settings, fused, chunks
     names = ", ".join(identifiers)
+    window = min(PRECEDENCE_DEPTH, len(fused))
     reason = (
-        f"{len(moved)} of the first {min(PRECEDENCE_DEPTH, len(fused))} fused chunks hold every identifier of the "
-        f"query ({names}) and moved ahead of those that do not (each group in fused order)"
+        f"{len(held)} of the first {window} fused chunks hold every identifier of the query ({names}) and "
+        f"rank ahead of the {window - len(held)} that do not, each group in fused order ({len(moved)} moved up; "
+        "the scores stay the fused ones)"
     )
     return settings.model_copy(update={"identifier_reason": reason}), order, chunks
 
