@@ -102,6 +102,9 @@ LONG = "x" * 5000
         ({"query": "a", "fusion": "max"}, ["fusion", "'rrf', 'weighted', 'minmax', 'dbsf' or 'adaptive'"]),
         ({"query": "a", "lexicalWeight": 1.5}, ["lexicalWeight", "less than or equal to 1"]),
         ({"query": "a", "bogus": 1}, ["bogus", "Extra inputs"]),
+        ({"query": "a", "k": True}, ["k", "expected a number, got true"]),  # was read as k=1
+        ({"query": "a", "offset": False}, ["offset", "expected a number, got false"]),
+        ({"query": "a", "lexicalWeight": True}, ["lexicalWeight", "expected a number, got true"]),
         ({"k": 3}, ["query", "Field required"]),
         ([1, 2], ["body", "dictionary"]),
     ],

@@ -87,6 +87,17 @@ class SearchRequest(Model):
             raise ValueError(f"query has {len(value)} characters; the limit is {MAX_QUERY_CHARS}")
         return value
 
+    @field_validator(
+        "k", "rrf_k", "overfetch", "k_overfetch", "offset", "max_per_source", "threshold", "lexical_weight",
+        mode="before",
+    )
+    @classmethod
+    def _no_bool(cls, value: Any) -> Any:
+        """``true`` / ``false`` are not numbers (pydantic would read them as 1 / 0)."""
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got {str(value).lower()}")
+        return value
+
     @field_validator("fusion", mode="before")
     @classmethod
     def _fusion(cls, value: Any) -> Any:
