@@ -81,6 +81,28 @@ def test_maintainer_can_reindex_its_collection(served: Served) -> None:
     assert response.status_code == 200 and response.json()["collection"] == "a"
 
 
+def test_reindex_takes_the_cli_options_and_refuses_unknown_fields(served: Served, tmp_path: Path) -> None:
+    """``{"source": …}`` was ignored and everything reindexed; now every field either
+    acts (``scope``, ``full``, ``allowEmpty``) or is a 422."""
+    token = served.tokens["maintainer_a"]
+    docs = tmp_path / "docs"
+    (docs / "adr").mkdir(parents=True)
+    (docs / "adr" / "0001-keys.md").write_text("# Keys\n\nIdempotency keys.\n", encoding="utf-8")
+    (docs / "guide.md").write_text("# Guide\n\nHow to start.\n", encoding="utf-8")
+    served.engine.index(docs, collection="a")
+    unknown = _call(served, "POST", "/v1/collections/a/reindex", token, json={"source": "/etc/passwd"})
+    assert unknown.status_code == 422 and "source" in unknown.json()["error"], unknown.text
+    wrong = _call(served, "POST", "/v1/collections/a/reindex", token, json={"full": "yes please"})
+    assert wrong.status_code == 422 and "full" in wrong.json()["error"], wrong.text
+    plain = _call(served, "POST", "/v1/collections/a/reindex", token)
+    assert plain.status_code == 200 and plain.json()["embedding"]["embedded"] == 0, plain.text
+    scoped = _call(served, "POST", "/v1/collections/a/reindex", token, json={"scope": "adr", "full": True})
+    assert scoped.status_code == 200, scoped.text
+    report = scoped.json()
+    # full: the adr file's one chunk embedded again; scope: the guide left alone
+    assert (report["chunksUnchanged"], report["embedding"]["embedded"]) == (1, 1)
+
+
 def test_another_collection_looks_exactly_like_a_missing_one(served: Served) -> None:
     reader, maintainer = served.tokens["reader_a"], served.tokens["maintainer_a"]
     hidden_search = _call(served, "POST", "/v1/collections/b/search", reader, **SEARCH)

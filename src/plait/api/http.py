@@ -64,7 +64,7 @@ from plait.errors import (
 )
 from plait.explain import ExplainResult
 from plait.search import SearchRequest
-from plait.types import CollectionInfo, IndexReport, SearchResult
+from plait.types import CollectionInfo, IndexReport, Model, SearchResult
 from plait.usage import UsageReport
 
 if TYPE_CHECKING:
@@ -326,6 +326,15 @@ def create_app(
         # a reader never sees FAQ cards not yet approved, even naming scope faq-card
         return engine.search_request(collection, body, drafts_visible=sees_drafts(key))
 
+    class ReindexRequest(Model):
+        """What ``POST …/reindex`` may say (all optional; the CLI's ``--scope``, ``--full``,
+        ``--allow-empty``). ``plait reindex --source`` is not offered over HTTP: it names
+        a path on the server's disk."""
+
+        scope: str | None = None
+        full: bool = False
+        allow_empty: bool = False
+
     class ExplainRequest(SearchRequest):
         """A search request plus the document to explain: exactly one of doc, path, chunk."""
 
@@ -362,12 +371,20 @@ def create_app(
             401: {"description": "no or unknown API key"},
             403: {"description": "the key is not a maintainer"},
             404: {"description": "no such collection (or not covered by the key)"},
+            422: {"description": "an unknown or invalid body field"},
         },
     )
-    def reindex(collection: str, key: ApiKey | None = Caller) -> IndexReport:
-        """Re-read the recorded sources (unchanged chunks are not re-embedded), backfill vectors."""
+    def reindex(collection: str, body: ReindexRequest | None = None, key: ApiKey | None = Caller) -> IndexReport:
+        """Re-read the recorded sources (unchanged chunks are not re-embedded), backfill vectors.
+
+        The optional body narrows or widens the run as ``plait reindex`` does: ``scope``,
+        ``full`` (embed everything again), ``allowEmpty`` (let a root that yields nothing
+        delete its sources). Any other field is a 422, never silently ignored."""
         allow(key, collection, Role.MAINTAINER, "reindex")
-        return engine.reindex(collection=collection)  # the engine runs one reindex at a time
+        options = body or ReindexRequest()
+        return engine.reindex(  # the engine runs one reindex at a time
+            collection=collection, scope=options.scope, full=options.full, allow_empty=options.allow_empty
+        )
 
     @app.get(
         "/v1/collections/{collection}/coverage",
