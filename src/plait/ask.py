@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from plait.ask_extract import choose, opening
+from plait.ask_extract import choose, navigation, opening
 from plait.ask_gate import (
     Gate,
     GateVerdict,
@@ -67,6 +67,7 @@ from plait.ask_grounding import (
 )
 from plait.collection_settings import CollectionSettings, read_collection
 from plait.errors import NotFoundError, ProviderError, ValidationError
+from plait.markdown import plain_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
 from plait.search import MAX_QUERY_CHARS
@@ -196,9 +197,43 @@ _TABLE_LINE = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
 _DELIMITER_ROW = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
 
+_CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
+_INLINE_LINK = re.compile(
+    r"!?\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"  # [text] or ![alt], one level of brackets inside
+    r"\((?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"
+)
+_REFERENCE_LINK = re.compile(r"!?\[((?:[^\[\]\\]|\\.)+)\]\[[^\[\]]*\]")
+
+
+def _unlinked(piece: str) -> str:
+    """``piece`` with every inline or reference link (and image) written as its text (alt
+    text): a quote says "the guide", never "[the guide](docs/guide.md)". Code spans stay
+    as written."""
+    if "[" not in piece:
+        return piece
+    out: list[str] = []
+    at = 0
+    for code in _CODE_SPAN.finditer(piece):
+        out += [_texts(piece[at : code.start()]), code.group()]
+        at = code.end()
+    return "".join([*out, _texts(piece[at:])])
+
+
+def _texts(text: str) -> str:
+    """Links and images written as their text, an image inside a link (a badge) too."""
+    for _ in range(3):
+        done = _REFERENCE_LINK.sub(r"\1", _INLINE_LINK.sub(r"\1", text))
+        if done == text:
+            break
+        text = done
+    return text
+
+
 def _quote_candidates(content: str) -> list[str]:
-    """The pieces of ``content`` a quote may be, each as written: every table line (a row,
-    never the delimiter row) on its own, and the sentences of the text between them."""
+    """The pieces of ``content`` a quote may be, each as written (links as their text):
+    every table line (a row, never the delimiter row) on its own, and the sentences of the
+    text between them, never one that is only links (a table of contents: no sentence,
+    :func:`plait.ask_extract.navigation`)."""
     pieces: list[str] = []
     at = 0
     for line in _TABLE_LINE.finditer(content):
@@ -206,7 +241,11 @@ def _quote_candidates(content: str) -> list[str]:
         if not _DELIMITER_ROW.match(line.group()):
             pieces.append(line.group().strip())
         at = line.end()
-    return pieces + sentences(content[at:])
+    pieces += sentences(content[at:])
+    links = navigation(content)
+    if links:
+        pieces = [p for p in pieces if " ".join(plain_text(p).split()) not in links]
+    return [_unlinked(p) for p in pieces]
 
 
 def _quote(content: str, against: str) -> str:
@@ -233,13 +272,18 @@ def _citing(answer: str, n: int) -> str:
     return " ".join(claims) or answer
 
 
-def _citations(numbers: Sequence[int], sources: Sequence[Hit], answer: str) -> list[Citation]:
+def _citations(
+    numbers: Sequence[int], sources: Sequence[Hit], answer: str, quotes: Mapping[int, str] | None = None
+) -> list[Citation]:
+    """The citations of ``answer``; ``quotes`` gives a source's quote where it is not a
+    sentence of it (a passage named, not quoted)."""
+    given = quotes or {}
     return [
         Citation(
             n=n,
             chunk_id=sources[n - 1].chunk_id,
             origin=sources[n - 1].origin,
-            quote=_quote(sources[n - 1].content, _citing(answer, n)),
+            quote=given[n] if n in given else _quote(sources[n - 1].content, _citing(answer, n)),
         )
         for n in numbers
     ]
@@ -254,19 +298,21 @@ def _in_order_of_use(answer: str, cited: Sequence[int], sources: Sequence[Hit]) 
 
 def _extractive(
     question: str, sources: Sequence[Hit], settings: AskSettings, engine: AskEngine, collection: str, mode: SearchMode
-) -> tuple[str, list[int]]:
-    """The chosen sentences, best first, each followed by its ``[n]`` (sources' numbers)."""
+) -> tuple[str, list[int], str | None]:
+    """The chosen sentences, best first, each followed by its ``[n]`` (sources' numbers),
+    and, when no source holds a sentence, the quote of the passage named instead: its
+    heading (what the answer names it by; no sentence of it is quoted)."""
     embedder = engine.embedder_for(collection)[0] if mode != SearchMode.LEXICAL else None
     chosen = choose(question, sources, max_sentences=settings.max_sentences, embedder=embedder)
     if not chosen:  # found by meaning only: the first prose sentence, never raw Markdown
         first = opening(question, sources)
         if first is not None:
-            return f"{first.text} [{first.n}]", [first.n]
-        heading = " › ".join(heading_path(sources[0].origin))
-        where = f" (“{heading}”)" if heading else ""
-        return f"The closest passage{where} holds no sentence to quote [1]", [1]
+            return f"{first.text} [{first.n}]", [first.n], None
+        path = heading_path(sources[0].origin)
+        where = f" (“{' › '.join(path)}”)" if path else ""
+        return f"The closest passage{where} holds no sentence to quote [1]", [1], path[-1] if path else ""
     answer = " ".join(f"{c.text} [{c.n}]" for c in chosen)
-    return answer, list(dict.fromkeys(c.n for c in chosen))
+    return answer, list(dict.fromkeys(c.n for c in chosen)), None
 
 
 def _settings(saved: CollectionSettings, req: AskRequest) -> AskSettings:
@@ -405,12 +451,12 @@ def _answer(engine: AskEngine, collection: str, request: AskRequest | Mapping[st
         if isinstance(outcome, AskResult):
             return outcome
         note = outcome
-    answer, numbers = _extractive(req.question, sources, settings, engine, collection, req.mode)
+    answer, numbers, passage = _extractive(req.question, sources, settings, engine, collection, req.mode)
     answer, ordered = _in_order_of_use(answer, numbers, sources)
     return AskResult(
         **base,
         answer=answer,
-        citations=_citations(list(range(1, len(numbers) + 1)), ordered, answer),
+        citations=_citations(list(range(1, len(numbers) + 1)), ordered, answer, None if passage is None else {1: passage}),
         mode="extractive",
         grounded=True,
         sources=ordered,

@@ -6,7 +6,18 @@ row is a candidate only when it holds the answer (at least ``ROW_SHARE`` of the
 question's content words, or every identifier the question names), so a table is never
 pasted whole. A sentence ending in ``:`` introduces what follows (a lead-in) and is never
 chosen; a sentence ending in ``?`` restates a question: it is not chosen either, and the
-sentence right after it inherits its words (the FAQ shape).
+sentence right after it inherits its words (the FAQ shape). A paragraph or list item
+that is nothing but links or images (a table of contents, a badge, a list of in-page
+anchors) is navigation, not a sentence: it is never chosen.
+
+A chunk is a slice of its document cut by size (:mod:`plait.chunking`), so a sentence may
+be cut where a chunk ends or where the next one starts (its overlap). Such a piece is not
+a candidate: the first sentence of a chunk that continues its section (it starts after
+the document's start and not with a heading) begins where the overlap put it, and the
+last sentence of a chunk the chunker cut inside a paragraph (its length is the target's,
+no paragraph break in its cut window) when it has no sentence end. A sentence already
+chosen is not chosen again, nor one that is a prefix of it (or it of one): overlapping
+chunks hold the same sentences.
 
 Every candidate is scored with both arms' evidence at sentence level:
 
@@ -31,14 +42,18 @@ candidate at all (only headings, restated questions, code or diagrams) is not qu
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from markdown_it import MarkdownIt
 
+from plait.chunking import ChunkSettings
 from plait.embeddings.base import Embedder
 from plait.errors import ProviderError
-from plait.markdown import prose_blocks
+from plait.markdown import plain_text, prose_blocks
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.sentence_split import terminal
 from plait.retrieval.plan import lexical_terms
@@ -46,7 +61,16 @@ from plait.types import Hit
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DENSE_WEIGHT", "KEEP_SHARE", "ROW_SHARE", "Candidate", "candidates", "choose", "opening"]
+__all__ = [
+    "DENSE_WEIGHT",
+    "KEEP_SHARE",
+    "ROW_SHARE",
+    "Candidate",
+    "candidates",
+    "choose",
+    "navigation",
+    "opening",
+]
 
 #: A table row is a candidate only when it holds this share of the question's words.
 ROW_SHARE = 0.5
@@ -56,6 +80,15 @@ DENSE_WEIGHT = 0.5
 KEEP_SHARE = 0.5
 _MAX_CANDIDATES = 60
 _SENTENCE_CHARS = 400
+#: The chunker's cut: a chunk cut inside a paragraph ends at the whitespace nearest the
+#: target length (within this many characters), no paragraph break in its window.
+_CHUNKING = ChunkSettings()
+_CUT_SLACK = 40
+_SENTENCE_ENDS = frozenset(".!?…:")
+_HEADING_START = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t]|$)|[^\n]*\n[ \t]{0,3}(?:=+|-+)[ \t]*(?:\n|$)")
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
+_LINKS = {"link_open", "link_close", "image"}
+_NEUTRAL = {"softbreak", "hardbreak", "html_inline"}  # an anchor tag beside a link says nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +111,52 @@ def _identifiers(question: str) -> frozenset[str]:
     return frozenset(term for term in exact if any(not ch.isalpha() for ch in term))
 
 
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": True}).enable("table")
+
+
+def navigation(content: str) -> frozenset[str]:
+    """The visible text of every paragraph or list item of ``content`` that holds nothing
+    but links and images (whitespace and punctuation between them aside): a table of
+    contents, anchors, badges. None of them is a sentence.
+
+    >>> sorted(navigation("- [Meaning of SRID 4326](#meaning)\\n- See [the guide](g.md) first."))
+    ['Meaning of SRID 4326']
+    """
+    if "[" not in content:
+        return frozenset()
+    found: set[str] = set()
+    for token in _parser().parse(content):
+        if token.type != "inline" or not token.children:
+            continue
+        depth, linked, loose = 0, False, False
+        for child in token.children:
+            if child.type in _LINKS:
+                depth += {"link_open": 1, "link_close": -1}.get(child.type, 0)
+                linked = True
+            elif depth == 0 and child.type not in _NEUTRAL and any(
+                ch.isalnum() for ch in child.content
+            ):
+                loose = True
+                break
+        if linked and not loose:
+            found.add(" ".join(plain_text(token.content).split()))
+    return frozenset(found)
+
+
+def _cut(hit: Hit) -> tuple[bool, bool]:
+    """Whether ``hit`` starts and whether it ends inside a paragraph the chunker cut
+    (module docstring): its start when it continues its section, its end when its length
+    is the chunker's target and its cut window holds no paragraph break."""
+    content = hit.content
+    start = hit.metadata.get("charStart")
+    starts_cut = isinstance(start, int) and start > 0 and _HEADING_START.match(content) is None
+    low = _CHUNKING.target - _CHUNKING.window
+    ends_cut = abs(len(content) - _CHUNKING.target) <= _CUT_SLACK and not _PARAGRAPH_BREAK.search(content, low)
+    return starts_cut, ends_cut
+
+
 def candidates(question: str, sources: Sequence[Hit]) -> list[Candidate]:
     """Every sentence and answering row of ``sources``, with its lexical evidence."""
     wanted = content_stems(question)
@@ -87,7 +166,10 @@ def candidates(question: str, sources: Sequence[Hit]) -> list[Candidate]:
         carry: frozenset[str] = frozenset()
         position = 0
         table = hit.metadata.get("table")  # the header of a table the chunk continues
-        for block in prose_blocks(hit.content, table=table if isinstance(table, str) else None):
+        blocks = prose_blocks(hit.content, table=table if isinstance(table, str) else None)
+        links = navigation(hit.content)
+        starts_cut, ends_cut = _cut(hit)
+        for index, block in enumerate(blocks):
             if block.kind == "row":
                 stems = text_stems(block.text)
                 share = len(wanted & stems) / max(1, len(wanted))
@@ -98,10 +180,20 @@ def candidates(question: str, sources: Sequence[Hit]) -> list[Candidate]:
                 position += 1
                 carry = frozenset()
                 continue
-            for sentence in sentences(block.text):
+            if block.text in links:
+                position += 1
+                carry = frozenset()
+                continue
+            pieces = sentences(block.text)
+            for at, sentence in enumerate(pieces):
                 position += 1
                 stems = wanted & text_stems(sentence)
                 end = terminal(sentence)  # closing quotes and brackets aside: '"Why?"'
+                first = starts_cut and index == 0 and at == 0
+                last = ends_cut and index == len(blocks) - 1 and at == len(pieces) - 1
+                if first or (last and end not in _SENTENCE_ENDS):
+                    carry = frozenset()  # a piece of a sentence cut at the chunk's edge
+                    continue
                 if end == "?":
                     carry = stems  # a question restated is not an answer
                     continue
@@ -149,14 +241,19 @@ def choose(
     ranked = sorted(found, key=lambda c: (-c.score, c.n, c.position))
     best = ranked[0].score
     chosen: list[Candidate] = []
-    seen: set[str] = set()
     for candidate in ranked:
         if len(chosen) >= max_sentences or candidate.score < KEEP_SHARE * best:
             break
-        if candidate.text not in seen:
-            seen.add(candidate.text)
+        if not any(_same(candidate.text, c.text) for c in chosen):
             chosen.append(candidate)
     return chosen
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two sentences are one: equal, or one a prefix of the other (a sentence
+    trimmed, or cut where an overlapping chunk ends), trailing " …" aside."""
+    a, b = a.removesuffix(" …"), b.removesuffix(" …")
+    return a.startswith(b) or b.startswith(a)
 
 
 def opening(question: str, sources: Sequence[Hit]) -> Candidate | None:

@@ -1,0 +1,146 @@
+"""Extractive answers quote sentences, never navigation, chunk-edge pieces or repeats
+(:mod:`plait.ask_extract`, :func:`plait.ask._quote_candidates`).
+
+Found on real repositories: teaching-vacancies' "What does SRID 4326 mean for how
+locations are stored?" was answered "Meaning of SRID 4326 [1] How we store locations [1]
+…", two table-of-contents links, and the quote of [1] was the raw
+"[Meaning of SRID 4326](#meaning-of-srid-4326)"; on manage-get-gov one sentence was
+quoted whole from one chunk and again cut ("…make sure "Staff") from the chunk that ends
+inside it; and a passage holding no sentence was named "holds no sentence to quote [1]"
+while its citation quoted one of its lead-ins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from plait.ask import _quote_candidates
+from plait.ask_extract import candidates, choose, navigation
+from plait.embeddings.fake import FakeEmbedder
+from plait.service import Plait
+from plait.sources.base import SourceDocument, SourcePart
+from plait.types import FileOrigin, Hit, Match, Ranks
+
+
+def _hit(n: int, content: str, heading: list[str], **metadata: Any) -> Hit:
+    return Hit(
+        chunk_id=f"c{n}",
+        content=content,
+        score=1.0 / n,
+        vector_score=None,
+        lexical_score=1.0,
+        match=Match.LEXICAL,
+        scope="docs",
+        ranks=Ranks(lexical=n),
+        origin=FileOrigin(source_path="geo.md", heading_path=heading),
+        metadata=metadata,
+    )
+
+
+_TOC = (
+    "## Index\n"
+    "- [Introduction](#introduction)\n"
+    "- [How we store locations](#how-we-store-locations)\n"
+    "  - [Meaning of SRID 4326](#meaning-of-srid-4326)\n"
+    "- [Why not just Geometry](#why-not-just-geometry) · [Performance](#performance)\n"
+)
+_BODY = (
+    "## How we store locations\n\n"
+    "Locations are stored as `geometry` with [SRID 4326](https://epsg.io/4326), "
+    "so they are latitude and longitude.\n"
+)
+SRID = "What does SRID 4326 mean for how locations are stored?"
+
+
+def test_table_of_contents_links_are_not_sentences() -> None:
+    sources = [_hit(1, _TOC, ["Geo", "Index"]), _hit(2, _BODY, ["Geo", "How we store locations"])]
+    # before: "Meaning of SRID 4326" (srid, 4326: 2 of the 5 words) and "How we store
+    # locations" (store, locat: 2) of source 1 were chosen first
+    assert [(c.n, c.text) for c in candidates(SRID, sources)] == [
+        (2, "Locations are stored as geometry with SRID 4326, so they are latitude and longitude.")
+    ]
+    (chosen,) = choose(SRID, sources, max_sentences=3)
+    assert (chosen.n, chosen.lexical) == (2, 0.8)  # srid, 4326, store, locat of {srid, 4326, mean, locat, store}
+    # the list items that are only a link (or two, "·" between them) are navigation;
+    # a sentence holding a link is not
+    assert navigation(_TOC) == {
+        "Introduction",
+        "How we store locations",
+        "Meaning of SRID 4326",
+        "Why not just Geometry · Performance",
+    }
+    assert navigation(_BODY) == set()
+
+
+def test_a_quote_writes_a_link_as_its_text_and_never_quotes_navigation() -> None:
+    # before: "[Meaning of SRID 4326](#meaning-of-srid-4326)" and the other links, as written
+    assert _quote_candidates(_TOC) == []
+    assert _quote_candidates(_BODY) == [
+        "Locations are stored as `geometry` with SRID 4326, so they are latitude and longitude."
+    ]
+    badge = "[![Build](https://ci.example/badge.svg)](https://ci.example) See ![the map](m.png) and `[a](b)`."
+    assert _quote_candidates(badge) == ["Build See the map and `[a](b)`."]
+
+
+_STEP = '5. If the user needs the admin pages, make sure "Staff Status" is checked in the permissions.'
+STAFF = "How do I give a user Staff Status for the admin pages?"
+
+
+def test_a_sentence_quoted_once_is_not_quoted_again_cut() -> None:
+    # no chunk offsets: nothing is known cut; the piece that is a prefix of the whole
+    # sentence is the same sentence and is not repeated
+    cut = '4. Open the user.\n5. If the user needs the admin pages, make sure "Staff'
+    sources = [_hit(1, _STEP, ["Roles"]), _hit(2, cut, ["Roles"])]
+    chosen = choose(STAFF, sources, max_sentences=3)
+    # {give, user, staff, status, admin, page}: the step holds 5, the cut piece 4 (over
+    # half the best: chosen before), "Open the user." 1 (under half)
+    assert [(c.n, c.text, c.lexical) for c in chosen] == [
+        (1, 'If the user needs the admin pages, make sure "Staff Status" is checked in the permissions.', 5 / 6)
+    ]
+
+
+def test_a_sentence_cut_at_a_chunk_edge_is_not_a_candidate() -> None:
+    # chunk 1 was cut inside a paragraph: 1200 characters (the chunker's target), no
+    # paragraph break after character 1000, its last sentence ends mid-word; chunk 2
+    # continues the section (offset 1050, no heading), from the overlap: its first
+    # sentence starts mid-sentence
+    steps = "".join(f"{i}. Open the panel named p{i:02d} and read every line of its label.\n" for i in range(1, 19))
+    first = "# Roles\n\n" + steps + '19. If the user needs the admin pages, make sure "Staff'
+    assert len(first) == 1189  # 9 + 18 steps of 63 characters + 46
+    second = 'the admin pages, make sure "Staff Status" is checked.\n20. Click Save to apply the admin change.'
+    sources = [
+        _hit(1, first, ["Roles"], charStart=0, charEnd=1189),
+        _hit(2, second, ["Roles"], charStart=1050, charEnd=1050 + len(second)),
+    ]
+    found = [(c.n, c.text) for c in candidates(STAFF, sources) if "admin" in c.text]
+    # before: also (1, '…make sure "Staff') and (2, 'the admin pages, make sure "Staff Status" is checked.')
+    assert found == [(2, "Click Save to apply the admin change.")]
+    # without offsets chunk 2 is not known to continue a section: its first piece is a
+    # candidate; chunk 1's end is still known cut (by its length and its window)
+    bare = [_hit(1, first, ["Roles"]), _hit(2, second, ["Roles"])]
+    assert [c.n for c in candidates(STAFF, bare) if "Staff" in c.text] == [2]
+
+
+def test_a_passage_named_for_holding_no_sentence_is_not_quoted(tmp_path: Path) -> None:
+    # a heading, two lead-ins and code: no sentence to quote, so the answer names the
+    # passage and its citation quotes its heading (before: the lead-in
+    # "it may help to resync your laptop with time.nist.gov:")
+    text = (
+        "# Development\n\n## Login Time Bug\n\n"
+        "If you see errors about a token issued in the future like this:\n\n"
+        "```\nERROR [djangooidc.oidc:243] Issued in the future\n```\n\n"
+        "it may help to resync your laptop with time.nist.gov:\n\n"
+        "```\nsudo sntp -sS time.nist.gov\n```\n"
+    )
+    doc = SourceDocument(
+        source_id="dev.md",
+        scope="docs",
+        parts=(SourcePart(text=text, origin=FileOrigin(source_path="dev.md", title="Dev"), markdown=True),),
+    )
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=32), llm="none") as engine:
+        engine.index_documents([doc])
+        result = engine.ask("What fixes djangooidc.oidc:243 Issued in the future?", min_term_coverage=0.1)
+    assert result.mode == "extractive"
+    assert result.answer == "The closest passage (“Development › Login Time Bug”) holds no sentence to quote [1]"
+    (citation,) = result.citations
+    assert citation.quote == "Login Time Bug"
