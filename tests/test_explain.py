@@ -275,3 +275,106 @@ def test_cli_text_names_each_stages_chunk_when_a_documents_stages_found_differen
     with console.capture() as captured:
         _print_explain(same)
     assert "· chunk" not in captured.get()
+
+
+# -- the advice names knobs the search's fusion takes, and the ask-gate line its chunk ---------
+
+
+def test_top_k_advice_is_a_knob_the_collections_fusion_takes(tmp_path: Path) -> None:
+    """The diagnosis said "tilt lexical_weight towards the arm that ranks it better" under the
+    default adaptive fusion, which refuses lexicalWeight: following it failed."""
+    query = "refund"
+    docs = {"x": "refund refund refund pad", "target": "refund pad pad pad", "y": "unrelated words only"}
+    # dense: y 1st, x 2nd, target 3rd; lexical: x 1st (three "refund"), target 2nd, y absent
+    overrides = {query: angle(0), docs["y"]: angle(1), docs["x"]: angle(5), docs["target"]: angle(10)}
+    with engine_with(tmp_path, docs, overrides) as engine:
+        result = engine.explain(query, doc="target", k=1)
+        # the advice, followed: each is accepted (the old one is refused)
+        followed = engine.search(query, k=1, fusion="rrf", lexical_weight=0.7)
+        engine.search_request("default", {"query": query, "k": 1, "fusion": {"method": "adaptive", "denseWeight": 0.2}})
+        with pytest.raises(ValidationError, match="lexicalWeight does not apply to fusion 'adaptive'"):
+            engine.search(query, k=1, lexical_weight=0.7)
+    # adaptive, min-max per arm: the target is the minimum of both arms, 0 + 0: fused 3rd
+    assert (result.lexical.rank, result.dense.rank, result.fusion.rank) == (2, 3, 3)
+    assert result.fusion.settings.method == "adaptive" and result.fusion.settings.estimated_base is None
+    assert result.diagnosis.code == "top-k"
+    assert result.diagnosis.message == (
+        "both arms found it (lexical 2, dense 3, fused 3) but fusion ranked it past the cut at 1: raise k, "
+        "or lean fusion towards the lexical arm, which ranks it better: "
+        'fusion {"method": "adaptive", "denseWeight": 0.2} (the base, now 0.4), '
+        "or fusion rrf with lexicalWeight 0.7 (CLI: --fusion rrf --lexical-weight 0.7)"
+    )
+    # RRF 0.3/61 + 0.7/62 (x: 0.7/61 + 0.3/62) is below x still; the advice is accepted, not a promise
+    assert [h.metadata["docId"] for h in followed.hits] == ["x"]
+
+
+def test_advice_per_fusion_method() -> None:
+    from plait.explain_models import tilt_advice
+    from plait.types import FusionSettings
+
+    assert tilt_advice(FusionSettings(method="rrf", lexical_weight=0.9), "dense") == (
+        "lexicalWeight 0.7 (now 0.9; CLI: --lexical-weight 0.7)"
+    )
+    assert tilt_advice(FusionSettings(method="rrf", lexical_weight=1.0), "lexical") is None  # nothing further
+    rrf = "fusion rrf with lexicalWeight 0.7 (CLI: --fusion rrf --lexical-weight 0.7)"
+    assert tilt_advice(FusionSettings(method="weighted"), "lexical") == (
+        f'fusion {{"method": "weighted", "vectorWeight": 0.4, "lexicalWeight": 0.6}} (now 0.6 / 0.4), or {rrf}'
+    )
+    assert tilt_advice(FusionSettings(method="dbsf", dense_weight=0.5), "lexical") == (
+        f'fusion {{"method": "dbsf", "denseWeight": 0.3}} (now 0.5), or {rrf}'
+    )
+    # adaptive: the collection's estimate is the base a request's denseWeight replaces
+    assert tilt_advice(FusionSettings(method="adaptive", estimated_base=0.9), "lexical") == (
+        f'fusion {{"method": "adaptive", "denseWeight": 0.7}} (the base, now 0.9), or {rrf}'
+    )
+    assert tilt_advice(FusionSettings(method="minmax", dense_weight=0.0), "lexical") == rrf
+
+
+def test_fusion_demoted_advice_under_rrf_names_the_lexical_weight(tmp_path: Path) -> None:
+    # the case of tests/test_pipeline_trace.py: lexical 12, dense 2, fused 11 of 11, RRF 0.9
+    docs = {f"d{i:02d}": " ".join(["refund"] * (13 - i) + ["pad"] * i) for i in range(1, 12)}
+    docs["target"] = " ".join(["refund"] + ["pad"] * 12)
+    docs["x"] = "unrelated words only"
+    overrides = {"refund": angle(0), docs["x"]: angle(0.5), docs["target"]: angle(1)}
+    overrides |= {docs[f"d{i:02d}"]: angle(2 + i) for i in range(1, 12)}
+    with engine_with(tmp_path, docs, overrides) as engine:
+        result = engine.explain("refund", doc="target", k=11, fusion="rrf", lexical_weight=0.9)
+    assert result.diagnosis.code == "fusion-demoted"
+    assert result.diagnosis.message.endswith(
+        "— if it should rank higher, lean fusion towards the dense arm: lexicalWeight 0.7 (now 0.9; "
+        "CLI: --lexical-weight 0.7)"
+    )
+
+
+def test_ask_gate_line_names_the_chunk_its_verdict_is_about(tmp_path: Path) -> None:
+    """The ask-gate line reported the document's first chunk ("not a lexical hit") under a
+    lexical line that ranked another of its chunks: it now reports the explained chunk and
+    names it."""
+    from plait.cli.explain import _print_explain
+    from plait.cli.options import console
+    from plait.sources.base import SourceDocument, SourcePart
+    from plait.types import FileOrigin
+
+    query = "cart refused weekend promotion banner"  # the body holds 2 of its 5 words
+    intro, body = "billing notes about refunds", "the cart was refused"
+    origin = FileOrigin(source_path="kb.md", title="KB")
+    doc = SourceDocument(
+        source_id="kb.md", scope="docs", metadata={"docId": "kb"},
+        parts=(SourcePart(text=intro, origin=origin, key="a"), SourcePart(text=body, origin=origin, key="b")),
+    )
+    overrides = {query: angle(0), intro: angle(60), body: angle(70)}  # cosines 0.5 and 0.342
+    with engine_with(tmp_path, {"f": "inventory filler note"}, overrides | {"inventory filler note": angle(85)}) as engine:
+        engine.index_documents([doc])
+        result = engine.explain(query, doc="kb", k=3)
+    first, second = result.chunks  # by ordinal: the intro (no query term), then the body
+    assert (first.lexical_rank, second.lexical_rank) == (None, 1)
+    assert result.fusion.chunk_id == result.lexical.chunk_id == second.chunk_id
+    gate = result.ask_gate
+    assert gate is not None and not any(check.passed for check in gate.checks)
+    assert gate.checks[0].chunk_id == first.chunk_id and "not a lexical hit" in gate.checks[0].reason
+    assert gate.verdict is not None and gate.verdict.chunk_id == second.chunk_id
+    assert "not a lexical hit" not in gate.verdict.reason
+    with console.capture() as captured:
+        _print_explain(result)
+    line = " ".join(captured.get().split("ask gate", 1)[1].split("diagnosis", 1)[0].split())
+    assert f"· chunk {second.chunk_id}: {gate.verdict.reason}" in line

@@ -480,6 +480,7 @@ def explain(
             store, collection, req.query, chunks, journeys,
             embedder=embedder if req.mode == SearchMode.HYBRID else None,
             lexical=req.mode != SearchMode.VECTOR,
+            focus=focus.chunk_id if focus is not None else None,
         ),
     )
 

@@ -22,9 +22,12 @@ def ask_gate_stage(
     *,
     embedder: Embedder | None,
     lexical: bool = True,
+    focus: str | None = None,
 ) -> AskGateStage:
-    """The ask gate of the collection (calibrated first if it changed, as ask does) and
-    each chunk's verdict (cosine from the dense arm)."""
+    """The ask gate of the collection (calibrated first if it changed, as ask does), each
+    chunk's verdict (cosine from the dense arm) and the one to report
+    (:attr:`AskGateStage.verdict`: the first that passes, else ``focus``'s, the explained
+    chunk; else the first)."""
     from plait.ask_gate import judge, question_identifiers, resolve_gate, unknown_terms
     from plait.ask_gate_state import ensure_gate_read
     from plait.collection_settings import read_collection, read_settings
@@ -55,5 +58,9 @@ def ask_gate_stage(
         )
         for c, j in zip(chunks, journeys, strict=True)
     ]
-    return AskGateStage(gate=gate, checks=checks)
+    passed = [check for check in checks if check.passed]
+    focused = [check for check in checks if check.chunk_id == focus]
+    shown = passed or focused or checks
+    verdict = shown[0] if shown else None
+    return AskGateStage(gate=gate, checks=checks, verdict=verdict)
 

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from plait.ask_gate import Gate, GateVerdict
 from plait.retrieval.request import SearchRequest
-from plait.types import FusionSettings, Model, SearchMode
+from plait.types import FusionMethod, FusionSettings, Model, SearchMode
 
 __all__ = [
     "ArmStage",
@@ -36,6 +36,7 @@ __all__ = [
     "Stage",
     "TermMatch",
     "diagnose",
+    "tilt_advice",
 ]
 
 class DiagnosisCode(StrEnum):
@@ -178,6 +179,11 @@ class AskGateStage(Model):
 
     gate: Gate
     checks: list[GateVerdict] = Field(default_factory=list)
+    verdict: GateVerdict | None = None
+    """The one check a one-line summary reports, of ``checks``: the first chunk that passes
+    (ask could answer from the document), else the explained chunk's (the best fused, else
+    best lexical, else best dense one: the chunk explain's fusion line is about); its
+    ``chunkId`` says which."""
 
 
 class ExplainResult(Model):
@@ -197,6 +203,63 @@ class ExplainResult(Model):
     diagnosis: Diagnosis
     ask_gate: AskGateStage | None = None
 
+
+
+#: How far :func:`tilt_advice` moves a weight (0..1) towards the arm asked for.
+TILT_STEP = 0.2
+
+
+def _moved(value: float, towards: int) -> float | None:
+    """``value`` moved :data:`TILT_STEP` up (``towards`` 1) or down (-1) within 0..1; None
+    when it is already at that end."""
+    moved = round(min(1.0, max(0.0, value + towards * TILT_STEP)), 4)
+    return None if moved == round(value, 4) else moved
+
+
+def tilt_advice(settings: FusionSettings, arm: Literal["lexical", "dense"]) -> str | None:
+    """A change that leans this search's fusion towards ``arm``, in knobs its method takes
+    (a knob of another method is refused: ``lexicalWeight does not apply to fusion
+    'adaptive'``), each said as the request field and, where the CLI has one, its flag; or
+    None when the method's weight is already at that end and nothing can lean further.
+
+    ``rrf`` takes ``lexicalWeight`` (``--lexical-weight``); ``weighted`` its fusion object's
+    ``vectorWeight``/``lexicalWeight``; ``minmax``, ``dbsf`` and ``adaptive`` a
+    ``denseWeight`` in a fusion object (adaptive: the base its per-query weight moves
+    around, in place of the collection's estimate). The CLI has no flag for those, so the
+    advice also names RRF with the lexical weight, which every interface takes
+    (``--fusion rrf --lexical-weight``).
+
+    >>> tilt_advice(FusionSettings(method="rrf"), "lexical")
+    'lexicalWeight 0.7 (now 0.5; CLI: --lexical-weight 0.7)'
+    >>> tilt_advice(FusionSettings(method="minmax", dense_weight=0.4), "dense")
+    'fusion {"method": "minmax", "denseWeight": 0.6} (now 0.4), or fusion rrf with lexicalWeight 0.3 (CLI: --fusion rrf --lexical-weight 0.3)'
+    """
+    towards = 1 if arm == "lexical" else -1  # the direction of the lexical weight
+    method = settings.method
+    if method == FusionMethod.RRF:
+        now = settings.lexical_weight
+        to = _moved(now, towards)
+        return None if to is None else f"lexicalWeight {to:g} (now {now:g}; CLI: --lexical-weight {to:g})"
+    rrf_to = 0.5 + towards * TILT_STEP
+    rrf = f"fusion rrf with lexicalWeight {rrf_to:g} (CLI: --fusion rrf --lexical-weight {rrf_to:g})"
+    if method == FusionMethod.WEIGHTED:
+        vector, lexical = settings.vector_weight, settings.lexical_score_weight
+        new_lexical, new_vector = _moved(lexical, towards), _moved(vector, -towards)
+        if new_lexical is None and new_vector is None:
+            return rrf
+        return (
+            f'fusion {{"method": "weighted", "vectorWeight": {new_vector if new_vector is not None else vector:g}, '
+            f'"lexicalWeight": {new_lexical if new_lexical is not None else lexical:g}}} '
+            f"(now {vector:g} / {lexical:g}), or {rrf}"
+        )
+    base = settings.estimated_base if method == FusionMethod.ADAPTIVE and settings.estimated_base is not None else (
+        settings.dense_weight
+    )
+    to = _moved(base, -towards)
+    if to is None:
+        return rrf
+    what = "the base, now" if method == FusionMethod.ADAPTIVE else "now"
+    return f'fusion {{"method": "{method.value}", "denseWeight": {to:g}}} ({what} {base:g}), or {rrf}'
 
 
 def _rank(value: int | None) -> str:
@@ -344,12 +407,17 @@ def diagnose(
         low = weak_rank if weak_rank is not None else depth + 1
         if fused_rank - strong_rank > low - fused_rank:
             where = f"rank {weak_rank}" if weak_rank is not None else "leaving it out"
+            advice = tilt_advice(settings, "lexical" if strong == "lexical" else "dense")
+            lean = (
+                f"lean fusion towards the {strong} arm: {advice}" if advice
+                else f"fusion already weighs the {strong} arm alone"
+            )
             return Diagnosis(
                 code=DiagnosisCode.FUSION_DEMOTED,
                 stage="fusion",
                 message=f"fusion demoted it ({ranks}): the {strong} arm had it at {strong_rank}, and "
                 f"the {weak} arm ({where}) pulled it down further than the {strong} arm held it up "
-                f"— if it should rank higher, tilt the fusion weight towards the {strong} arm",
+                f"— if it should rank higher, {lean}",
             )
         rescue = (
             "the lexical arm rescued the exact term the dense arm did not see"
@@ -386,9 +454,13 @@ def diagnose(
             message=f"the dense arm did not put it in its top {depth} (dense rank {_rank(dense_rank)}); "
             f"lexical alone (rank {lex_rank}) left it at fused {fused_rank}, past the cut at {cut}",
         )
+    better: Literal["lexical", "dense"] | None = None
+    if lex_rank is not None and dense_rank is not None and lex_rank != dense_rank:
+        better = "lexical" if lex_rank < dense_rank else "dense"
+    advice = tilt_advice(settings, better) if better else None
+    lean = f", or lean fusion towards the {better} arm, which ranks it better: {advice}" if advice else ""
     return Diagnosis(
         code=DiagnosisCode.TOP_K,
         stage="fusion",
-        message=f"both arms found it ({ranks}) but fusion ranked it past the cut at {cut}: "
-        "raise k, or tilt lexical_weight towards the arm that ranks it better",
+        message=f"both arms found it ({ranks}) but fusion ranked it past the cut at {cut}: raise k{lean}",
     )

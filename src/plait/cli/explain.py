@@ -171,12 +171,14 @@ def _print_explain(result: Any) -> None:
         )
     if result.ask_gate is not None:
         gate = result.ask_gate.gate
-        passed = [c for c in result.ask_gate.checks if c.passed]
-        shown = passed[0] if passed else (result.ask_gate.checks[0] if result.ask_gate.checks else None)
+        shown = result.ask_gate.verdict
+        # the verdict's chunk is named unless every stage line is about that same chunk
+        other = shown is not None and shown.chunk_id not in {lex.chunk_id, dense.chunk_id, fus.chunk_id}
+        about = _chunk(shown.chunk_id, named or other) if shown is not None else ""
         console.print(
             f"[bold]ask gate[/bold]   cosine ≥ {gate.min_cosine:.4f} ({gate.cosine_source}) or term coverage ≥ "
             f"{gate.min_term_coverage:.2f} ({gate.coverage_source}){calibration_note(gate)}"
-            + (f": {escape(shown.reason)}" if shown is not None else ""),
+            + (f"{about}: {escape(shown.reason)}" if shown is not None else ""),
             highlight=False,
         )
     console.print(
