@@ -78,3 +78,9 @@ def test_user_errors_exit_1_without_traceback(store: str) -> None:
     assert result.exit_code == 1 and "query is empty" in result.stderr
     result = runner.invoke(app, ["search", "x", "--store", store, "--embedder", "bogus"])
     assert result.exit_code == 1 and "bogus" in result.stderr
+    # a message quoting the user's input is printed as text, never read as rich markup
+    # (a MarkupError traceback before), and on one line whatever its length
+    odd = "/tmp/[/x]" + "-long" * 30
+    result = runner.invoke(app, ["reindex", "--store", store, "--source", odd])
+    assert result.exit_code == 1, result.output
+    assert result.stderr == f"error: {odd} is not a recorded source of collection 'default' (recorded: {EXAMPLES})\n"

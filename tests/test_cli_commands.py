@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -60,3 +61,27 @@ def test_entry_point_and_module_run() -> None:
     assert done.returncode == 0, done.stderr
     for name in ("index", "search", "explain", "ask", "serve", "refinery", "faq", "keys", "eval"):
         assert name in done.stdout
+
+
+def test_piped_output_is_not_cut_to_80_columns(tmp_path: Path) -> None:
+    """``plait coverage | cat`` printed "prese…", "index…" (rich's 80 columns for a
+    pipe); a pipe now gets 160, and ``COLUMNS`` still decides when set."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    db = str(tmp_path / "p.db")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+
+    def run(*args: str, columns: str | None = None) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "plait.cli", *args, "--store", db, "--embedder", "fake"],
+            capture_output=True, text=True, timeout=120, check=False,
+            env=env if columns is None else {**env, "COLUMNS": columns},
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run("index", str(docs))
+    wide = run("coverage")
+    assert "present" in wide and "indexed" in wide and "last indexed" in wide and "…" not in wide
+    assert "…" in run("coverage", columns="60")

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt
+from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt, make_console
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.collection_settings import write_settings
@@ -37,8 +36,8 @@ from plait.types import to_json
 __all__ = ["register"]
 
 T = TypeVar("T")
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 DatasetArg = Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.")]
 SplitOpt = Annotated[str, typer.Option(help="The qrels split to evaluate.")]

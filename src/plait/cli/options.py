@@ -7,6 +7,7 @@ them: no cycle)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 
 from plait.config import Settings
 from plait.errors import PlaitError
@@ -37,15 +39,31 @@ __all__ = [
     "console",
     "err",
     "fail",
+    "make_console",
     "open_engine",
     "print_json",
     "run_or_exit",
 ]
 
 T = TypeVar("T")
+#: Columns for output that goes to a pipe or a file: rich's 80 cut table cells to
+#: "prese…" and wrapped paths mid-line. ``COLUMNS`` still wins; a terminal uses its size.
+PIPE_WIDTH = 160
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console for stdout (or stderr): the terminal's width, else :data:`PIPE_WIDTH`."""
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        piped = not stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        piped = True
+    return Console(stderr=stderr, width=PIPE_WIDTH if piped and "COLUMNS" not in os.environ else None)
+
+
 #: Where every command prints its results, and its errors.
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 _err = err
 
 
@@ -121,7 +139,7 @@ DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (and pe
 
 def fail(message: str) -> NoReturn:
     """A user error: ``message`` as one red line on stderr, exit code 1."""
-    _err.print(f"[red]error:[/red] {message}", highlight=False)
+    _err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(1) from None
 
 
