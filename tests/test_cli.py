@@ -84,3 +84,31 @@ def test_user_errors_exit_1_without_traceback(store: str) -> None:
     result = runner.invoke(app, ["reindex", "--store", store, "--source", odd])
     assert result.exit_code == 1, result.output
     assert result.stderr == f"error: {odd} is not a recorded source of collection 'default' (recorded: {EXAMPLES})\n"
+
+
+def test_a_failed_first_command_leaves_no_store_file(tmp_path: Path) -> None:
+    """``plait index /no/such/folder --store new.db`` left an empty 150 KB store; a store
+    that already holds a collection is never removed, whatever fails."""
+    db = tmp_path / "new.db"
+    missing = str(tmp_path / "no-such-folder")
+    result = runner.invoke(app, ["index", missing, "--store", str(db), "--embedder", "fake"])
+    assert result.exit_code == 1 and "does not exist" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    assert runner.invoke(app, ["index", str(docs), "--store", str(db), "--embedder", "fake"]).exit_code == 0
+    result = runner.invoke(app, ["index", missing, "--store", str(db), "--embedder", "fake"])
+    assert result.exit_code == 1 and db.is_file()
+    shown = runner.invoke(app, ["search", "alpha", "--store", str(db), "--embedder", "fake", "--json"])
+    assert json.loads(shown.stdout)["hits"][0]["origin"]["sourcePath"] == "a.md"
+
+
+def test_the_library_removes_only_a_new_empty_store_after_a_failure(tmp_path: Path) -> None:
+    from plait.service import Plait
+
+    with pytest.raises(RuntimeError), Plait(str(tmp_path / "failed.db"), embedder=None):
+        raise RuntimeError("boom")
+    with Plait(str(tmp_path / "fine.db"), embedder=None):
+        pass  # no failure: the (empty) store the caller asked for stays
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["fine.db"]

@@ -38,7 +38,7 @@ from plait.search import SearchService
 from plait.service_indexing import IndexingMixin
 from plait.service_querying import QueryingMixin
 from plait.sources.walks import WalkCache
-from plait.stores import Store, open_store
+from plait.stores import Store, new_sqlite_file, open_store
 from plait.types import CollectionInfo, DeletedCollection
 from plait.usage import UsageReport, since_bucket, usage_report
 
@@ -107,8 +107,11 @@ class Plait(IndexingMixin, QueryingMixin):
         self._keys = Path(keys) if keys is not None else None
         self.backfill_batch = _backfill_batch(backfill_batch)
         self.walks = WalkCache(max_age=walk_max_age)
+        self._new_file: Path | None = None  # the SQLite file this engine created, if it did
         if store is None or isinstance(store, str):
-            store = open_store(Settings.resolve(store=store).store, create=create_store)
+            url = Settings.resolve(store=store).store
+            self._new_file = new_sqlite_file(url) if create_store else None
+            store = open_store(url, create=create_store)
         self.store: Store = store
         self._reindex_lock = threading.Lock()
         self._embedder_choice = embedder
@@ -269,17 +272,30 @@ class Plait(IndexingMixin, QueryingMixin):
             if isinstance(target, str):
                 opened.close()
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """Close the store and providers. ``failed`` (the work inside the engine raised):
+        a SQLite file this engine created that still holds no collection is removed, so
+        a failed first command (``plait index /no/such/folder``) leaves nothing behind."""
         if self._refinery is not None:
             self._refinery.close()
         closer = getattr(self._llm, "close", None)
         if callable(closer):
             closer()
+        discard = failed and self._new_file is not None and not self._holds_anything()
         self.store.close()
+        if discard and self._new_file is not None:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{self._new_file}{suffix}").unlink(missing_ok=True)
+
+    def _holds_anything(self) -> bool:
+        try:
+            return bool(self.store.list_collections())
+        except Exception:  # noqa: BLE001 - cannot tell: keep the file
+            return True
 
     def __enter__(self) -> Plait:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(failed=exc_type is not None)
 

@@ -96,8 +96,10 @@ def open_engine(
         fail(str(exc))
     try:
         yield engine
-    finally:
-        engine.close()
+    except BaseException:
+        engine.close(failed=True)  # a store this command created and left empty goes
+        raise
+    engine.close()
 
 
 def collection_name(name: str | None) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "SourceInfo",
     "Store",
     "StoredChunk",
+    "new_sqlite_file",
     "open_store",
 ]
 
@@ -64,3 +65,14 @@ def open_store(url: str, *, create: bool = True) -> Store:
             f"store {path} does not exist (check --store or PLAIT_STORE; `plait index` creates one)"
         )
     return SQLiteStore(path)
+
+
+def new_sqlite_file(url: str) -> Path | None:
+    """The file :func:`open_store` would create for ``url``: a SQLite path that does not
+    exist yet; None for every other store (a server, ``:memory:``, an existing file)."""
+    if url.startswith("sqlite:///"):
+        url = url[len("sqlite:///") :]
+    elif "://" in url or url == ":memory:":
+        return None
+    path = Path(url).expanduser()
+    return None if path.exists() else path
