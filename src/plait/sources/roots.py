@@ -24,7 +24,7 @@ from plait.sources.git import GitSource, is_git_work_tree
 from plait.sources.jsonl import JsonlSource
 from plait.sources.sessions import DEFAULT_SESSION_SCOPE, SessionSource
 
-__all__ = ["ROOT_KINDS", "describe_root", "open_root", "parse_scope_rules", "root_key"]
+__all__ = ["ROOT_KINDS", "beir_corpus", "describe_root", "open_root", "parse_scope_rules", "root_key"]
 
 ROOT_KINDS = ("folder", "git", "jsonl", "sessions")
 
@@ -51,14 +51,17 @@ def describe_root(
     scope: str | None = None,
 ) -> dict[str, Any]:
     """The root record for a path; ``kind`` None picks one: a ``.jsonl`` file is a
-    JSONL corpus, a git working tree or a folder inside one (or any path with ``ref``) a git source,
-    any other folder a folder source."""
+    JSONL corpus, and so is a BEIR dataset folder (:func:`beir_corpus`: its
+    ``corpus.jsonl``); a git working tree or a folder inside one (or any path with ``ref``)
+    a git source, any other folder a folder source."""
     target = Path(path).expanduser()
     if kind is None:
         if ref is not None:
             kind = "git"
         elif target.is_file() and target.suffix == ".jsonl":
             kind = "jsonl"
+        elif (corpus := beir_corpus(target)) is not None:
+            kind, target = "jsonl", corpus
         elif target.is_dir() and is_git_work_tree(target):
             kind = "git"
         else:
@@ -86,6 +89,17 @@ def describe_root(
     else:
         root["scope"] = scope or DEFAULT_SESSION_SCOPE
     return root
+
+
+def beir_corpus(folder: Path) -> Path | None:
+    """``folder/corpus.jsonl`` when ``folder`` is laid out as a BEIR dataset (``corpus.jsonl``,
+    ``queries.jsonl`` and a ``qrels/`` folder: what ``plait eval`` reads), else None. Read as
+    a folder, it would index the dataset's README and skip its corpus (no glob matches
+    ``.jsonl``)."""
+    corpus = folder / "corpus.jsonl"
+    if corpus.is_file() and (folder / "queries.jsonl").is_file() and (folder / "qrels").is_dir():
+        return corpus
+    return None
 
 
 def root_key(root: Mapping[str, Any]) -> str:
