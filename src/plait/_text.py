@@ -28,10 +28,11 @@ _MAX_DEPTH = 20
 
 def _describe(text: str, position: int, where: str) -> ValidationError:
     code = ord(text[position])
-    return ValidationError(
-        f"{where} contains a lone surrogate (U+{code:04X}) at character {position}: "
-        "text must be valid Unicode (UTF-8)"
-    )
+    if 0xDC80 <= code <= 0xDCFF:  # how Python reads a byte that is not UTF-8 (argv, file names)
+        what = f"the byte 0x{code - 0xDC00:02X}, which is not valid UTF-8 (or a lone surrogate U+{code:04X}),"
+    else:
+        what = f"a lone surrogate (U+{code:04X})"
+    return ValidationError(f"{where} contains {what} at character {position}: text must be valid Unicode (UTF-8)")
 
 
 def _first_surrogate(text: str) -> int | None:

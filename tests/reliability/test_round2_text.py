@@ -100,7 +100,11 @@ def test_the_cli_turns_invalid_utf8_argv_into_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in lines[0]
-    assert lines[0] == "error: query contains a lone surrogate (U+DCE9) at character 3: text must be valid Unicode (UTF-8)"
+    # the byte the user typed, not only Python's escape for it (U+DCE9 alone read as a character they passed)
+    assert lines[0] == (
+        "error: query contains the byte 0xE9, which is not valid UTF-8 (or a lone surrogate U+DCE9), "
+        "at character 3: text must be valid Unicode (UTF-8)"
+    )
 
 
 def test_a_file_name_that_is_not_utf8_is_skipped_not_fatal(tmp_path: Path) -> None:
