@@ -96,8 +96,9 @@ def open_engine(
         fail(str(exc))
     try:
         yield engine
-    except BaseException:
-        engine.close(failed=True)  # a store this command created and left empty goes
+    except BaseException as exc:
+        # a failed command removes a store it created and left empty (an Exit 0 is no failure)
+        engine.close(failed=not (isinstance(exc, typer.Exit) and exc.exit_code == 0))
         raise
     engine.close()
 

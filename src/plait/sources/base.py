@@ -63,8 +63,8 @@ class Scan:
     (relative paths, sorted): not indexed, by design (``git add`` them), and said so."""
     unread: set[str] = field(default_factory=set)
     """Skipped paths that are still there but whose content could not be used this time
-    (undecodable or binary, over the size limit, a read error): the indexer keeps the
-    version it indexed before instead of deleting it as vanished."""
+    (not valid UTF-8, over the size limit, a read error; not a file that became binary):
+    the indexer keeps the version it indexed before instead of deleting it as vanished."""
     total: int | None = None
     """How many sources ``seen`` will reach, when the source knows it before reading them
     (a folder walk's or a git tree's file list), so progress can show a total and an ETA;
