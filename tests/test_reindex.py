@@ -121,6 +121,8 @@ def test_a_file_that_became_undecodable_keeps_its_last_good_chunks(
     adr = next(row for row in engine.coverage().scopes if row.scope == "adr")
     # present, indexed, outdated (the kept version is stale), vanished (it is not)
     assert (adr.sources_present, adr.sources_indexed, adr.sources_outdated, adr.sources_vanished) == (2, 2, 1, 0)
+    (walked,) = engine.coverage().roots
+    assert [s.reason for s in walked.skipped] == [report.skipped[0].reason]  # coverage says it is kept too
     hit = engine.search("ERR-4012").hits[0]
     assert hit.origin.source_path == "docs/adr/0001-keys.md"  # type: ignore[union-attr]
     target.write_text(FILES["docs/adr/0001-keys.md"] + "\nSee café.\n", encoding="utf-8")

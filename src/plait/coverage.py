@@ -35,7 +35,7 @@ from pydantic import Field
 from plait.chunk_build import build_chunks
 from plait.chunking import ChunkSettings
 from plait.errors import NotFoundError
-from plait.sources.base import SourceDocument
+from plait.sources.base import SourceDocument, kept_skip
 from plait.sources.roots import root_key
 from plait.sources.walks import RootWalk, walk_root
 from plait.stores.base import Store
@@ -123,6 +123,7 @@ def _read_root(
         return unavailable, {}, set()
     present = dict(seen.scopes)
     outdated: set[str] = set()
+    held: dict[str, str] = {}
     if seen.unread:
         held = {s.source_id: s.scope for s in store.list_sources(collection, root=key) if s.source_id in seen.unread}
         present.update(held)
@@ -138,7 +139,7 @@ def _read_root(
         ref=ref,
         available=True,
         sources_present=len(present),
-        skipped=list(seen.skipped),
+        skipped=[kept_skip(item) if item.path in held else item for item in seen.skipped],
         skipped_by_type=dict(seen.skipped_by_type),
     )
     return figures, present, outdated

@@ -53,7 +53,7 @@ from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.events import EngineEvents
 from plait.fields import embedding_text
-from plait.sources.base import Scan, SourceDocument
+from plait.sources.base import Scan, SourceDocument, kept_skip
 from plait.stored_chunk import stored_chunk
 from plait.stores.base import ChunkState, SourceInfo, Store
 from plait.types import (
@@ -455,7 +455,7 @@ class Indexer:
                     run.deleted_sources.append(source.source_id)
                     run.scopes.add(source.scope)
         skipped = list(documents.skipped) if isinstance(documents, Scan) else []
-        skipped = [_held(item) if item.path in held else item for item in skipped]
+        skipped = [kept_skip(item) if item.path in held else item for item in skipped]
         skipped += conflicts
         by_type = dict(documents.skipped_by_type) if isinstance(documents, Scan) else {}
         seen = documents.seen if isinstance(documents, Scan) else run.docs
@@ -564,13 +564,6 @@ class Indexer:
             complete=not skipped and without == 0,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
         ).with_hidden_changes(run.hidden)
-
-
-def _held(item: SkippedSource) -> SkippedSource:
-    """``item``, saying that the version indexed before it became unreadable is kept."""
-    return item.model_copy(
-        update={"reason": f"{item.reason}; the version indexed before is kept (fix the file and reindex)"}
-    )
 
 
 def _reason(run: _Run, without: int) -> str | None:

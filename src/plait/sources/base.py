@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from plait.types import FileOrigin, SessionOrigin, SkippedSource
 
-__all__ = ["Scan", "Source", "SourceDocument", "SourcePart"]
+__all__ = ["Scan", "Source", "SourceDocument", "SourcePart", "kept_skip"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +79,11 @@ class Source(Protocol):
     """Anything that can be scanned into documents."""
 
     def scan(self) -> Scan: ...
+
+
+def kept_skip(item: SkippedSource) -> SkippedSource:
+    """A skipped source of :attr:`Scan.unread` that the index still holds, saying that the
+    version indexed before is kept."""
+    return item.model_copy(
+        update={"reason": f"{item.reason}; the version indexed before is kept (fix the file and reindex)"}
+    )
