@@ -109,6 +109,10 @@ def export_collection(store: Store, collection: str, path: str | Path) -> Archiv
     if info is None:
         raise NotFoundError(f"collection {collection!r} does not exist")
     target = Path(path)
+    if target.is_dir():
+        raise ValidationError(f"{target} is a folder: name the archive file (e.g. {target / (collection + '.jsonl.zst')})")
+    if not target.parent.is_dir():
+        raise ValidationError(f"{target.parent} does not exist: create the folder first")
     sources = store.list_sources(collection)
     rows = collection_records(store.records(), collection)
     vectors = info.chunks - info.chunks_without_vector
@@ -215,7 +219,28 @@ def _read(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, data
 
 
+def _zstd_problem(path: Path) -> str | None:
+    """Why a ``.zst`` archive cannot be read whole — not zstd, corrupt, or cut before its
+    frame ends (a truncated file otherwise reads as a shorter one) — else None."""
+    import zstandard
+
+    decompressor = zstandard.ZstdDecompressor().decompressobj()
+    try:
+        with path.open("rb") as raw:
+            while block := raw.read(1 << 20):
+                decompressor.decompress(block)
+                if decompressor.eof:
+                    break
+    except zstandard.ZstdError as exc:
+        return f"not a readable zstd archive ({exc})"
+    except OSError as exc:
+        return f"cannot read the archive: {exc}"
+    return None if decompressor.eof else "the zstd stream ends before its frame does: the archive is truncated"
+
+
 def _validate(path: Path) -> dict[str, Any]:
+    if path.suffix == ".zst" and (problem := _zstd_problem(path)) is not None:
+        raise ValidationError(f"{path}: {problem}")
     try:
         first = next(_lines(path), None)
     except (OSError, UnicodeDecodeError) as exc:

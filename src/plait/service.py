@@ -38,7 +38,7 @@ from plait.search import SearchService
 from plait.service_indexing import IndexingMixin
 from plait.service_querying import QueryingMixin
 from plait.sources.walks import WalkCache
-from plait.stores import Store, new_sqlite_file, open_store
+from plait.stores import Store, close_store, new_sqlite_file, open_store
 from plait.types import CollectionInfo, DeletedCollection
 from plait.usage import UsageReport, since_bucket, usage_report
 
@@ -281,17 +281,7 @@ class Plait(IndexingMixin, QueryingMixin):
         closer = getattr(self._llm, "close", None)
         if callable(closer):
             closer()
-        discard = failed and self._new_file is not None and not self._holds_anything()
-        self.store.close()
-        if discard and self._new_file is not None:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{self._new_file}{suffix}").unlink(missing_ok=True)
-
-    def _holds_anything(self) -> bool:
-        try:
-            return bool(self.store.list_collections())
-        except Exception:  # noqa: BLE001 - cannot tell: keep the file
-            return True
+        close_store(self.store, self._new_file, failed=failed)
 
     def __enter__(self) -> Plait:
         return self

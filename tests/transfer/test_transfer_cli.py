@@ -81,3 +81,50 @@ def test_copy_as_another_name_within_one_store(tmp_path: Path) -> None:
         assert refused.exit_code == 1
         assert "--as NAME needs exactly one --collection" in refused.output
         assert len(refused.output.strip().splitlines()) == 1
+
+
+def _kb(tmp_path: Path) -> str:
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    return source
+
+
+def test_a_missing_source_store_is_an_error_and_creates_no_store(tmp_path: Path) -> None:
+    """``plait copy --from nope.db`` exited 0 and left two empty stores; ``export --store
+    nope.db`` created one. A copy that fails leaves no new, empty target store."""
+    missing, target = str(tmp_path / "nope.db"), str(tmp_path / "to.db")
+    done = runner.invoke(app, ["copy", "--from", missing, "--to", target])
+    assert done.exit_code == 1 and "nope.db does not exist" in done.stderr, done.output
+    out = runner.invoke(app, ["export", "--store", missing, "-c", "kb", "-o", str(tmp_path / "x.jsonl")])
+    assert out.exit_code == 1 and "nope.db does not exist" in out.stderr
+    source = _kb(tmp_path)
+    wrong = runner.invoke(app, ["copy", "--from", source, "--to", target, "-c", "absent"])
+    assert wrong.exit_code == 1 and "'absent' does not exist" in wrong.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["from.db"]
+
+
+def test_unusable_archives_and_outputs_are_one_line_errors(tmp_path: Path) -> None:
+    """A corrupt, mislabelled or truncated .zst archive, and an export into a missing
+    folder or onto a folder, printed tracebacks (or "the archive is empty (no header)")."""
+    source = _kb(tmp_path)
+    archive = tmp_path / "kb.jsonl.zst"
+    assert runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive)]).exit_code == 0
+    data = archive.read_bytes()
+    plain = tmp_path / "plain.jsonl"
+    assert runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(plain)]).exit_code == 0
+    cases = {
+        "cut.jsonl.zst": (data[: len(data) // 2], "the archive is truncated"),
+        "head.jsonl.zst": (data[:100], "the archive is truncated"),
+        "mislabelled.jsonl.zst": (plain.read_bytes(), "not a readable zstd archive"),
+    }
+    for name, (content, needle) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        done = runner.invoke(app, ["import", str(tmp_path / name), "--store", str(tmp_path / "in.db")])
+        assert done.exit_code == 1 and needle in done.stderr, (name, done.output)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.output
+    assert not (tmp_path / "in.db").exists()  # the failed imports left no store
+    folder = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(tmp_path)])
+    assert folder.exit_code == 1 and "is a folder" in folder.stderr, folder.output
+    nowhere = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(tmp_path / "no" / "x.jsonl")])
+    assert nowhere.exit_code == 1 and "does not exist: create the folder first" in nowhere.stderr

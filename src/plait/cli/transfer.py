@@ -4,7 +4,8 @@ collections without re-embedding (:mod:`plait.copying`, :mod:`plait.archive`,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -28,19 +29,27 @@ ReplaceOpt = Annotated[
 ]
 
 
-def _open(url: str) -> Store:
-    from plait.stores import open_store
+@contextmanager
+def _opened(debug: bool, url: str, *, create: bool) -> Iterator[Store]:
+    """The store at ``url`` (errors: one line). ``create=False``: a missing SQLite file is an
+    error, not a new empty store (a copy's source, an export). A store this opened as a new
+    file is removed again when the command fails before a collection was written into it."""
+    from plait.stores import close_store, new_sqlite_file, open_store
 
-    return open_store(url)
-
-
-def _on_store(debug: bool, url: str, action: Callable[[Store], T]) -> T:
-    """``action`` on the store at ``url``, opened for it and closed after (errors: one line)."""
-    opened = _run(debug, lambda: _open(url))
+    created = new_sqlite_file(url) if create else None
+    opened = _run(debug, lambda: open_store(url, create=create))
     try:
+        yield opened
+    except BaseException as exc:
+        close_store(opened, created, failed=not (isinstance(exc, typer.Exit) and exc.exit_code == 0))
+        raise
+    close_store(opened, created, failed=False)
+
+
+def _on_store(debug: bool, url: str, action: Callable[[Store], T], *, create: bool) -> T:
+    """``action`` on the store at ``url``, opened for it and closed after (errors: one line)."""
+    with _opened(debug, url, create=create) as opened:
         return _run(debug, lambda: action(opened))
-    finally:
-        opened.close()
 
 
 def copy(
@@ -68,33 +77,29 @@ def copy(
     if target_name is not None and len(collection or []) != 1:
         fail("--as NAME needs exactly one --collection")
     del embedder  # nothing is embedded
-    source = _run(debug, lambda: _open(Settings.resolve(store=from_store or store).store))
-    try:
-        target = _run(debug, lambda: _open(to_store))
-        try:
-            names = collection or [c.name for c in source.list_collections()]
-            reports = []
-            for name in names:
-                with Progress(
-                    TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("sources · {task.fields[chunks]} chunks"), TimeElapsedColumn(),
-                    console=err, disable=as_json or not err.is_terminal, transient=True,
-                ) as bar:
-                    task = bar.add_task(name, total=None, chunks=0)
+    with (
+        _opened(debug, Settings.resolve(store=from_store or store).store, create=False) as source,
+        _opened(debug, to_store, create=True) as target,
+    ):
+        names = collection or [c.name for c in source.list_collections()]
+        reports = []
+        for name in names:
+            with Progress(
+                TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("sources · {task.fields[chunks]} chunks"), TimeElapsedColumn(),
+                console=err, disable=as_json or not err.is_terminal, transient=True,
+            ) as bar:
+                task = bar.add_task(name, total=None, chunks=0)
 
-                    def tick(done: int, total: int, chunks: int, task: TaskID = task) -> None:
-                        bar.update(task, completed=done, total=total, chunks=chunks)
+                def tick(done: int, total: int, chunks: int, task: TaskID = task) -> None:
+                    bar.update(task, completed=done, total=total, chunks=chunks)
 
-                    def one(name: str = name, tick: CopyProgress = tick) -> CopyReport:
-                        return copy_collection(
-                            source, target, name, target_name=target_name, replace=replace, progress=tick
-                        )
+                def one(name: str = name, tick: CopyProgress = tick) -> CopyReport:
+                    return copy_collection(
+                        source, target, name, target_name=target_name, replace=replace, progress=tick
+                    )
 
-                    reports.append(_run(debug, one))
-        finally:
-            target.close()
-    finally:
-        source.close()
+                reports.append(_run(debug, one))
     if as_json:
         _print_json([to_json(r) for r in reports])
         return
@@ -129,7 +134,9 @@ def export(
 
     del embedder
     settings = Settings.resolve(store=store, collection=collection)
-    report = _on_store(debug, settings.store, lambda opened: export_collection(opened, settings.collection, output))
+    report = _on_store(
+        debug, settings.store, lambda opened: export_collection(opened, settings.collection, output), create=False
+    )
     if as_json:
         _print_json(report)
     else:
@@ -154,6 +161,7 @@ def import_(
         debug,
         Settings.resolve(store=store).store,
         lambda opened: import_collection(opened, archive, collection=collection, replace=replace),
+        create=True,
     )
     if as_json:
         _print_json(report)

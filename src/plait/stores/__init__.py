@@ -27,6 +27,7 @@ __all__ = [
     "SourceInfo",
     "Store",
     "StoredChunk",
+    "close_store",
     "new_sqlite_file",
     "open_store",
 ]
@@ -76,3 +77,19 @@ def new_sqlite_file(url: str) -> Path | None:
         return None
     path = Path(url).expanduser()
     return None if path.exists() else path
+
+
+def close_store(store: Store, created: Path | None, *, failed: bool) -> None:
+    """Close ``store``. After a failure (``failed``), remove ``created`` — the SQLite file
+    opening it made (:func:`new_sqlite_file`) — while it holds no collection, so a failed
+    command leaves no empty store behind; a store holding a collection is never removed."""
+    discard = False
+    if failed and created is not None:
+        try:
+            discard = not store.list_collections()
+        except Exception:  # noqa: BLE001 - cannot tell: keep the file
+            discard = False
+    store.close()
+    if discard and created is not None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{created}{suffix}").unlink(missing_ok=True)
