@@ -103,8 +103,9 @@ def _vector_text(vector: np.ndarray | None) -> str | None:
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
 
-def export_collection(store: Store, collection: str, path: str | Path) -> ArchiveReport:
-    """Write ``collection`` to an archive at ``path`` (``.zst``: zstd-compressed)."""
+def export_collection(store: Store, collection: str, path: str | Path, *, overwrite: bool = False) -> ArchiveReport:
+    """Write ``collection`` to an archive at ``path`` (``.zst``: zstd-compressed); an
+    existing file there is replaced only with ``overwrite``."""
     info = store.get_collection(collection)
     if info is None:
         raise NotFoundError(f"collection {collection!r} does not exist")
@@ -113,6 +114,8 @@ def export_collection(store: Store, collection: str, path: str | Path) -> Archiv
         raise ValidationError(f"{target} is a folder: name the archive file (e.g. {target / (collection + '.jsonl.zst')})")
     if not target.parent.is_dir():
         raise ValidationError(f"{target.parent} does not exist: create the folder first")
+    if target.exists() and not overwrite:
+        raise ConflictError(f"{target} exists: pass --overwrite to replace it")
     sources = store.list_sources(collection)
     rows = collection_records(store.records(), collection)
     vectors = info.chunks - info.chunks_without_vector

@@ -16,7 +16,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from plait.errors import ConfigError, StoreError
+from plait.errors import ConfigError, ConflictError, StoreError
 from plait.types import Model
 
 __all__ = ["BackupReport", "backup_store"]
@@ -31,8 +31,9 @@ class BackupReport(Model):
     pages: int
 
 
-def backup_store(store_url: str, path: str | Path) -> BackupReport:
-    """Back up the SQLite store at ``store_url`` (a path or ``sqlite:///path``) to ``path``."""
+def backup_store(store_url: str, path: str | Path, *, overwrite: bool = False) -> BackupReport:
+    """Back up the SQLite store at ``store_url`` (a path or ``sqlite:///path``) to ``path``;
+    an existing ``path`` (another store, an older backup) is replaced only with ``overwrite``."""
     if store_url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(
             "plait backup copies SQLite stores; back up PostgreSQL with pg_dump "
@@ -49,6 +50,8 @@ def backup_store(store_url: str, path: str | Path) -> BackupReport:
     target = Path(path)
     if target.resolve() == source.resolve():
         raise ConfigError("the backup file must not be the store itself")
+    if target.exists() and not overwrite:
+        raise ConflictError(f"{target} exists: pass --overwrite to replace it")
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
     try:

@@ -128,3 +128,26 @@ def test_unusable_archives_and_outputs_are_one_line_errors(tmp_path: Path) -> No
     assert folder.exit_code == 1 and "is a folder" in folder.stderr, folder.output
     nowhere = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(tmp_path / "no" / "x.jsonl")])
     assert nowhere.exit_code == 1 and "does not exist: create the folder first" in nowhere.stderr
+
+
+def test_export_and_backup_never_replace_a_file_unasked(tmp_path: Path) -> None:
+    """``plait backup -o other.db`` replaced a store full of data without a word, and
+    export any file; both now need ``--overwrite``."""
+    source = _kb(tmp_path)
+    other = str(tmp_path / "other.db")
+    with Plait(other, embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="zoo")
+    refused = runner.invoke(app, ["backup", "--store", source, "-o", other])
+    assert refused.exit_code == 1 and "other.db exists: pass --overwrite to replace it" in refused.stderr
+    with Plait(other, embedder=FakeEmbedder(dimension=16)) as engine:
+        assert [c.name for c in engine.collections()] == ["zoo"]  # untouched
+    assert runner.invoke(app, ["backup", "--store", source, "-o", other, "--overwrite"]).exit_code == 0
+    with Plait(other, embedder=FakeEmbedder(dimension=16)) as engine:
+        assert [c.name for c in engine.collections()] == ["kb"]
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("my notes\n", encoding="utf-8")
+    out = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(notes)])
+    assert out.exit_code == 1 and "notes.jsonl exists: pass --overwrite" in out.stderr
+    assert notes.read_text(encoding="utf-8") == "my notes\n"
+    again = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(notes), "--overwrite", "--json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)["chunks"] == 5

@@ -27,6 +27,7 @@ T = TypeVar("T")
 ReplaceOpt = Annotated[
     bool, typer.Option("--replace", help="Overwrite a target collection that already holds chunks.")
 ]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")]
 
 
 @contextmanager
@@ -123,6 +124,7 @@ def copy(
 
 def export(
     output: Annotated[Path, typer.Option("--output", "-o", help="Archive file (.jsonl; .zst compresses).")],
+    overwrite: OverwriteOpt = False,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
@@ -135,7 +137,10 @@ def export(
     del embedder
     settings = Settings.resolve(store=store, collection=collection)
     report = _on_store(
-        debug, settings.store, lambda opened: export_collection(opened, settings.collection, output), create=False
+        debug,
+        settings.store,
+        lambda opened: export_collection(opened, settings.collection, output, overwrite=overwrite),
+        create=False,
     )
     if as_json:
         _print_json(report)
@@ -173,6 +178,7 @@ def import_(
 
 def backup(
     output: Annotated[Path, typer.Option("--output", "-o", help="The backup file (a SQLite store file).")],
+    overwrite: OverwriteOpt = False,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     embedder: EmbedderOpt = None,
@@ -183,7 +189,7 @@ def backup(
     from plait.backup import backup_store
 
     del collection, embedder  # the whole store is backed up
-    report = _run(debug, lambda: backup_store(Settings.resolve(store=store).store, output))
+    report = _run(debug, lambda: backup_store(Settings.resolve(store=store).store, output, overwrite=overwrite))
     if as_json:
         _print_json(report)
     else:
