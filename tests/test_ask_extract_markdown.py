@@ -144,3 +144,36 @@ def test_a_passage_named_for_holding_no_sentence_is_not_quoted(tmp_path: Path) -
     assert result.answer == "The closest passage (“Development › Login Time Bug”) holds no sentence to quote [1]"
     (citation,) = result.citations
     assert citation.quote == "Login Time Bug"
+
+
+def test_a_passage_under_no_heading_named_for_holding_no_sentence_quotes_its_own_text(tmp_path: Path) -> None:
+    # no heading to quote it by (a Markdown file without headings, a plain-text part):
+    # the citation quoted "" (the heading path's last title, or nothing). It quotes the
+    # line of the passage's visible text sharing most words with the question, a lead-in
+    # and the code line under it being two lines
+    markdown = (
+        "If you see errors about a token issued in the future like this:\n\n"
+        "```\nERROR [djangooidc.oidc:243] Issued in the future\n```\n"
+    )
+    text = "How often is the etcd key rotated?\n\nQuarterly, automatically.\n"
+    docs = [
+        SourceDocument(
+            source_id=name,
+            scope="docs",
+            parts=(SourcePart(text=body, origin=FileOrigin(source_path=name), markdown=name.endswith(".md")),),
+        )
+        for name, body in (("dev.md", markdown), ("etcd.txt", text))
+    ]
+    asked = {
+        "dev": ("What fixes djangooidc.oidc:243 Issued in the future?", "ERROR [djangooidc.oidc:243] Issued in the future"),
+        "etcd": ("How often is the etcd encryption key rotated?", "How often is the etcd key rotated?"),
+    }
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=32), llm="none") as engine:
+        for doc, (name, (question, quote)) in zip(docs, asked.items(), strict=True):
+            engine.index_documents([doc], collection=name)
+            result = engine.ask(question, collection=name, min_term_coverage=0.1)
+            assert result.mode == "extractive"
+            # a lead-in, a restated question, code and a two-word label: no sentence
+            assert result.answer == "The closest passage holds no sentence to quote [1]"
+            (citation,) = result.citations
+            assert (citation.origin, citation.quote) == (doc.parts[0].origin, quote)

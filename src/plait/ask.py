@@ -260,6 +260,13 @@ def _quote(content: str, against: str) -> str:
     return trim(best or content, _QUOTE_CHARS)
 
 
+def _visible_lines(content: str) -> str:
+    """The visible text of ``content`` (:func:`plait.markdown.plain_text`), each line its
+    own paragraph: a lead-in and the code line under it are two pieces, not one sentence."""
+    lines = [line.strip() for line in plain_text(content).splitlines() if line.strip()]
+    return "\n\n".join(lines) or content
+
+
 def _citing(answer: str, n: int) -> str:
     """The text of ``answer`` that cites ``[n]``: what precedes each group of marks
     holding ``[n]``, back to the previous group (the whole answer if nothing does)."""
@@ -301,7 +308,9 @@ def _extractive(
 ) -> tuple[str, list[int], str | None]:
     """The chosen sentences, best first, each followed by its ``[n]`` (sources' numbers),
     and, when no source holds a sentence, the quote of the passage named instead: its
-    heading (what the answer names it by; no sentence of it is quoted)."""
+    heading (what the answer names it by; no sentence of it is quoted), or, for a passage
+    under no heading (a file without headings, plain text, a JSONL record, a session
+    event), the piece of its visible text sharing most words with the question."""
     embedder = engine.embedder_for(collection)[0] if mode != SearchMode.LEXICAL else None
     chosen = choose(question, sources, max_sentences=settings.max_sentences, embedder=embedder)
     if not chosen:  # found by meaning only: the first prose sentence, never raw Markdown
@@ -310,7 +319,8 @@ def _extractive(
             return f"{first.text} [{first.n}]", [first.n], None
         path = heading_path(sources[0].origin)
         where = f" (“{' › '.join(path)}”)" if path else ""
-        return f"The closest passage{where} holds no sentence to quote [1]", [1], path[-1] if path else ""
+        named = path[-1] if path else _quote(_visible_lines(sources[0].content), question)
+        return f"The closest passage{where} holds no sentence to quote [1]", [1], named
     answer = " ".join(f"{c.text} [{c.n}]" for c in chosen)
     return answer, list(dict.fromkeys(c.n for c in chosen)), None
 
