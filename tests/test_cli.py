@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from typer.testing import CliRunner
@@ -112,3 +113,90 @@ def test_the_library_removes_only_a_new_empty_store_after_a_failure(tmp_path: Pa
     with Plait(str(tmp_path / "fine.db"), embedder=None):
         pass  # no failure: the (empty) store the caller asked for stays
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["fine.db"]
+
+
+def test_dense_weight_flag_is_the_fusion_objects_dense_weight(tmp_path: Path) -> None:
+    """``--fusion minmax|dbsf|adaptive`` had no flag for their ``denseWeight`` (HTTP and Python
+    take it in a fusion object), so explain's advice for them sent users to RRF instead.
+    ``--dense-weight`` is that knob; the service alone refuses what does not fit."""
+    from plait.service import Plait
+    from plait.testing.corpus import documents
+
+    store = str(tmp_path / "plait.db")
+    with Plait(store, embedder="fake") as engine:
+        engine.index_documents(documents({"a": "refund refund refund refund policy", "b": "refund policy"}))
+    query = ["refund policy", "--store", store]
+
+    def search(*flags: str) -> dict[str, Any]:
+        done = runner.invoke(app, ["search", *query, "--json", *flags])
+        assert done.exit_code == 0, done.output
+        return cast(dict[str, Any], json.loads(done.stdout))
+
+    # a: lexical 1, dense 2; b: lexical 2, dense 1. Min-max over two candidates puts each
+    # arm's best at 1 and the other at 0, so minmax scores (1 − w)·lexical + w·dense are
+    # w = 0.8: b 0.8·1 = 0.8, a 0.2·1 = 0.2; w = 0.3: a 0.7, b 0.3 — the weight turns the order
+    data = search("--fusion", "minmax", "--dense-weight", "0.8")
+    assert data["fusionAsked"] == {"fusion": {"method": "minmax", "denseWeight": 0.8}}
+    assert (data["fusion"]["method"], data["fusion"]["denseWeight"], data["fusion"]["denseWeightUsed"]) == (
+        "minmax", 0.8, 0.8)
+    assert data["fusionDecided"]["parameters"] == {"denseWeight": 0.8, "overfetch": 50}
+    ranked = [(h["metadata"]["docId"], h["ranks"]["lexical"], h["ranks"]["dense"]) for h in data["hits"]]
+    assert ranked == [("b", 2, 1), ("a", 1, 2)]
+    assert [h["score"] for h in data["hits"]] == [pytest.approx(0.8), pytest.approx(0.2)]
+    lighter = search("--fusion", "minmax", "--dense-weight", "0.3")
+    assert [(h["metadata"]["docId"], h["score"]) for h in lighter["hits"]] == [
+        ("a", pytest.approx(0.7)), ("b", pytest.approx(0.3))]
+    # adaptive takes it as its base, beside its language prior (both go into the object)
+    adaptive = search("--fusion", "adaptive", "--dense-weight", "0.6", "--no-language-prior")
+    assert adaptive["fusionDecided"]["parameters"] == {
+        "denseWeight": 0.6, "denseWeightFrom": "settings", "languagePrior": False, "overfetch": 50}
+    shown = runner.invoke(app, ["search", *query, "--fusion", "dbsf", "--dense-weight", "0.8"])
+    assert "fusion dbsf (dense weight used 0.8: dbsf: fixed dense weight 0.8 (lexical 0.2))" in shown.stdout
+    # what does not fit is the service's one-line error, as over HTTP
+    refused = {
+        ("--fusion", "rrf", "--dense-weight", "0.5"):
+            "fusion: denseWeight does not apply to fusion 'rrf' (fusion object): it takes k, lexicalWeight (and overfetch)",
+        ("--fusion", "minmax", "--dense-weight", "1.5"): "fusion: denseWeight: Input should be less than or equal to 1",
+        ("--fusion", "minmax", "--dense-weight", "0.5", "--lexical-weight", "0.3"):
+            "fusion: lexicalWeight does not apply to fusion 'minmax' (fusion object): it takes denseWeight (and overfetch)",
+        ("--dense-weight", "0.5"):
+            "fusion: a fusion object needs a method: 'rrf', 'weighted', 'minmax', 'dbsf' or 'adaptive' (got None)",
+    }
+    for flags, message in refused.items():
+        for command in ("search", "explain"):
+            target = ["--doc", "a"] if command == "explain" else []
+            done = runner.invoke(app, [command, *query, *target, *flags])
+            assert (done.exit_code, done.stderr) == (1, f"error: {message}\n"), (command, flags, done.output)
+
+
+def test_explain_advice_names_the_dense_weight_flag_and_takes_it(tmp_path: Path) -> None:
+    """Explain's advice under minmax/dbsf/adaptive named ``--fusion rrf --lexical-weight``
+    (the CLI had no flag for their weight); it names ``--dense-weight``, and explain takes it."""
+    from plait.service import Plait
+    from plait.testing.corpus import documents
+
+    store = str(tmp_path / "plait.db")
+    with Plait(store, embedder="fake") as engine:
+        engine.index_documents(documents({"a": "refund refund refund refund policy", "b": "refund policy"}))
+    why = runner.invoke(
+        app, ["explain", "refund policy", "--doc", "a", "-k", "1", "--store", store, "--json",
+              "--fusion", "minmax", "--dense-weight", "0.8"],
+    )
+    assert why.exit_code == 0, why.output
+    data = json.loads(why.stdout)
+    # a: lexical 1, dense 2, fused 2 at 0.2·1 + 0.8·0 = 0.2, past the cut at 1
+    assert (data["fusion"]["rank"], data["fusion"]["score"]) == (2, pytest.approx(0.2))
+    assert data["fusion"]["settings"]["denseWeight"] == 0.8
+    assert data["diagnosis"]["message"] == (
+        "both arms found it (lexical 1, dense 2, fused 2) but fusion ranked it past the cut at 1: raise k, "
+        "or lean fusion towards the lexical arm, which ranks it better: "
+        'fusion {"method": "minmax", "denseWeight": 0.6} (now 0.8; CLI: --fusion minmax --dense-weight 0.6)'
+    )
+    # the advice, followed twice (0.8 → 0.6 → 0.4): a 0.6 over b 0.4, returned
+    followed = runner.invoke(
+        app, ["explain", "refund policy", "--doc", "a", "-k", "1", "--store", store, "--json",
+              "--fusion", "minmax", "--dense-weight", "0.4"],
+    )
+    assert followed.exit_code == 0, followed.output
+    assert (json.loads(followed.stdout)["fusion"]["rank"], json.loads(followed.stdout)["fusion"]["score"]) == (
+        1, pytest.approx(0.6))

@@ -289,7 +289,8 @@ def test_top_k_advice_is_a_knob_the_collections_fusion_takes(tmp_path: Path) -> 
     overrides = {query: angle(0), docs["y"]: angle(1), docs["x"]: angle(5), docs["target"]: angle(10)}
     with engine_with(tmp_path, docs, overrides) as engine:
         result = engine.explain(query, doc="target", k=1)
-        # the advice, followed: each is accepted (the old one is refused)
+        # the advice, followed, is accepted (the old one is refused), as is RRF, which it named
+        # before the CLI had --dense-weight
         followed = engine.search(query, k=1, fusion="rrf", lexical_weight=0.7)
         engine.search_request("default", {"query": query, "k": 1, "fusion": {"method": "adaptive", "denseWeight": 0.2}})
         with pytest.raises(ValidationError, match="lexicalWeight does not apply to fusion 'adaptive'"):
@@ -301,8 +302,7 @@ def test_top_k_advice_is_a_knob_the_collections_fusion_takes(tmp_path: Path) -> 
     assert result.diagnosis.message == (
         "both arms found it (lexical 2, dense 3, fused 3) but fusion ranked it past the cut at 1: raise k, "
         "or lean fusion towards the lexical arm, which ranks it better: "
-        'fusion {"method": "adaptive", "denseWeight": 0.2} (the base, now 0.4), '
-        "or fusion rrf with lexicalWeight 0.7 (CLI: --fusion rrf --lexical-weight 0.7)"
+        'fusion {"method": "adaptive", "denseWeight": 0.2} (the base, now 0.4; CLI: --fusion adaptive --dense-weight 0.2)'
     )
     # RRF 0.3/61 + 0.7/62 (x: 0.7/61 + 0.3/62) is below x still; the advice is accepted, not a promise
     assert [h.metadata["docId"] for h in followed.hits] == ["x"]
@@ -317,17 +317,22 @@ def test_advice_per_fusion_method() -> None:
     )
     assert tilt_advice(FusionSettings(method="rrf", lexical_weight=1.0), "lexical") is None  # nothing further
     rrf = "fusion rrf with lexicalWeight 0.7 (CLI: --fusion rrf --lexical-weight 0.7)"
+    # weighted's weights have no CLI flag: RRF is the CLI's way
     assert tilt_advice(FusionSettings(method="weighted"), "lexical") == (
         f'fusion {{"method": "weighted", "vectorWeight": 0.4, "lexicalWeight": 0.6}} (now 0.6 / 0.4), or {rrf}'
     )
+    # minmax, dbsf and adaptive: their own denseWeight, and its flag (--fusion rrf before: another method)
     assert tilt_advice(FusionSettings(method="dbsf", dense_weight=0.5), "lexical") == (
-        f'fusion {{"method": "dbsf", "denseWeight": 0.3}} (now 0.5), or {rrf}'
+        'fusion {"method": "dbsf", "denseWeight": 0.3} (now 0.5; CLI: --fusion dbsf --dense-weight 0.3)'
+    )
+    assert tilt_advice(FusionSettings(method="minmax", dense_weight=0.5), "dense") == (
+        'fusion {"method": "minmax", "denseWeight": 0.7} (now 0.5; CLI: --fusion minmax --dense-weight 0.7)'
     )
     # adaptive: the collection's estimate is the base a request's denseWeight replaces
     assert tilt_advice(FusionSettings(method="adaptive", estimated_base=0.9), "lexical") == (
-        f'fusion {{"method": "adaptive", "denseWeight": 0.7}} (the base, now 0.9), or {rrf}'
+        'fusion {"method": "adaptive", "denseWeight": 0.7} (the base, now 0.9; CLI: --fusion adaptive --dense-weight 0.7)'
     )
-    assert tilt_advice(FusionSettings(method="minmax", dense_weight=0.0), "lexical") == rrf
+    assert tilt_advice(FusionSettings(method="minmax", dense_weight=0.0), "lexical") == rrf  # at its end
 
 
 def test_fusion_demoted_advice_under_rrf_names_the_lexical_weight(tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ def _search(
     *,
     collection: str = "default",
     k: int = 8,
-    fusion: str | None = None,
+    fusion: str | Mapping[str, Any] | None = None,
     lexical_weight: float | str | None = None,
     rrf_k: int | None = None,
     overfetch: int | None = None,

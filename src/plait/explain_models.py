@@ -222,17 +222,18 @@ def tilt_advice(settings: FusionSettings, arm: Literal["lexical", "dense"]) -> s
     'adaptive'``), each said as the request field and, where the CLI has one, its flag; or
     None when the method's weight is already at that end and nothing can lean further.
 
-    ``rrf`` takes ``lexicalWeight`` (``--lexical-weight``); ``weighted`` its fusion object's
-    ``vectorWeight``/``lexicalWeight``; ``minmax``, ``dbsf`` and ``adaptive`` a
-    ``denseWeight`` in a fusion object (adaptive: the base its per-query weight moves
-    around, in place of the collection's estimate). The CLI has no flag for those, so the
-    advice also names RRF with the lexical weight, which every interface takes
-    (``--fusion rrf --lexical-weight``).
+    ``rrf`` takes ``lexicalWeight`` (``--lexical-weight``); ``minmax``, ``dbsf`` and
+    ``adaptive`` a ``denseWeight`` in a fusion object (``--fusion METHOD --dense-weight``;
+    adaptive: the base its per-query weight moves around, in place of the collection's
+    estimate); ``weighted`` its fusion object's ``vectorWeight``/``lexicalWeight``, which
+    the CLI has no flag for, so its advice also names RRF with the lexical weight
+    (``--fusion rrf --lexical-weight``), as does the advice for a ``denseWeight`` already
+    at the end it would move towards.
 
     >>> tilt_advice(FusionSettings(method="rrf"), "lexical")
     'lexicalWeight 0.7 (now 0.5; CLI: --lexical-weight 0.7)'
     >>> tilt_advice(FusionSettings(method="minmax", dense_weight=0.4), "dense")
-    'fusion {"method": "minmax", "denseWeight": 0.6} (now 0.4), or fusion rrf with lexicalWeight 0.3 (CLI: --fusion rrf --lexical-weight 0.3)'
+    'fusion {"method": "minmax", "denseWeight": 0.6} (now 0.4; CLI: --fusion minmax --dense-weight 0.6)'
     """
     towards = 1 if arm == "lexical" else -1  # the direction of the lexical weight
     method = settings.method
@@ -257,9 +258,12 @@ def tilt_advice(settings: FusionSettings, arm: Literal["lexical", "dense"]) -> s
     )
     to = _moved(base, -towards)
     if to is None:
-        return rrf
+        return rrf  # the weight is at its end: another method
     what = "the base, now" if method == FusionMethod.ADAPTIVE else "now"
-    return f'fusion {{"method": "{method.value}", "denseWeight": {to:g}}} ({what} {base:g}), or {rrf}'
+    return (
+        f'fusion {{"method": "{method.value}", "denseWeight": {to:g}}} '
+        f"({what} {base:g}; CLI: --fusion {method.value} --dense-weight {to:g})"
+    )
 
 
 def _rank(value: int | None) -> str:

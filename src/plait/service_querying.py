@@ -49,7 +49,7 @@ class QueryingMixin(EngineBase):
         *,
         collection: str = "default",
         k: int = 8,
-        fusion: str | None = None,
+        fusion: str | Mapping[str, Any] | None = None,
         lexical_weight: float | str | None = None,
         rrf_k: int | None = None,
         overfetch: int | None = None,
@@ -67,14 +67,16 @@ class QueryingMixin(EngineBase):
     ) -> SearchResult:
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
 
-        ``lexical_weight`` is 0..1 or ``"auto"`` (identifier-aware, see
-        :mod:`plait.autoweight`). ``rerank`` (``"llm"`` or ``"cross-encoder"``) reorders
-        the fused top ``max(k, k_overfetch)`` (default 20) before the cut. ``offset``
-        pages: the hits are fused positions ``offset + 1 … offset + k``. ``qa_first``
-        answers with a matching FAQ card when there is one (``answered_by``/``card``,
-        see :mod:`plait.refinery.cards`), else with the hybrid search. ``language_prior``
-        False makes ``adaptive`` ignore the embedder's declared languages (see
-        :class:`~plait.types.FusionSettings`). ``mode`` is ``hybrid`` (both arms),
+        ``fusion`` is a method name (its knobs given here: ``lexical_weight``, ``rrf_k``…)
+        or the method's own object, e.g. ``{"method": "minmax", "denseWeight": 0.8}`` (see
+        :mod:`plait.retrieval.fusion_choice`). ``lexical_weight`` is 0..1 or ``"auto"``
+        (identifier-aware, see :mod:`plait.autoweight`). ``rerank`` (``"llm"`` or
+        ``"cross-encoder"``) reorders the fused top ``max(k, k_overfetch)`` (default 20)
+        before the cut. ``offset`` pages: the hits are fused positions ``offset + 1 …
+        offset + k``. ``qa_first`` answers with a matching FAQ card when there is one
+        (``answered_by``/``card``, see :mod:`plait.refinery.cards`), else with the hybrid
+        search. ``language_prior`` False makes ``adaptive`` ignore the embedder's declared
+        languages (see :class:`~plait.types.FusionSettings`). ``mode`` is ``hybrid`` (both arms),
         ``lexical`` (the embedder is never called) or ``vector`` (BM25 never runs).
         ``max_per_source`` keeps at most that many chunks of one source in the hits (the
         rest counted in ``more_from_source``); ``group_by="source"`` returns one entry per

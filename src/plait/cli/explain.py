@@ -23,7 +23,7 @@ from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
-from plait.cli.search import LanguagePriorOpt, language_note, lexical_weight_option
+from plait.cli.search import DenseWeightOpt, LanguagePriorOpt, fusion_flags, language_note
 from plait.terminal import safe
 
 __all__ = ["register"]
@@ -38,7 +38,8 @@ def explain(
     mode: ModeOpt = "hybrid",
     max_per_source: MaxPerSourceOpt = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
-    lexical_weight: Annotated[str | None, typer.Option(help="0..1, or 'auto'.")] = None,
+    lexical_weight: Annotated[str | None, typer.Option(help="rrf: 0..1, or 'auto'.")] = None,
+    dense_weight: DenseWeightOpt = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
     language_prior: LanguagePriorOpt = None,
     offset: Annotated[int, typer.Option(help="The page start the search used.")] = 0,
@@ -57,6 +58,7 @@ def explain(
 ) -> None:
     """Why did a document (not) come back? Every stage for it, and a one-line diagnosis."""
     name = _collection(collection)
+    flags = fusion_flags(fusion, dense_weight, lexical_weight, language_prior)
     with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder, create=False) as engine:
         result = _run(
             debug,
@@ -67,10 +69,10 @@ def explain(
                 chunk=chunk,
                 collection=name,
                 k=k,
-                fusion=fusion,
-                lexical_weight=lexical_weight_option(lexical_weight),
+                fusion=flags.fusion,
+                lexical_weight=flags.lexical_weight,
                 overfetch=overfetch,
-                language_prior=language_prior,
+                language_prior=flags.language_prior,
                 offset=offset,
                 scopes=scope,
                 rerank=rerank,

@@ -3,7 +3,7 @@ origin (or ``--json``: the HTTP API's model)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -24,10 +24,19 @@ from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.cli.progress import coverage_text
+from plait.request_body import request_body
 from plait.terminal import highlighted, safe
 from plait.types import FusionSettings, SearchResult
 
-__all__ = ["LanguagePriorOpt", "language_note", "lexical_weight_option", "register"]
+__all__ = [
+    "DenseWeightOpt",
+    "FusionFlags",
+    "LanguagePriorOpt",
+    "fusion_flags",
+    "language_note",
+    "lexical_weight_option",
+    "register",
+]
 
 #: search and explain: ``--language-prior/--no-language-prior`` (None: the collection's setting).
 LanguagePriorOpt = Annotated[
@@ -36,6 +45,16 @@ LanguagePriorOpt = Annotated[
         "--language-prior/--no-language-prior",
         help="adaptive: let the embedder's declared languages decide how much a disagreement counts "
         "(default: the collection's setting, on).",
+    ),
+]
+
+#: search and explain: ``--dense-weight`` (a knob of the method's own fusion object).
+DenseWeightOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--dense-weight",
+        help="0..1: the dense arm's weight for --fusion minmax | dbsf | adaptive (adaptive: the base "
+        "its per-query weight moves around, instead of the collection's estimate).",
     ),
 ]
 
@@ -134,8 +153,10 @@ def search(
     ] = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[
-        str | None, typer.Option(help="0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware).")
+        str | None,
+        typer.Option(help="rrf: 0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware)."),
     ] = None,
+    dense_weight: DenseWeightOpt = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
     language_prior: LanguagePriorOpt = None,
     offset: Annotated[int, typer.Option(help="Skip this many fused positions (paging).")] = 0,
@@ -168,6 +189,7 @@ def search(
 ) -> None:
     """Hybrid search: a table with badge, rank in each arm and origin."""
     name = _collection(collection)
+    flags = fusion_flags(fusion, dense_weight, lexical_weight, language_prior)
     metadata: dict[str, str] = {}
     for item in meta or []:
         key, sep, value = item.partition("=")
@@ -181,10 +203,10 @@ def search(
                 query,
                 collection=name,
                 k=k,
-                fusion=fusion,
-                lexical_weight=lexical_weight_option(lexical_weight),
+                fusion=flags.fusion,
+                lexical_weight=flags.lexical_weight,
                 overfetch=overfetch,
-                language_prior=language_prior,
+                language_prior=flags.language_prior,
                 scopes=scope,
                 metadata=metadata or None,
                 rerank=rerank,
@@ -211,6 +233,37 @@ def language_note(f: FusionSettings) -> str:
     else:
         covered = "declared by the embedder" if f.embedder_covers_query else "not declared by the embedder"
     return f"; query language {f.query_language}, {covered}"
+
+
+class FusionFlags(NamedTuple):
+    """The fusion flags as the request's fields (see :func:`fusion_flags`)."""
+
+    fusion: str | dict[str, Any] | None
+    lexical_weight: float | str | None
+    language_prior: bool | None
+
+
+def fusion_flags(
+    fusion: str | None, dense_weight: float | None, lexical_weight: str | None, language_prior: bool | None
+) -> FusionFlags:
+    """``--fusion``, ``--dense-weight``, ``--lexical-weight`` and ``--language-prior`` as the
+    request's fields, as the HTTP API takes them. A ``denseWeight`` exists only in a method's
+    own fusion object (``{"method": "minmax", "denseWeight": 0.8}``), so with
+    ``--dense-weight`` the flags go into one, the method's other knobs with it (beside an
+    object the service refuses them). The service alone judges them: a knob the method does
+    not take (``--fusion rrf --dense-weight 0.5``), a weight outside 0..1, or no ``--fusion``
+    (an object names its method) is its one-line error.
+
+    >>> fusion_flags("adaptive", 0.6, None, False)
+    FusionFlags(fusion={'method': 'adaptive', 'denseWeight': 0.6, 'languagePrior': False}, lexical_weight=None, language_prior=None)
+    >>> fusion_flags("rrf", None, "0.3", None)
+    FusionFlags(fusion='rrf', lexical_weight=0.3, language_prior=None)
+    """
+    lexical = lexical_weight_option(lexical_weight)
+    if dense_weight is None:
+        return FusionFlags(fusion, lexical, language_prior)
+    knobs = {"method": fusion, "dense_weight": dense_weight, "lexical_weight": lexical, "language_prior": language_prior}
+    return FusionFlags(request_body(knobs, skip=()), None, None)
 
 
 def lexical_weight_option(value: str | None) -> float | str | None:
