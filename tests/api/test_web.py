@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
@@ -16,7 +17,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
     pytest.skip("Debian's chromium is not installed: apt-get install -y chromium", allow_module_level=True)
 
-from http_served import Served, serve_engine  # noqa: E402
+from http_served import Served, documents, serve_engine  # noqa: E402
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -251,3 +252,107 @@ def test_highlights_count_code_points_like_the_api(served: Served, page: Page) -
         }"""
     )
     assert shown == ["ERR-4012", "token", True]
+
+
+GATE_QUERY = "refund the declined card"  # content words: refund, declin(ed), card ("the" is a stopword)
+GATE_DOCS = {
+    "kb-106": "Refund a declined card payment from the orders page.",  # all three words
+    "kb-107": "Card readers at the front desk need a weekly restart.",  # card only: 1 of 3
+}
+
+
+def test_explain_shows_the_ask_gate_verdict(served: Served, page: Page) -> None:
+    """The explain view showed every stage but the ask gate the API's explain carries
+    (``askGate``): whether ask's relevance gate would pass the document, and why."""
+    from angles import angle
+    from plait.collection_settings import write_settings
+    from plait.embeddings.fake import FakeEmbedder
+    from plait.sources.base import SourceDocument, SourcePart
+    from plait.types import FileOrigin
+
+    embedder, _ = served.engine.embedder_for("a")
+    assert isinstance(embedder, FakeEmbedder)
+    # hand-placed vectors: the query at 0°, kb-106 at 30° (cosine 0.8660), kb-107 at 60° (0.5000)
+    placed = {GATE_QUERY: 0, GATE_DOCS["kb-106"]: 30, GATE_DOCS["kb-107"]: 60}
+    embedder.overrides.update({text: np.asarray(angle(deg, 64), dtype=np.float32) for text, deg in placed.items()})
+    served.engine.index_documents(documents(GATE_DOCS), collection="a")
+    # the gate from the collection's setting, not the (hash-vector) calibration
+    saved = write_settings(served.engine.store, "a", ask={"minCosine": 0.8, "minTermCoverage": 0.5})
+    calibrated_at = saved.ask_gate["calibratedAt"]  # measured at the end of that index run
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+
+    page.goto(served.url + "/")
+    _enter_key(page, served.tokens["reader_a"], 1)
+    page.locator("#query").fill(GATE_QUERY)
+    page.locator("#query").press("Enter")
+    expect(page.locator("#hits .hit")).to_have_count(7)
+    page.locator("#explain-kind").select_option("doc")
+    gate_line = (
+        f"Gate: cosine ≥ 0.8000 (setting) or term coverage ≥ 0.50 (setting); calibrated {calibrated_at} "
+        "at the end of an index run."
+    )
+    result = page.get_by_test_id("explain-result")
+    stage = result.locator(".stage-ask-gate")
+
+    # kb-106: cosine 0.8660 ≥ 0.8000 passes; lexical and dense rank 1, so fused 1 with the best score
+    page.get_by_test_id("explain-path").fill("kb-106")
+    page.get_by_test_id("explain-submit").click()
+    expect(stage.locator("h3")).to_have_text("Ask gate")
+    expect(stage.locator("p")).to_have_text([gate_line, "passed: cosine 0.8660 ≥ 0.8000 (setting)."])
+    expect(stage.locator(".gate-verdict")).to_have_class("gate-verdict gate-passed")
+    expect(result).to_contain_text("Fused rank 1 (adaptive, score 1.0000, 1.0000 of the best).")
+    expect(result).to_contain_text("Fusion: adaptive (dense weight ")
+    expect(result.locator("details.chunks tbody td").last).to_have_text("✓ passes")
+
+    # kb-107: cosine 0.5000 < 0.8000, and it holds 1 of the 3 words: 0.33 < 0.50
+    page.get_by_test_id("explain-path").fill("kb-107")
+    page.get_by_test_id("explain-submit").click()
+    expect(stage.locator("p")).to_have_text(
+        [gate_line, "failed: cosine 0.5000 < 0.8000; term coverage 0.33 (1 of 3 words) < 0.50."]
+    )
+    expect(stage.locator(".gate-verdict")).to_have_class("gate-verdict gate-failed")
+    expect(result.locator("details.chunks tbody td").last).to_have_text("✗ fails")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#explain-section").screenshot(path=str(ARTIFACTS / "web-explain-ask-gate.png"))
+
+    # A hit's journey (the compact view) carries the same stage: the first hit is kb-106.
+    page.locator("#hits .hit").first.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#debug-explain .stage-ask-gate .gate-verdict")).to_have_text(
+        "passed: cosine 0.8660 ≥ 0.8000 (setting)."
+    )
+    page.keyboard.press("Escape")
+
+    # Two chunks: the verdict is the first that passes, named as the chunk table names it.
+    # Chunk 0 holds none of the words (cosine 0.0175 at 89°), chunk 1 all three (at 80°).
+    intro, body = "Opening hours of the returns desk.", "Card refunds are declined after ninety days."
+    embedder.overrides.update({intro: np.asarray(angle(89, 64), dtype=np.float32)})
+    embedder.overrides.update({body: np.asarray(angle(80, 64), dtype=np.float32)})
+    origin = FileOrigin(source_path="kb-108.md", title="kb-108")
+    parts = (SourcePart(text=intro, origin=origin, key="a"), SourcePart(text=body, origin=origin, key="b"))
+    served.engine.index_documents(
+        [SourceDocument(source_id="kb-108", scope="docs", parts=parts, metadata={"docId": "kb-108"})], collection="a"
+    )
+    page.get_by_test_id("explain-path").fill("kb-108")
+    page.get_by_test_id("explain-submit").click()
+    expect(stage.locator(".gate-verdict")).to_have_text(
+        "chunk 1: passed: term coverage 1.00 (3 of 3 words) ≥ 0.50 (setting)."
+    )
+    expect(result.locator("details.chunks tbody tr td:last-child")).to_have_text(["✗ fails", "✓ passes"])
+
+    # The fusion stage says what identifier precedence did: of the 9 chunks (all fused: the
+    # dense arm ranks every one), only kb-103 holds SKU-88213-B, and kb-106 (dense #1, 30°)
+    # was fused ahead of it.
+    embedder.overrides.update({"SKU-88213-B declined card refund": np.asarray(angle(0, 64), dtype=np.float32)})
+    page.locator("#query").fill("SKU-88213-B declined card refund")
+    page.get_by_test_id("explain-path").fill("kb-103")
+    page.get_by_test_id("explain-submit").click()
+    precedence = (
+        "1 of the first 9 fused chunks hold every identifier of the query (sku-88213-b) and rank ahead of the 8 "
+        "that do not, each group in fused order (1 moved up; the scores stay the fused ones)"
+    )
+    expect(result).to_contain_text(f"Identifier precedence: {precedence}.")
+    traced = served.engine.explain("SKU-88213-B declined card refund", doc="kb-103", collection="a", k=8)
+    assert traced.fusion.settings.identifier_reason == precedence
+    assert console == []

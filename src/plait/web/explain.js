@@ -3,6 +3,7 @@
 
 import { api, collectionPath, state } from "./api.js";
 import { $, el, errorText, fmt, table } from "./dom.js";
+import { fusionText } from "./fusion.js";
 
 const CHUNK_ID = /^[0-9a-f]{24}$/;
 
@@ -51,8 +52,50 @@ function armLine(name, arm, depthNote) {
 function stage(title, lines, extra) {
   const li = el("li", "stage");
   li.append(el("h3", null, title));
-  for (const line of lines) li.append(el("p", null, line));
+  for (const line of lines) li.append(typeof line === "string" ? el("p", null, line) : line);
   if (extra) li.append(extra);
+  return li;
+}
+
+// "; calibrated … by …" as `plait explain` says it (plait.ask_gate.calibration_note).
+function calibrationNote(gate) {
+  if (!gate.calibratedAt) return "";
+  const by = { index: "at the end of an index run", calibrate: "by plait calibrate" }[gate.calibratedBy]
+    || "by the first ask after a change";
+  const since = gate.changedSince ? ", " + (gate.changedSince * 100).toFixed(1) + "% of its chunks changed since" : "";
+  return "; calibrated " + gate.calibratedAt + " " + by + since;
+}
+
+// A chunk of the document as the chunks table names it: its ordinal and headings.
+function chunkName(r, chunkId) {
+  const c = (r.chunks || []).find((j) => j.chunkId === chunkId);
+  if (!c) return "chunk " + chunkId;
+  const headings = (c.headingPath || []).join(" › ");
+  return "chunk " + c.ordinal + (headings ? " (" + headings + ")" : "");
+}
+
+// Would ask's relevance gate pass the document: the gate, and the verdict the API reports
+// (askGate.verdict: the first chunk that passes, else the explained one), named when the
+// document has more than one chunk.
+function askGateStage(r) {
+  const g = r.askGate;
+  const gate = g.gate;
+  const lines = [
+    "Gate: cosine ≥ " + fmt(gate.minCosine, 4) + " (" + gate.cosineSource + ") or term coverage ≥ "
+      + fmt(gate.minTermCoverage, 2) + " (" + gate.coverageSource + ")" + calibrationNote(gate) + ".",
+  ];
+  if (gate.unknownTerms && gate.unknownTerms.length) {
+    lines.push("Never in the collection, counted twice in the coverage: " + gate.unknownTerms.join(", ") + ".");
+  }
+  const v = g.verdict;
+  if (v) {
+    const named = (r.chunks || []).length > 1 ? chunkName(r, v.chunkId) + ": " : "";
+    lines.push(el("p", "gate-verdict gate-" + (v.passed ? "passed" : "failed"), named + v.reason + "."));
+  } else {
+    lines.push(el("p", "gate-verdict", "No chunk of the document to judge."));
+  }
+  const li = stage("Ask gate", lines);
+  li.classList.add("stage-ask-gate");
   return li;
 }
 
@@ -77,9 +120,14 @@ export function renderExplain(container, r, options) {
   const f = r.fusion;
   const fusionLines = [];
   if (f.rank === null || f.rank === undefined) fusionLines.push("Not in the fused list (" + f.settings.method + ").");
-  else fusionLines.push("Fused rank " + f.rank + " (" + f.settings.method + ", score " + fmt(f.score, 4) + ").");
+  else {
+    fusionLines.push("Fused rank " + f.rank + " (" + f.settings.method + ", score " + fmt(f.score, 4)
+      + ", " + fmt(f.scoreNormalised, 4) + " of the best).");
+  }
   const cut = f.offset + f.k;
   fusionLines.push(f.returned ? "Returned: within the top " + cut + "." : "Cut: " + (f.droppedBy ? "dropped by " + f.droppedBy : "not returned") + " (top " + cut + ").");
+  fusionLines.push("Fusion: " + fusionText(f.settings) + ".");
+  if (f.settings.identifierReason) fusionLines.push("Identifier precedence: " + f.settings.identifierReason + ".");
   stages.append(stage("Fusion and cut", fusionLines));
   if (r.rerank) {
     const rr = r.rerank;
@@ -88,15 +136,18 @@ export function renderExplain(container, r, options) {
       rr.inPool ? "In the pool: fused " + (rr.rankBefore || "—") + " → rerank " + (rr.rankAfter || "—") + "." : "Not in the rerank pool.",
     ]));
   }
+  if (r.askGate) stages.append(askGateStage(r));
   container.append(stages);
   if (!compact && r.chunks && r.chunks.length) {
     const details = el("details", "chunks");
     details.append(el("summary", null, "Each chunk of the document (" + r.chunks.length + ")"));
+    const checks = new Map(((r.askGate && r.askGate.checks) || []).map((check) => [check.chunkId, check]));
     const rows = r.chunks.map((c) => [
       String(c.ordinal), (c.headingPath || []).join(" › ") || "—", c.lexicalRank, c.denseRank, c.fusedRank,
       yes(c.returned), c.hasVector ? "yes" : "no",
+      checks.has(c.chunkId) ? yes(checks.get(c.chunkId).passed, checks.get(c.chunkId).passed ? "passes" : "fails") : "—",
     ]);
-    details.append(table("Exact ranks, even past the over-fetch (— = not ranked)", ["chunk", "headings", "lexical", "dense", "fused", "returned", "vector"], rows));
+    details.append(table("Exact ranks, even past the over-fetch (— = not ranked)", ["chunk", "headings", "lexical", "dense", "fused", "returned", "vector", "ask gate"], rows));
     container.append(details);
   }
 }
