@@ -16,6 +16,7 @@ from typing import Any
 
 from plait.ask import _quote_candidates
 from plait.ask_extract import candidates, choose, navigation
+from plait.chunking import ChunkSettings
 from plait.embeddings.fake import FakeEmbedder
 from plait.service import Plait
 from plait.sources.base import SourceDocument, SourcePart
@@ -119,6 +120,40 @@ def test_a_sentence_cut_at_a_chunk_edge_is_not_a_candidate() -> None:
     # candidate; chunk 1's end is still known cut (by its length and its window)
     bare = [_hit(1, first, ["Roles"]), _hit(2, second, ["Roles"])]
     assert [c.n for c in candidates(STAFF, bare) if "Staff" in c.text] == [2]
+
+
+def test_a_sentence_cut_at_the_end_of_a_chunk_of_a_small_target_is_not_quoted(tmp_path: Path) -> None:
+    # a collection indexed with a 200-character target: the chunker cut the rotation
+    # sentence after "is rotated" (chunk 0-202, no paragraph break after character 160),
+    # and the next chunk starts inside it (offset 162, "key of the production…"). The
+    # cut rule measured the chunk against the default 1200-character target, so the piece
+    # "The etcd encryption key of the production cluster is rotated" was quoted
+    text = (
+        "# Key rotation\n\n"
+        "Keys are kept in the vault of the cluster. The vault is sealed at night and opened by two admins. "
+        "Backups go to cold storage. "
+        "The etcd encryption key of the production cluster is rotated by the operator on duty every ninety days "
+        "with the rotate command of the admin tool. Old keys are kept for a year.\n\n"
+        "# Summary\n\nThe etcd encryption key is rotated every ninety days.\n"
+    )
+    doc = SourceDocument(
+        source_id="keys.md",
+        scope="docs",
+        parts=(SourcePart(text=text, origin=FileOrigin(source_path="keys.md"), markdown=True),),
+    )
+    small = ChunkSettings(target=200, overlap=40, window=40)
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=32), chunk_settings=small, llm="none") as engine:
+        engine.index_documents([doc], collection="k")
+        assert engine.store.get_settings("k")["chunking"] == {"target": 200, "overlap": 40, "window": 40}
+    # asked by an engine with the default chunk sizes (the CLI's): the collection's count
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=32), llm="none") as engine:
+        result = engine.ask("How often is the etcd encryption key rotated?", collection="k", min_term_coverage=0.1)
+    cut = "The etcd encryption key of the production cluster is rotated"
+    assert any(h.content.endswith(cut) and len(h.content) == 202 for h in result.sources)
+    # {often, etcd, encrypt, key, rotat}: the summary and the cut piece hold 4 (0.8, plus
+    # at most 0.1 of cosine), the two "keys" sentences 1 (at most 0.3, under half the best)
+    assert result.answer == "The etcd encryption key is rotated every ninety days. [1]"
+    assert [c.quote for c in result.citations] == ["The etcd encryption key is rotated every ninety days."]
 
 
 def test_a_passage_named_for_holding_no_sentence_is_not_quoted(tmp_path: Path) -> None:

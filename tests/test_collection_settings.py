@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from plait.collection_settings import SETTINGS_VERSION, read_settings, write_settings
+from plait.chunking import ChunkSettings
+from plait.collection_settings import SETTINGS_VERSION, parse_settings, read_settings, recorded_chunking, write_settings
+from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConfigError, ValidationError
+from plait.service import Plait
 from plait.stores.sqlite import SQLiteStore
 
 
@@ -93,3 +96,25 @@ def test_a_field_set_back_to_none_leaves_no_null_in_the_stored_bag(tmp_path: Pat
         assert read_settings(store, "c").embedder is None
     finally:
         store.close()
+
+
+def test_index_runs_record_their_chunk_sizes_and_ask_reads_them(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n\nThe widget rotates its keys every week.\n", encoding="utf-8")
+    small = ChunkSettings(target=300, overlap=30, window=50)
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16), chunk_settings=small) as engine:
+        engine.index(notes, collection="kb")
+        assert recorded_chunking(read_settings(engine.store, "kb"), collection="kb") == small
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.reindex(collection="kb")  # the default sizes cut every chunk again
+        assert engine.store.get_settings("kb")["chunking"] == {"target": 1200, "overlap": 150, "window": 200}
+    # none recorded (indexed before they were): the chunker's defaults; a key this
+    # version does not know is ignored, a value the chunker refuses is a one-line error
+    assert recorded_chunking(parse_settings({}), collection="kb") == ChunkSettings()
+    assert recorded_chunking(parse_settings({"chunking": {"target": 500, "unit": "chars"}}), collection="kb") == (
+        ChunkSettings(target=500)
+    )
+    with pytest.raises(ConfigError, match=r"^the stored settings of collection 'kb' are invalid: chunking: "
+                       r"chunk target must be greater than 0, got 0$"):
+        recorded_chunking(parse_settings({"chunking": {"target": 0}}), collection="kb")

@@ -65,7 +65,8 @@ from plait.ask_grounding import (
     ground,
     renumber,
 )
-from plait.collection_settings import CollectionSettings, read_collection
+from plait.chunking import ChunkSettings
+from plait.collection_settings import CollectionSettings, read_collection, recorded_chunking
 from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.markdown import plain_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
@@ -304,17 +305,24 @@ def _in_order_of_use(answer: str, cited: Sequence[int], sources: Sequence[Hit]) 
 
 
 def _extractive(
-    question: str, sources: Sequence[Hit], settings: AskSettings, engine: AskEngine, collection: str, mode: SearchMode
+    question: str,
+    sources: Sequence[Hit],
+    settings: AskSettings,
+    engine: AskEngine,
+    collection: str,
+    mode: SearchMode,
+    chunking: ChunkSettings,
 ) -> tuple[str, list[int], str | None]:
-    """The chosen sentences, best first, each followed by its ``[n]`` (sources' numbers),
+    """The chosen sentences, best first, each followed by its ``[n]`` (sources' numbers;
+    ``chunking``: the chunk settings the collection was cut with),
     and, when no source holds a sentence, the quote of the passage named instead: its
     heading (what the answer names it by; no sentence of it is quoted), or, for a passage
     under no heading (a file without headings, plain text, a JSONL record, a session
     event), the piece of its visible text sharing most words with the question."""
     embedder = engine.embedder_for(collection)[0] if mode != SearchMode.LEXICAL else None
-    chosen = choose(question, sources, max_sentences=settings.max_sentences, embedder=embedder)
+    chosen = choose(question, sources, max_sentences=settings.max_sentences, embedder=embedder, chunking=chunking)
     if not chosen:  # found by meaning only: the first prose sentence, never raw Markdown
-        first = opening(question, sources)
+        first = opening(question, sources, chunking=chunking)
         if first is not None:
             return f"{first.text} [{first.n}]", [first.n], None
         path = heading_path(sources[0].origin)
@@ -461,7 +469,8 @@ def _answer(engine: AskEngine, collection: str, request: AskRequest | Mapping[st
         if isinstance(outcome, AskResult):
             return outcome
         note = outcome
-    answer, numbers, passage = _extractive(req.question, sources, settings, engine, collection, req.mode)
+    chunking = recorded_chunking(saved, collection=collection)
+    answer, numbers, passage = _extractive(req.question, sources, settings, engine, collection, req.mode, chunking)
     answer, ordered = _in_order_of_use(answer, numbers, sources)
     return AskResult(
         **base,

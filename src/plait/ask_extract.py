@@ -15,7 +15,10 @@ be cut where a chunk ends or where the next one starts (its overlap). Such a pie
 a candidate: the first sentence of a chunk that continues its section (it starts after
 the document's start and not with a heading) begins where the overlap put it, and the
 last sentence of a chunk the chunker cut inside a paragraph (its length is the target's,
-no paragraph break in its cut window) when it has no sentence end. A sentence already
+no paragraph break in its cut window) when it has no sentence end. The target and the
+window are the ones the collection's chunks were cut with (``chunking``, as its index
+runs record them: :func:`plait.collection_settings.recorded_chunking`), the chunker's
+defaults when none is given. A sentence already
 chosen is not chosen again, nor one that is a prefix of it (or it of one): overlapping
 chunks hold the same sentences.
 
@@ -81,9 +84,10 @@ KEEP_SHARE = 0.5
 _MAX_CANDIDATES = 60
 _SENTENCE_CHARS = 400
 #: The chunker's cut: a chunk cut inside a paragraph ends at the whitespace nearest the
-#: target length (within this many characters), no paragraph break in its window.
-_CHUNKING = ChunkSettings()
+#: target length (within this many characters, and within the window), no paragraph
+#: break in its window.
 _CUT_SLACK = 40
+_DEFAULT_CHUNKING = ChunkSettings()
 _SENTENCE_ENDS = frozenset(".!?…:")
 _HEADING_START = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t]|$)|[^\n]*\n[ \t]{0,3}(?:=+|-+)[ \t]*(?:\n|$)")
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
@@ -147,20 +151,24 @@ def navigation(content: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def _cut(hit: Hit) -> tuple[bool, bool]:
+def _cut(hit: Hit, chunking: ChunkSettings) -> tuple[bool, bool]:
     """Whether ``hit`` starts and whether it ends inside a paragraph the chunker cut
     (module docstring): its start when it continues its section, its end when its length
-    is the chunker's target and its cut window holds no paragraph break."""
+    is ``chunking``'s target and its cut window holds no paragraph break."""
     content = hit.content
     start = hit.metadata.get("charStart")
     starts_cut = isinstance(start, int) and start > 0 and _HEADING_START.match(content) is None
-    low = _CHUNKING.target - _CHUNKING.window
-    ends_cut = abs(len(content) - _CHUNKING.target) <= _CUT_SLACK and not _PARAGRAPH_BREAK.search(content, low)
+    slack = min(_CUT_SLACK, chunking.window)
+    low = max(0, chunking.target - chunking.window)
+    ends_cut = abs(len(content) - chunking.target) <= slack and not _PARAGRAPH_BREAK.search(content, low)
     return starts_cut, ends_cut
 
 
-def candidates(question: str, sources: Sequence[Hit]) -> list[Candidate]:
-    """Every sentence and answering row of ``sources``, with its lexical evidence."""
+def candidates(
+    question: str, sources: Sequence[Hit], *, chunking: ChunkSettings = _DEFAULT_CHUNKING
+) -> list[Candidate]:
+    """Every sentence and answering row of ``sources``, with its lexical evidence;
+    ``chunking``: the chunk settings they were cut with (module docstring)."""
     wanted = content_stems(question)
     identifiers = _identifiers(question)
     found: list[Candidate] = []
@@ -170,7 +178,7 @@ def candidates(question: str, sources: Sequence[Hit]) -> list[Candidate]:
         table = hit.metadata.get("table")  # the header of a table the chunk continues
         blocks = prose_blocks(hit.content, table=table if isinstance(table, str) else None)
         links = navigation(hit.content)
-        starts_cut, ends_cut = _cut(hit)
+        starts_cut, ends_cut = _cut(hit, chunking)
         for index, block in enumerate(blocks):
             if block.kind == "row":
                 stems = text_stems(block.text)
@@ -230,10 +238,15 @@ def _with_dense(question: str, found: list[Candidate], embedder: Embedder) -> li
 
 
 def choose(
-    question: str, sources: Sequence[Hit], *, max_sentences: int, embedder: Embedder | None = None
+    question: str,
+    sources: Sequence[Hit],
+    *,
+    max_sentences: int,
+    embedder: Embedder | None = None,
+    chunking: ChunkSettings = _DEFAULT_CHUNKING,
 ) -> list[Candidate]:
     """The sentences the answer is made of, best first (module docstring)."""
-    found = candidates(question, sources)
+    found = candidates(question, sources, chunking=chunking)
     if embedder is not None and len(found) > 1:
         found = _with_dense(question, found, embedder)
     else:
@@ -258,8 +271,10 @@ def _same(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-def opening(question: str, sources: Sequence[Hit]) -> Candidate | None:
+def opening(
+    question: str, sources: Sequence[Hit], *, chunking: ChunkSettings = _DEFAULT_CHUNKING
+) -> Candidate | None:
     """The first candidate of the first source holding one (in source order), or None
     when no source holds a sentence to quote (module docstring)."""
-    found = candidates(question, sources)
+    found = candidates(question, sources, chunking=chunking)
     return min(found, key=lambda c: (c.n, c.position)) if found else None

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from pydantic.alias_generators import to_camel
 
+from plait.chunking import ChunkSettings
 from plait.errors import ConfigError, ValidationError
 from plait.stores.base import CollectionReadStore, Store
 from plait.types import CollectionInfo
@@ -30,10 +31,12 @@ from plait.types import CollectionInfo
 __all__ = [
     "SETTINGS_VERSION",
     "CollectionSettings",
+    "chunking_record",
     "parse_settings",
     "portable_settings",
     "read_collection",
     "read_settings",
+    "recorded_chunking",
     "restore_settings",
     "settings_update",
     "write_settings",
@@ -72,6 +75,10 @@ class CollectionSettings(BaseModel):
     chunk_changes: int = 0
     """Chunks added, updated or deleted by the collection's index runs, ever: how stale a
     calibration is (:mod:`plait.staleness`)."""
+    chunking: dict[str, Any] | None = None
+    """The chunk sizes its last index run cut with (:class:`plait.chunking.ChunkSettings`:
+    ``target``, ``overlap``, ``window``; :func:`recorded_chunking`); None before any run
+    recorded them. Ask tells a sentence the chunker cut by them (:mod:`plait.ask_extract`)."""
 
 
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}
@@ -111,6 +118,25 @@ def read_collection(store: Store, collection: str) -> tuple[CollectionInfo, Coll
         return None if both is None else (both[0], parse_settings(both[1], collection=collection))
     info = store.get_collection(collection)
     return None if info is None else (info, read_settings(store, collection))
+
+
+def chunking_record(chunking: ChunkSettings) -> dict[str, int]:
+    """The ``chunking`` setting recording ``chunking``."""
+    return {"target": chunking.target, "overlap": chunking.overlap, "window": chunking.window}
+
+
+def recorded_chunking(saved: CollectionSettings, *, collection: str) -> ChunkSettings:
+    """The chunk settings the collection's chunks were cut with (setting ``chunking``); the
+    chunker's defaults for a collection no run recorded them for (indexed before they were
+    recorded, with the defaults unless a library caller chose others). A recorded value the
+    chunker refuses (edited by hand) is a :class:`ConfigError` naming the collection."""
+    if saved.chunking is None:
+        return ChunkSettings()
+    known = {key: saved.chunking[key] for key in ("target", "overlap", "window") if key in saved.chunking}
+    try:
+        return ChunkSettings(**known)
+    except ConfigError as exc:
+        raise ConfigError(f"the stored settings of collection {collection!r} are invalid: chunking: {exc}") from None
 
 
 def write_settings(store: Store, collection: str, **changes: Any) -> CollectionSettings:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait._text import valid_text
 from plait.backfill import BackfillProgress, vector_coverage
-from plait.collection_settings import read_settings, write_settings
+from plait.collection_settings import chunking_record, read_settings, write_settings
 from plait.errors import NotFoundError, PlaitError
 from plait.ingest import Indexer, Progress, check_model
 from plait.service_base import CUSTOM as _CUSTOM
@@ -49,11 +49,16 @@ class IndexingMixin(EngineBase):
         )
         return indexer, name
 
-    def _remember(self, collection: str, name: str, root: Mapping[str, Any] | None) -> None:
+    def _remember(self, collection: str, name: str | None, root: Mapping[str, Any] | None) -> None:
+        """Record what an index run of ``collection`` uses: the embedder's ``name`` (None:
+        not recorded by this run), ``root``, and the chunk sizes it cuts with."""
         settings = read_settings(self.store, collection)
         update: dict[str, Any] = {}
-        if name not in (_NONE, _CUSTOM) and not settings.embedder:
+        if name is not None and name not in (_NONE, _CUSTOM) and not settings.embedder:
             update["embedder"] = name
+        chunking = chunking_record(self.chunk_settings)
+        if settings.chunking != chunking:
+            update["chunking"] = chunking
         if root is not None:
             roots = [r for r in settings.roots if root_key(r) != root_key(root)]
             update["roots"] = [*roots, dict(root)]
@@ -364,6 +369,8 @@ class IndexingMixin(EngineBase):
             raise NotFoundError(f"collection {collection!r} does not exist")
         roots = self.recorded_roots(collection, source=source)
         indexer, _ = self._indexer(collection, reuse_vectors=not full)
+        if roots:
+            self._remember(collection, None, None)
         report: IndexReport | None = None
         for root in roots:
             scan = open_root(root).scan()
