@@ -25,6 +25,13 @@ line's type, the chunk model, the vector's length against the header's dimension
 counts against the header) and names the first bad line by its number, writing nothing;
 then it writes each source atomically. Should the write itself fail, the collection it
 created is deleted again, so nothing half-written remains.
+
+Import embeds nothing: the vectors are the archive's. An embedder named on import (``plait
+import --embedder``) must therefore be the model they come from — the header's provider,
+model and dimension — else it is refused before anything is written (a collection's
+vectors come from one model). An archive with no model (a collection never embedded)
+takes it as its collection's embedder, as a first index would record it; its chunks wait
+for their vectors as after ``plait index --detach``.
 """
 
 from __future__ import annotations
@@ -36,21 +43,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.analysis import analyse
-from plait.collection_settings import portable_settings, restore_settings
+from plait.collection_settings import portable_settings, restore_settings, write_settings
 from plait.copying import read_source
-from plait.errors import ConflictError, NotFoundError, PlaitError, ValidationError
+from plait.errors import ConflictError, ModelMismatchError, NotFoundError, PlaitError, ValidationError
 from plait.fields import lexical_text
 from plait.refinery.store import RefineryStore
 from plait.stores.base import Store, StoredChunk
 from plait.stores.records_import import collection_records, write_records
 from plait.types import Chunk, Model, to_json
 from plait.usage import UsageRow
+
+if TYPE_CHECKING:
+    from plait.embeddings.base import Embedder
 
 __all__ = ["FORMAT", "VERSION", "ArchiveReport", "export_collection", "import_collection"]
 
@@ -291,12 +301,61 @@ def _validate(path: Path) -> dict[str, Any]:
     return header
 
 
+def _identity(provider: Any, model: Any, dimension: Any) -> str:
+    return f"{provider}/{model}" + (f" ({dimension}-d)" if dimension else "")
+
+
+def _fits(embedder: Embedder | None, model: dict[str, Any]) -> bool:
+    """Whether ``embedder`` makes the archive's vectors: its provider, model and (where both
+    are known before a call) dimension."""
+    if embedder is None:
+        return False
+    dimensions = (embedder.dimension, model.get("dimension"))
+    same = (embedder.provider, embedder.model) == (model.get("provider"), model.get("model"))
+    return same and (None in dimensions or dimensions[0] == dimensions[1])
+
+
+def _embedder_to_record(path: Path, header: dict[str, Any], name: str) -> Embedder | None:
+    """The embedder called ``name`` when it fits the archive (see the module docstring):
+    None for the archive's own model (nothing to record), the embedder to record for an
+    archive with no model. Raises :class:`ModelMismatchError` when it does not fit."""
+    from plait.embeddings import make_embedder
+
+    embedder = make_embedder(name)  # an unknown name: ConfigError; nothing is loaded here
+    model = header["embedder"]
+    if model.get("model") is None:
+        return embedder
+    if _fits(embedder, model):
+        return None
+    wanted = "none (no vectors)" if embedder is None else _identity(embedder.provider, embedder.model, embedder.dimension)
+    recorded = header["settings"].get("embedder")  # the name the collection was indexed under
+    try:
+        hint = isinstance(recorded, str) and _fits(make_embedder(recorded), model)
+    except PlaitError:  # a name this plait does not know, or one it cannot build here
+        hint = False
+    raise ModelMismatchError(
+        f"{path}: the archive's vectors are from {_identity(model.get('provider'), model['model'], model.get('dimension'))}; "
+        f"embedder {name!r} is {wanted}. A collection's vectors come from one model and an import embeds "
+        f"nothing: leave the embedder out" + (f", or name the archive's, {recorded!r}" if hint else "")
+    )
+
+
 def import_collection(
-    store: Store, path: str | Path, *, collection: str | None = None, replace: bool = False
+    store: Store,
+    path: str | Path,
+    *,
+    collection: str | None = None,
+    replace: bool = False,
+    embedder: str | None = None,
 ) -> ArchiveReport:
-    """Import an archive into ``store`` (as ``collection``, default the archive's name)."""
+    """Import an archive into ``store`` (as ``collection``, default the archive's name).
+
+    ``embedder`` (a name, as ``--embedder``) must be the model of the archive's vectors
+    (:class:`ModelMismatchError` otherwise, nothing written); an archive with no model
+    records it as the collection's embedder (see the module docstring)."""
     source = Path(path)
     header = _validate(source)
+    record = None if embedder is None else _embedder_to_record(source, header, embedder)
     name = collection or header["collection"]
     existing = store.get_collection(name)
     if existing is not None and (existing.chunks or existing.sources) and not replace:
@@ -308,6 +367,9 @@ def import_collection(
         RefineryStore(store.records()).delete_collection(name)
     try:
         counts = _write(store, source, header, name)
+        if record is not None and embedder is not None:  # an archive with no model
+            store.set_embedder(name, provider=record.provider, model=record.model, dimension=record.dimension)
+            write_settings(store, name, embedder=embedder.strip().lower())
     except BaseException:
         store.delete_collection(name)  # nothing half-written remains
         RefineryStore(store.records()).delete_collection(name)

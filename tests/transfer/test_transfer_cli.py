@@ -151,3 +151,72 @@ def test_export_and_backup_never_replace_a_file_unasked(tmp_path: Path) -> None:
     assert notes.read_text(encoding="utf-8") == "my notes\n"
     again = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(notes), "--overwrite", "--json"])
     assert again.exit_code == 0 and json.loads(again.stdout)["chunks"] == 5
+
+
+def test_import_embedder_must_be_the_archives_model(tmp_path: Path) -> None:
+    """``plait import --embedder X`` was accepted and ignored: the archive's vectors went in
+    whatever X was. An import embeds nothing, so X must be the vectors' model — another one
+    (or none) is a one-line error that writes nothing; an archive with no vectors takes it as
+    its collection's embedder."""
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder="fake") as engine:  # recorded as 'fake': fake/hash-64, 64-d
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    archive = tmp_path / "kb.jsonl"
+    assert runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive)]).exit_code == 0
+    target = tmp_path / "to.db"
+    wrong = {
+        "e5": "embedder 'e5' is local/multilingual-e5-small (384-d)",
+        "none": "embedder 'none' is none (no vectors)",
+    }
+    for name, said in wrong.items():
+        done = runner.invoke(app, ["import", str(archive), "--store", str(target), "--embedder", name])
+        assert (done.exit_code, done.stderr) == (
+            1,
+            f"error: {archive}: the archive's vectors are from fake/hash-64 (64-d); {said}. A collection's vectors "
+            "come from one model and an import embeds nothing: leave the embedder out, or name the archive's, 'fake'\n",
+        ), done.output
+    assert not target.exists()  # nothing written, no store left behind
+    with Plait(str(target), embedder="fake") as engine:
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="kb")
+    kept = runner.invoke(app, ["import", str(archive), "--store", str(target), "--embedder", "e5", "--replace"])
+    assert kept.exit_code == 1 and "embedder 'e5' is local/" in kept.stderr
+    with Plait(str(target), embedder="fake") as engine:  # --replace refused before it deleted anything
+        assert [(c.name, c.chunks) for c in engine.collections()] == [("kb", 1)]
+    same = runner.invoke(app, ["import", str(archive), "--store", str(target), "--embedder", "fake", "--replace", "--json"])
+    assert same.exit_code == 0, same.output
+    assert (json.loads(same.stdout)["chunks"], json.loads(same.stdout)["vectors"]) == (5, 5)
+    # the model alone is not enough: fake/hash-64 vectors of 16 dimensions are not what 'fake' (64) makes
+    (tmp_path / "small").mkdir()
+    small = tmp_path / "small.jsonl"
+    assert runner.invoke(app, ["export", "--store", _kb(tmp_path / "small"), "-c", "kb", "-o", str(small)]).exit_code == 0
+    done = runner.invoke(app, ["import", str(small), "--store", str(tmp_path / "s.db"), "--embedder", "fake"])
+    assert (done.exit_code, done.stderr) == (
+        1,
+        f"error: {small}: the archive's vectors are from fake/hash-64 (16-d); embedder 'fake' is fake/hash-64 "
+        "(64-d). A collection's vectors come from one model and an import embeds nothing: leave the embedder out\n",
+    )
+
+
+def test_import_of_an_archive_without_vectors_records_the_embedder(tmp_path: Path) -> None:
+    """A collection never embedded travels with no model: ``--embedder`` on its import is the
+    collection's embedder from then on (as a first index records it), and a backfill embeds
+    its chunks with it."""
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder="none") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    archive = tmp_path / "kb.jsonl"
+    assert runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive)]).exit_code == 0
+    plain = str(tmp_path / "plain.db")
+    assert runner.invoke(app, ["import", str(archive), "--store", plain, "--embedder", "none"]).exit_code == 0
+    [info] = json.loads(runner.invoke(app, ["collections", "--store", plain, "--json"]).stdout)
+    assert (info["embedderProvider"], info["embedderModel"], info["chunksWithoutVector"]) == (None, None, 5)
+    target = str(tmp_path / "to.db")
+    done = runner.invoke(app, ["import", str(archive), "--store", target, "--embedder", "fake", "--json"])
+    assert done.exit_code == 0, done.output
+    assert (json.loads(done.stdout)["chunks"], json.loads(done.stdout)["vectors"]) == (5, 0)
+    [info] = json.loads(runner.invoke(app, ["collections", "--store", target, "--json"]).stdout)
+    assert (info["embedderProvider"], info["embedderModel"], info["dimension"]) == ("fake", "hash-64", 64)
+    with Plait(target) as engine:  # no embedder named: the collection's recorded one
+        assert engine.embedder_for("kb")[1] == "fake"
+        report = engine.backfill(collection="kb")
+        assert report.embedding.embedded == 5 and engine.vector_coverage("kb") == 1.0

@@ -154,18 +154,27 @@ def import_(
     replace: ReplaceOpt = False,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            help="Must be the model of the archive's vectors (an import embeds nothing); an archive "
+            "without vectors records it as the collection's embedder (env PLAIT_EMBEDDER).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Import an archive (validated line by line before anything is written)."""
     from plait.archive import import_collection
 
-    del embedder
+    settings = Settings.resolve(store=store, embedder=embedder)
     report = _on_store(
         debug,
-        Settings.resolve(store=store).store,
-        lambda opened: import_collection(opened, archive, collection=collection, replace=replace),
+        settings.store,
+        lambda opened: import_collection(
+            opened, archive, collection=collection, replace=replace, embedder=settings.embedder
+        ),
         create=True,
     )
     if as_json:
