@@ -71,6 +71,7 @@ from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.markdown import plain_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
+from plait.retrieval.request import plain_number
 from plait.search import MAX_QUERY_CHARS
 from plait.staleness import searchable_count
 from plait.stores.base import SearchScopeStore
@@ -124,6 +125,11 @@ class AskRequest(Model):
     scopes: list[str] | None = None
     min_cosine: float | None = Field(default=None, ge=0.0, le=1.0)
     min_term_coverage: float | None = Field(default=None, gt=0.0, le=1.0)
+
+    @field_validator("k", "min_cosine", "min_term_coverage", mode="before")
+    @classmethod
+    def _plain_number(cls, value: Any) -> Any:
+        return plain_number(value)  # true is not k=1, NaN not a threshold
 
     @field_validator("question")
     @classmethod

@@ -105,6 +105,9 @@ LONG = "x" * 5000
         ({"query": "a", "k": True}, ["k", "expected a number, got true"]),  # was read as k=1
         ({"query": "a", "offset": False}, ["offset", "expected a number, got false"]),
         ({"query": "a", "lexicalWeight": True}, ["lexicalWeight", "expected a number, got true"]),
+        # NaN and infinity were refused only by a range check ('less than or equal to 1 (got nan)')
+        ({"query": "a", "fusion": "rrf", "lexicalWeight": "NaN"}, ["lexicalWeight", "expected a finite number, got nan"]),
+        ({"query": "a", "fusion": "weighted", "threshold": "-Infinity"}, ["threshold", "a finite number, got -inf"]),
         ({"k": 3}, ["query", "Field required"]),
         ([1, 2], ["body", "dictionary"]),
     ],
@@ -121,6 +124,18 @@ def test_invalid_requests_are_422_with_one_clear_line(
         assert needle in message
     assert "\n" not in message and "Traceback" not in message and len(message) <= 300
     assert "x" * 50 not in message  # a huge input is never echoed
+
+
+def test_nan_and_bool_are_named_once(admin: httpx.Client) -> None:
+    """A JSON NaN token (Python's json reads it) and true are refused in words that say
+    what was given, once (the message used to end '… got true (got True)')."""
+    nan = admin.post(
+        "/v1/collections/a/search", content=b'{"query": "a", "fusion": "rrf", "lexicalWeight": NaN}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert (nan.status_code, nan.json()) == (422, {"error": "lexicalWeight: expected a finite number, got nan"})
+    as_bool = _search(admin, "a", {"query": "a", "k": True})
+    assert (as_bool.status_code, as_bool.json()) == (422, {"error": "k: expected a number, got true"})
 
 
 def test_malformed_json_is_422(admin: httpx.Client) -> None:

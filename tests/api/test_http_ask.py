@@ -75,6 +75,20 @@ def test_a_reader_asks_and_gets_the_library_model(served: Served, reader: httpx.
     assert hidden.status_code == 404 and hidden.json() == {"error": "collection 'b' does not exist"}
 
 
+def test_ask_refuses_bools_and_nan_for_numbers(reader: httpx.Client) -> None:
+    """AskRequest read "k": true as k=1 (SearchRequest refused it); a NaN minCosine was
+    refused only as 'less than or equal to 1'."""
+    as_bool = reader.post("/v1/collections/a/ask", json={"question": "Why was my payment refused?", "k": True})
+    assert (as_bool.status_code, as_bool.json()) == (422, {"error": "k: expected a number, got true"})
+    nan = reader.post(
+        "/v1/collections/a/ask", content=b'{"question": "Why was my payment refused?", "minCosine": NaN}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert (nan.status_code, nan.json()) == (422, {"error": "minCosine: expected a finite number, got nan"})
+    coverage = reader.post("/v1/collections/a/ask", json={"question": "x", "minTermCoverage": "Infinity"})
+    assert coverage.json() == {"error": "minTermCoverage: expected a finite number, got inf"}
+
+
 def test_runs_and_review_need_a_maintainer(reader: httpx.Client, maintainer: httpx.Client) -> None:
     assert reader.get("/v1/collections/a/faq").json() == []
     refused = reader.post("/v1/collections/a/refinery/runs", json={})

@@ -101,6 +101,35 @@ def test_tools_over_streamable_http(url: str) -> None:
     assert missing.is_error and "collection 'nope' does not exist" in missing.content[0].text
 
 
+def test_arguments_are_checked_over_streamable_http(url: str) -> None:
+    """As over stdio: true is not a number, an unknown argument, NaN and a wrong type are
+    one-line tool errors naming the argument (the SDK's model took the first three and
+    answered the last in pydantic's multi-line report); a valid call still runs."""
+    _, (as_bool, unknown, nan, wrong, valid) = _run(
+        url,
+        [
+            ("search", {"query": "ERR-4012", "k": True}),
+            ("ask", {"question": "What does ERR-4012 mean?", "kk": 3}),
+            ("ask", {"question": "What does ERR-4012 mean?", "min_cosine": "NaN"}),
+            ("search", {"query": "ERR-4012", "offset": "many"}),
+            ("search", {"query": "ERR-4012", "k": 3, "offset": 0, "fusion": "rrf", "lexical_weight": "auto"}),
+        ],
+    )
+    assert [r.is_error for r in (as_bool, unknown, nan, wrong, valid)] == [True, True, True, True, False]
+    assert as_bool.content[0].text == "Error executing tool search: k: expected a number, got true"
+    assert unknown.content[0].text == (
+        "Error executing tool ask: unknown argument 'kk'; ask takes: question, collection, k, qa_first, "
+        "rerank, scopes, mode, min_cosine, min_term_coverage"
+    )
+    assert nan.content[0].text == "Error executing tool ask: min_cosine: expected a finite number, got nan"
+    assert wrong.content[0].text == (
+        "Error executing tool search: offset: Input should be a valid integer, unable to parse string as an "
+        "integer (got 'many')"
+    )
+    result = valid.structured_content
+    assert result["k"] == 3 and result["hits"][0]["metadata"]["docId"] == "kb-101"
+
+
 def test_streamable_http_refuses_a_public_host(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, *CLI, "--transport", "streamable-http", "--host", "0.0.0.0",

@@ -184,3 +184,50 @@ def test_ask_and_faq_list_tools(store: str) -> None:
     assert bad_status.is_error
     assert "unknown card status 'maybe'; allowed: draft, approved, rejected" in bad_status.content[0].text
     assert missing.is_error and "collection 'nope' does not exist" in missing.content[0].text
+
+
+SEARCH_TAKES = (
+    "query, collection, k, offset, fusion, lexical_weight, language_prior, scopes, rerank, k_overfetch, "
+    "qa_first, mode, max_per_source, group_by"
+)
+
+
+def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
+    """The SDK's own argument model read k: true as k=1, ran {"kk": 3} with k=8, let NaN
+    through and reported a wrong type in pydantic's multi-line report. Each is now a tool
+    error of one line naming the argument, as a 422 of the HTTP API is. (The official
+    client sends a float NaN as null, so NaN and infinity go as the strings an agent may
+    send; the strictness checks below see both forms.)"""
+    _, results = _run(
+        _params(store),
+        [
+            ("search", {"query": "ERR-4012", "k": True}),
+            ("search", {"query": "ERR-4012", "kk": 3}),
+            ("search", {"query": "ERR-4012", "fusion": "rrf", "lexical_weight": "NaN"}),
+            ("search", {"query": "ERR-4012", "k": "many"}),
+            ("ask", {"question": "What does ERR-4012 mean?", "k": True}),
+            ("ask", {"question": "What does ERR-4012 mean?", "min_cosine": "Infinity"}),
+            ("explain", {"query": "ERR-4012", "doc": "kb-101", "fusion": "rrf", "offset": False}),
+            ("faq_list", {"collection": "kb", "statuss": "draft"}),
+            ("search", {"query": "ERR-4012", "k": 2, "fusion": "rrf", "lexical_weight": 0.5, "scopes": None}),
+        ],
+    )
+    *refused, valid = results
+    assert [r.is_error for r in refused] == [True] * 8
+    assert [r.content[0].text for r in refused] == [
+        "Error executing tool search: k: expected a number, got true",
+        f"Error executing tool search: unknown argument 'kk'; search takes: {SEARCH_TAKES}",
+        "Error executing tool search: lexical_weight: expected a finite number, got nan",
+        "Error executing tool search: k: Input should be a valid integer, unable to parse string as an integer"
+        " (got 'many')",
+        "Error executing tool ask: k: expected a number, got true",
+        "Error executing tool ask: min_cosine: expected a finite number, got inf",
+        "Error executing tool explain: unknown arguments 'fusion', 'offset'; explain takes: query, doc, path, "
+        "chunk, collection, k, lexical_weight, language_prior, scopes, mode, max_per_source",
+        "Error executing tool faq_list: unknown argument 'statuss'; faq_list takes: collection, status",
+    ]
+    assert not valid.is_error
+    result = valid.structured_content
+    assert result["k"] == 2 and len(result["hits"]) == 2
+    assert result["fusion"]["method"] == "rrf" and result["fusion"]["lexicalWeight"] == 0.5
+    assert result["hits"][0]["metadata"]["docId"] == "kb-101"

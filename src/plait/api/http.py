@@ -46,6 +46,7 @@ from plait.api.guards import (
     NoSimpleRequests,
 )
 from plait.api.keys import ALL_COLLECTIONS, ApiKey, KeyStore, Role, sees_drafts
+from plait.api.messages import describe_validation, one_line
 from plait.client_errors import ERROR_HEADER
 from plait.coverage import CoverageReport
 from plait.errors import (
@@ -77,7 +78,6 @@ __all__ = ["ERROR_HEADER", "MAX_BODY_BYTES", "MAX_IN_FLIGHT", "create_app", "err
 MAX_BODY_BYTES = 1024 * 1024
 MAX_IN_FLIGHT = 64
 """Concurrent requests served before the rest get a quick 503 (``create_app(max_in_flight=)``)."""
-_MAX_MESSAGE_CHARS = 300
 _UNAUTHORIZED = "a valid API key is required: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'"
 RETRY_AFTER_UNAVAILABLE = 5
 """Seconds in ``Retry-After`` of a 503 for a busy store or an unreachable provider."""
@@ -124,13 +124,6 @@ def error_name(exc: PlaitError) -> str:
     return PlaitError.__name__
 
 
-def _short(message: str) -> str:
-    # backslashreplace: a lone surrogate in a message must not break the response itself
-    text = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
-    line = " ".join(text.split())
-    return line if len(line) <= _MAX_MESSAGE_CHARS else line[: _MAX_MESSAGE_CHARS - 1] + "…"
-
-
 def _not_found(collection: str) -> NotFoundError:
     # The same words the service uses, so a hidden collection looks exactly like a missing one.
     return NotFoundError(f"collection {collection!r} does not exist")
@@ -143,27 +136,6 @@ def _require_fastapi() -> None:
         raise ConfigError(
             "the HTTP API needs FastAPI and uvicorn: pip install 'plait[server]'"
         ) from None
-
-
-def _describe_validation(errors: list[dict[str, Any]]) -> str:
-    """One line naming the bad field(s), never echoing the input."""
-    parts = []
-    for error in errors[:3]:
-        loc = [str(p) for p in error.get("loc", ()) if p not in ("body",)]
-        if error.get("type") == "json_invalid":
-            where = error.get("loc", ("body", "?"))[-1]
-            parts.append(f"malformed JSON body (at character {where})")
-            continue
-        field = ".".join(loc) or "body"
-        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        given = error.get("input")
-        short = isinstance(given, (int, float, bool)) or (isinstance(given, str) and len(given) <= 40)
-        if short and error.get("type") not in ("missing", "extra_forbidden"):
-            message += f" (got {given!r})"
-        parts.append(f"{field}: {message}")
-    if len(errors) > 3:
-        parts.append(f"and {len(errors) - 3} more")
-    return _short("; ".join(parts))
 
 
 def _web_dir() -> Path:
@@ -214,7 +186,7 @@ def create_app(
     )
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse({"error": _short(message)}, status_code=status, headers=headers)
+        return JSONResponse({"error": one_line(message)}, status_code=status, headers=headers)
 
     @app.exception_handler(PlaitError)
     async def _plait_error(_: Request, exc: PlaitError) -> JSONResponse:
@@ -227,7 +199,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error(422, _describe_validation(list(exc.errors())))
+        return error(422, describe_validation(list(exc.errors())))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -13,7 +13,9 @@ A thin adapter over :class:`plait.service.Plait` built on the official MCP Pytho
 (2.x, ``MCPServer``). Each tool returns the same camelCase model the HTTP API and the
 CLI's ``--json`` return, as structured content. A :class:`~plait.errors.PlaitError`
 becomes a tool error carrying its one-line message (the agent can read and correct
-it); anything else is reported by the SDK as a crash, with no details.
+it); anything else is reported by the SDK as a crash, with no details. Arguments are
+taken as strictly as the HTTP API takes a body (:mod:`plait.api.mcp_strict`): an
+unknown one, ``true`` for a number, NaN or a wrong type is a one-line tool error naming it.
 
 The SDK is the ``mcp`` extra: ``pip install 'plait[mcp]'``.
 """
@@ -21,9 +23,12 @@ The SDK is the ``mcp`` extra: ``pip install 'plait[mcp]'``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import BeforeValidator
 
 from plait.errors import ConfigError, PermissionDeniedError, PlaitError
+from plait.retrieval.request import plain_number
 from plait.types import to_json
 
 if TYPE_CHECKING:
@@ -34,6 +39,13 @@ if TYPE_CHECKING:
 __all__ = ["create_mcp_server"]
 
 T = TypeVar("T")
+
+# Argument types: the SDK's lax model would read true as 1 and pass NaN on; these refuse
+# them as the HTTP API's request models do. Ranges are the request models' (via the engine).
+Integer = Annotated[int, BeforeValidator(plain_number)]
+Number = Annotated[float, BeforeValidator(plain_number)]
+Weight = Annotated[float | str | None, BeforeValidator(plain_number)]
+"""``lexical_weight``: 0..1 or 'auto'."""
 
 _INSTRUCTIONS = (
     "plait searches a team's own knowledge (docs, ADRs, session logs) with hybrid "
@@ -54,12 +66,13 @@ def create_mcp_server(
     """An MCP server whose tools call ``engine``; ``allow_reindex=False`` leaves reindex out,
     ``allow_usage=True`` adds the (maintainer's) usage tool."""
     try:
-        from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
+
+        from plait.api.mcp_strict import StrictMCPServer
     except ImportError:
         raise ConfigError("the MCP server needs the MCP SDK: pip install 'plait[mcp]'") from None
 
-    server: MCPServer = MCPServer(name="plait", instructions=_INSTRUCTIONS, log_level="WARNING")
+    server = StrictMCPServer(name="plait", instructions=_INSTRUCTIONS, log_level="WARNING")
 
     def call(action: Callable[[], T]) -> T:
         try:
@@ -76,17 +89,17 @@ def create_mcp_server(
     def search(
         query: str,
         collection: str | None = None,
-        k: int = 8,
-        offset: int = 0,
+        k: Integer = 8,
+        offset: Integer = 0,
         fusion: str | None = None,
-        lexical_weight: float | str | None = None,
+        lexical_weight: Weight = None,
         language_prior: bool | None = None,
         scopes: list[str] | None = None,
         rerank: str | None = None,
-        k_overfetch: int | None = None,
+        k_overfetch: Integer | None = None,
         qa_first: bool = False,
         mode: str = "hybrid",
-        max_per_source: int | None = None,
+        max_per_source: Integer | None = None,
         group_by: str | None = None,
     ) -> dict[str, Any]:
         """Hybrid search. `fusion` is 'adaptive' (default: min-max normalised scores, dense
@@ -121,12 +134,12 @@ def create_mcp_server(
         path: str | None = None,
         chunk: str | None = None,
         collection: str | None = None,
-        k: int = 8,
-        lexical_weight: float | str | None = None,
+        k: Integer = 8,
+        lexical_weight: Weight = None,
         language_prior: bool | None = None,
         scopes: list[str] | None = None,
         mode: str = "hybrid",
-        max_per_source: int | None = None,
+        max_per_source: Integer | None = None,
     ) -> dict[str, Any]:
         """Why did a document (not) come back for `query`? Name it by exactly one of `doc`
         (document id), `path` (source path) or `chunk` (chunk id). Returns every stage for
@@ -148,13 +161,13 @@ def create_mcp_server(
     def ask(
         question: str,
         collection: str | None = None,
-        k: int | None = None,
+        k: Integer | None = None,
         qa_first: bool = False,
         rerank: str | None = None,
         scopes: list[str] | None = None,
         mode: str = "hybrid",
-        min_cosine: float | None = None,
-        min_term_coverage: float | None = None,
+        min_cosine: Number | None = None,
+        min_term_coverage: Number | None = None,
     ) -> dict[str, Any]:
         """A grounded answer to `question` with `[n]` citations: each citation names the
         chunk, its origin (path › headings) and the quoted sentence. `mode` says how it was

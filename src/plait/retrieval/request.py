@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_OFFSET",
     "MAX_QUERY_CHARS",
     "SearchRequest",
+    "plain_number",
     "validated",
 ]
 
@@ -42,6 +44,34 @@ _CHOICES: dict[str, type[_Choice]] = {
     for model in (RrfFusion, WeightedFusion, MinmaxFusion, DbsfFusion, AdaptiveFusion)
 }
 _METADATA_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def plain_number(value: Any) -> Any:
+    """``value`` unchanged, unless pydantic would read it as a number it is not: ``true`` /
+    ``false`` (1 / 0), or NaN and ±infinity, given as a float or as a string ('NaN').
+
+    Every interface's numeric fields take it as a before-validator (:class:`SearchRequest`,
+    :class:`~plait.ask.AskRequest`, the MCP tools' arguments).
+
+    >>> plain_number(0.5), plain_number("auto")
+    (0.5, 'auto')
+    >>> plain_number(True)
+    Traceback (most recent call last):
+    ValueError: expected a number, got true
+    >>> plain_number("-Infinity")
+    Traceback (most recent call last):
+    ValueError: expected a finite number, got -inf
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")
+    if isinstance(value, (float, str)):
+        try:
+            number = float(value)
+        except ValueError:
+            return value  # not a number at all: the field's own type says so
+        if not math.isfinite(number):
+            raise ValueError(f"expected a finite number, got {number}")
+    return value
 
 
 class SearchRequest(Model):
@@ -92,11 +122,8 @@ class SearchRequest(Model):
         mode="before",
     )
     @classmethod
-    def _no_bool(cls, value: Any) -> Any:
-        """``true`` / ``false`` are not numbers (pydantic would read them as 1 / 0)."""
-        if isinstance(value, bool):
-            raise ValueError(f"expected a number, got {str(value).lower()}")
-        return value
+    def _plain_number(cls, value: Any) -> Any:
+        return plain_number(value)
 
     @field_validator("fusion", mode="before")
     @classmethod

@@ -1,0 +1,65 @@
+"""An ``MCPServer`` whose tools take their arguments as strictly as the HTTP API takes a body.
+
+The SDK validates a call's arguments with a model built from the tool function's
+signature: it ignores names the tool does not take (``{"query": "x", "kk": 3}`` ran
+with ``k=8``) and reports a wrong type with pydantic's multi-line report. Here an
+unknown argument is a tool error naming it and the arguments the tool takes, and an
+argument the signature rejects is reported in one line naming it, as the HTTP API's
+422 does (:func:`plait.api.messages.describe_validation`). What the signature's types
+refuse beyond pydantic's own (``true`` as a number, NaN) they say themselves
+(:func:`plait.retrieval.request.plain_number`); the rest — ranges, ``'auto'``, fusion
+knobs — is the request models' (``SearchRequest``, ``AskRequest``) behind the engine.
+
+Imported on demand: it needs the ``mcp`` extra.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
+
+from plait.api.messages import describe_validation, one_line
+
+__all__ = ["StrictMCPServer", "unknown_arguments"]
+
+
+def unknown_arguments(tool: str, given: list[str], takes: list[str]) -> str | None:
+    """The message for the names in ``given`` that ``tool`` does not take (None: all known).
+
+    >>> unknown_arguments("search", ["query", "kk"], ["query", "k"])
+    "unknown argument 'kk'; search takes: query, k"
+    """
+    unknown = [name for name in given if name not in takes]
+    if not unknown:
+        return None
+    names = ", ".join(repr(name) for name in unknown)
+    return f"unknown argument{'s' if len(unknown) > 1 else ''} {names}; {tool} takes: {', '.join(takes) or 'none'}"
+
+
+class StrictMCPServer(MCPServer[Any]):
+    """Refuses unknown tool arguments and reports a rejected one in one line (see the module)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        tool = next((t for t in await self.list_tools() if t.name == name), None)
+        if tool is not None:  # an unknown tool: the SDK's own error
+            takes = list(tool.input_schema.get("properties", {}))
+            problem = unknown_arguments(name, list(arguments), takes)
+            if problem is not None:
+                raise ToolError(f"Error executing tool {name}: {one_line(problem)}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK reports it without details
+        except ToolError as exc:
+            # the SDK wraps an argument its model rejects as 'Error executing tool <name>:
+            # <pydantic's multi-line report>'; a tool's own errors carry no such cause
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            message = describe_validation(exc.__cause__.errors())
+            raise ToolError(f"Error executing tool {name}: {message}") from exc.__cause__

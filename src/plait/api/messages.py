@@ -1,0 +1,58 @@
+"""One-line error messages, shared by the HTTP API and the MCP tools.
+
+Both interfaces validate input with pydantic; :func:`describe_validation` turns its
+error list into the one line either returns (a 422 body, an MCP tool error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["MAX_MESSAGE_CHARS", "describe_validation", "one_line"]
+
+MAX_MESSAGE_CHARS = 300
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line of at most :data:`MAX_MESSAGE_CHARS` characters.
+
+    >>> one_line("k: bad\\n  value")
+    'k: bad value'
+    """
+    # backslashreplace: a lone surrogate in a message must not break the response itself
+    text = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_MESSAGE_CHARS else line[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def describe_validation(errors: Sequence[Mapping[str, Any]], *, skip: Sequence[str] = ("body",)) -> str:
+    """One line naming the bad field(s) of pydantic ``errors`` (``ValidationError.errors()``),
+    with the value given when it is short; ``skip`` leaves location parts out (FastAPI's
+    ``body``).
+
+    >>> describe_validation([{"type": "int_parsing", "loc": ("k",), "msg": "Input should be a valid integer",
+    ...                       "input": "many"}])
+    "k: Input should be a valid integer (got 'many')"
+    >>> describe_validation([{"type": "value_error", "loc": ("k",), "msg": "Value error, expected a number, got true",
+    ...                       "input": True}])
+    'k: expected a number, got true'
+    """
+    parts = []
+    for error in errors[:3]:
+        loc = [str(p) for p in error.get("loc", ()) if p not in skip]
+        if error.get("type") == "json_invalid":
+            where = error.get("loc", ("body", "?"))[-1]
+            parts.append(f"malformed JSON body (at character {where})")
+            continue
+        field = ".".join(loc) or "body"
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        given = error.get("input")
+        short = isinstance(given, (int, float, bool)) or (isinstance(given, str) and len(given) <= 40)
+        # a message that already names what it got ('expected a number, got true') says it once
+        if short and error.get("type") not in ("missing", "extra_forbidden") and "got " not in message:
+            message += f" (got {given!r})"
+        parts.append(f"{field}: {message}")
+    if len(errors) > 3:
+        parts.append(f"and {len(errors) - 3} more")
+    return one_line("; ".join(parts))
