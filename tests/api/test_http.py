@@ -3,6 +3,7 @@ bodies are the library's own camelCase models, errors are one-line ``{"error": â
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,33 @@ def test_health_needs_no_key(served: Served) -> None:
     response = httpx.get(served.url + "/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "auth": True, "defaultCollection": "default"}
+
+
+def _raw_head(url: str, path: str) -> tuple[str, dict[str, str], bytes]:
+    """HEAD ``path`` over a plain socket: the status line, the headers and every byte after
+    them until the server closes (httpx would not read a body a HEAD response carries)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"HEAD {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    return status, headers, body
+
+
+def test_health_checkers_may_send_head(served: Served) -> None:
+    """HEAD / and HEAD /healthz were 405 (only GET was routed). Each is now GET's status and
+    headers with no body, and the OpenAPI document still lists one GET operation."""
+    for path, kind in (("/", "text/html; charset=utf-8"), ("/healthz", "application/json"), ("/readyz", "application/json")):
+        got = httpx.get(served.url + path)
+        status, headers, body = _raw_head(served.url, path)
+        assert (status, headers["content-type"], body) == ("HTTP/1.1 200 OK", kind, b""), path
+        assert headers["content-length"] == str(len(got.content)) and got.status_code == 200
+    paths = httpx.get(served.url + "/openapi.json").json()["paths"]
+    assert list(paths["/healthz"]) == ["get"] and list(paths["/readyz"]) == ["get"] and "/" not in paths
 
 
 def test_search_returns_the_library_model_in_camel_case(served: Served, admin: httpx.Client) -> None:

@@ -261,6 +261,10 @@ def create_app(
         """Liveness: the process answers and whether it wants API keys."""
         return {"status": "ok", "auth": auth, "defaultCollection": default_collection}
 
+    # health checkers may send HEAD: GET's answer without its body (the server drops it),
+    # kept out of the OpenAPI document, which would otherwise list the operation twice
+    app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
+
     @app.get("/v1/me", tags=["meta"], responses={401: {"description": "no or unknown API key"}})
     def me(key: ApiKey | None = Caller) -> dict[str, Any]:
         """The caller's role and the collections its key covers (``*``: all), so a client can
@@ -400,7 +404,7 @@ def create_app(
     if web.is_dir():
         app.mount("/web", StaticFiles(directory=str(web)), name="web")
 
-        @app.get("/", include_in_schema=False)
+        @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
         def page() -> FileResponse:
             return FileResponse(web / "index.html", headers=_PAGE_HEADERS)
 

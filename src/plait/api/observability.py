@@ -244,6 +244,9 @@ def install_observability(app: FastAPI, engine: Plait, *, dependencies: Sequence
             )
         return {"status": "ready"}
 
+    # a probe may send HEAD: the same status without a body, not a second OpenAPI operation
+    app.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
+
     app.add_middleware(_Observed, metrics=metrics, routes=lambda: app.router.routes)
     app.state.metrics = metrics
     app.state.metrics_registry = registry
