@@ -85,3 +85,21 @@ def test_piped_output_is_not_cut_to_80_columns(tmp_path: Path) -> None:
     wide = run("coverage")
     assert "present" in wide and "indexed" in wide and "last indexed" in wide and "…" not in wide
     assert "…" in run("coverage", columns="60")
+
+
+def test_each_command_fits_its_consoles_to_its_own_columns(tmp_path: Path) -> None:
+    """The consoles are made once, at import: ``COLUMNS`` given to a later command in the
+    same process (a test's runner, a program embedding the CLI) was ignored, and the
+    width depended on which import came first (80 under pytest-xdist, 160 serially)."""
+    from typer.testing import CliRunner
+
+    from plait.cli import options
+
+    command = ["collections", "--store", str(tmp_path / "none.db"), "--embedder", "fake"]
+    runner = CliRunner()
+    done = runner.invoke(app, command, env={"COLUMNS": "123"})
+    assert done.exit_code == 1 and "does not exist" in done.output  # the callback ran all the same
+    assert (options.console.width, options.err.width) == (123, 123)
+    done = runner.invoke(app, command, env={"COLUMNS": None})
+    assert done.exit_code == 1
+    assert (options.console.width, options.err.width) == (options.PIPE_WIDTH, options.PIPE_WIDTH) == (160, 160)

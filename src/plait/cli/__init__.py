@@ -22,7 +22,7 @@ from plait.cli import collections as collections_group
 from plait.cli import eval as eval_group
 from plait.cli import usage as usage_group
 from plait.cli.logs import configure_logging, level_for
-from plait.cli.options import fail
+from plait.cli.options import fail, fit_consoles
 from plait.errors import ConfigError
 
 __all__ = ["app", "main"]
@@ -44,6 +44,7 @@ def _logging(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log errors only.")] = False,
 ) -> None:
     """Hybrid retrieval for RAG: BM25 + dense vectors, fused before the cut, with citations."""
+    fit_consoles()
     try:
         configure_logging(level_for(verbose, quiet))
     except ConfigError as exc:

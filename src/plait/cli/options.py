@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ __all__ = [
     "console",
     "err",
     "fail",
+    "fit_consoles",
     "make_console",
     "open_engine",
     "print_json",
@@ -51,14 +53,35 @@ T = TypeVar("T")
 PIPE_WIDTH = 160
 
 
-def make_console(*, stderr: bool = False) -> Console:
-    """A console for stdout (or stderr): the terminal's width, else :data:`PIPE_WIDTH`."""
+_CONSOLES: list[Console] = []
+
+
+def _width(stderr: bool) -> int:
+    """``COLUMNS`` when set, else :data:`PIPE_WIDTH` for a pipe or file, else the terminal's."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
     stream = sys.stderr if stderr else sys.stdout
     try:
         piped = not stream.isatty()
     except (AttributeError, ValueError):  # a closed or replaced stream
         piped = True
-    return Console(stderr=stderr, width=PIPE_WIDTH if piped and "COLUMNS" not in os.environ else None)
+    return PIPE_WIDTH if piped else shutil.get_terminal_size().columns
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console for stdout (or stderr), its width that of :func:`fit_consoles`."""
+    made = Console(stderr=stderr, width=_width(stderr))
+    _CONSOLES.append(made)
+    return made
+
+
+def fit_consoles() -> None:
+    """Fits every console to the streams and ``COLUMNS`` of this command: the consoles are
+    made once, at import, and a process (a test's runner, an embedding program) may run
+    several commands with other streams or another ``COLUMNS``."""
+    for each in _CONSOLES:
+        each.width = _width(each.stderr)
 
 
 #: Where every command prints its results, and its errors.
