@@ -49,9 +49,10 @@ import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.analysis import analyse
+from plait.carried_model import VectorModel, carried_embedder
 from plait.collection_settings import portable_settings, restore_settings, write_settings
 from plait.copying import read_source
-from plait.errors import ConflictError, ModelMismatchError, NotFoundError, PlaitError, ValidationError
+from plait.errors import ConflictError, NotFoundError, PlaitError, ValidationError
 from plait.fields import lexical_text
 from plait.refinery.store import RefineryStore
 from plait.stores.base import Store, StoredChunk
@@ -301,43 +302,13 @@ def _validate(path: Path) -> dict[str, Any]:
     return header
 
 
-def _identity(provider: Any, model: Any, dimension: Any) -> str:
-    return f"{provider}/{model}" + (f" ({dimension}-d)" if dimension else "")
-
-
-def _fits(embedder: Embedder | None, model: dict[str, Any]) -> bool:
-    """Whether ``embedder`` makes the archive's vectors: its provider, model and (where both
-    are known before a call) dimension."""
-    if embedder is None:
-        return False
-    dimensions = (embedder.dimension, model.get("dimension"))
-    same = (embedder.provider, embedder.model) == (model.get("provider"), model.get("model"))
-    return same and (None in dimensions or dimensions[0] == dimensions[1])
-
-
 def _embedder_to_record(path: Path, header: dict[str, Any], name: str) -> Embedder | None:
     """The embedder called ``name`` when it fits the archive (see the module docstring):
     None for the archive's own model (nothing to record), the embedder to record for an
     archive with no model. Raises :class:`ModelMismatchError` when it does not fit."""
-    from plait.embeddings import make_embedder
-
-    embedder = make_embedder(name)  # an unknown name: ConfigError; nothing is loaded here
     model = header["embedder"]
-    if model.get("model") is None:
-        return embedder
-    if _fits(embedder, model):
-        return None
-    wanted = "none (no vectors)" if embedder is None else _identity(embedder.provider, embedder.model, embedder.dimension)
-    recorded = header["settings"].get("embedder")  # the name the collection was indexed under
-    try:
-        hint = isinstance(recorded, str) and _fits(make_embedder(recorded), model)
-    except PlaitError:  # a name this plait does not know, or one it cannot build here
-        hint = False
-    raise ModelMismatchError(
-        f"{path}: the archive's vectors are from {_identity(model.get('provider'), model['model'], model.get('dimension'))}; "
-        f"embedder {name!r} is {wanted}. A collection's vectors come from one model and an import embeds "
-        f"nothing: leave the embedder out" + (f", or name the archive's, {recorded!r}" if hint else "")
-    )
+    carried = VectorModel(model.get("provider"), model.get("model"), model.get("dimension"), header["settings"].get("embedder"))
+    return carried_embedder(name, carried, vectors=f"{path}: the archive's vectors", owner="the archive's", action="an import")
 
 
 def import_collection(

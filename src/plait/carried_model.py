@@ -1,0 +1,78 @@
+"""The embedder named to a command that carries vectors and embeds nothing (``plait copy``,
+``plait export``, ``plait import``).
+
+Such a command writes a collection's vectors as they are, so an embedder named to it
+(``--embedder``, else ``PLAIT_EMBEDDER``) cannot change what they are: it must be the model
+they come from — the recorded provider and model, and the dimension where the embedder
+knows one before a call. :func:`carried_embedder` says whether it is, and refuses it with
+a one-line :class:`~plait.errors.ModelMismatchError` when it is not (a collection's vectors
+come from one model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from plait.errors import ModelMismatchError, PlaitError
+
+if TYPE_CHECKING:
+    from plait.embeddings.base import Embedder
+
+__all__ = ["VectorModel", "carried_embedder"]
+
+
+@dataclass(frozen=True)
+class VectorModel:
+    """The model a collection's vectors come from, as a store or an archive header records
+    it (``model`` None: the collection was never embedded), and ``recorded``, the embedder
+    name the collection was indexed under (its settings' ``embedder``), if any."""
+
+    provider: str | None
+    model: str | None
+    dimension: int | None
+    recorded: Any = None
+
+
+def _identity(provider: Any, model: Any, dimension: Any) -> str:
+    return f"{provider}/{model}" + (f" ({dimension}-d)" if dimension else "")
+
+
+def _fits(embedder: Embedder | None, model: VectorModel) -> bool:
+    """Whether ``embedder`` makes ``model``'s vectors: its provider, model and (where both
+    are known before a call) dimension."""
+    if embedder is None:
+        return False
+    dimensions = (embedder.dimension, model.dimension)
+    same = (embedder.provider, embedder.model) == (model.provider, model.model)
+    return same and (None in dimensions or dimensions[0] == dimensions[1])
+
+
+def carried_embedder(name: str, model: VectorModel, *, vectors: str, owner: str, action: str) -> Embedder | None:
+    """The embedder called ``name``, checked against the vectors' ``model``: None when it
+    is their model (nothing to record), the embedder itself (None for ``"none"``) when there
+    is no model (the caller may record it, as a first index would). Raises
+    :class:`ModelMismatchError` when it is another model, or ``"none"`` for vectors;
+    an unknown name is a :class:`~plait.errors.ConfigError`. Nothing is loaded here.
+
+    The message reads "{vectors} are from M; embedder 'X' is N. A collection's vectors come
+    from one model and {action} embeds nothing: leave the embedder out, or name {owner},
+    'R'" — the last clause when the recorded name ``R`` makes the model."""
+    from plait.embeddings import make_embedder
+
+    embedder = make_embedder(name)  # an unknown name: ConfigError; nothing is loaded here
+    if model.model is None:
+        return embedder
+    if _fits(embedder, model):
+        return None
+    wanted = "none (no vectors)" if embedder is None else _identity(embedder.provider, embedder.model, embedder.dimension)
+    recorded = model.recorded
+    try:
+        hint = isinstance(recorded, str) and _fits(make_embedder(recorded), model)
+    except PlaitError:  # a name this plait does not know, or one it cannot build here
+        hint = False
+    raise ModelMismatchError(
+        f"{vectors} are from {_identity(model.provider, model.model, model.dimension)}; "
+        f"embedder {name!r} is {wanted}. A collection's vectors come from one model and {action} embeds "
+        f"nothing: leave the embedder out" + (f", or name {owner}, {recorded!r}" if hint else "")
+    )
