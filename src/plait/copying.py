@@ -34,6 +34,13 @@ copy's card ids — source ``card:<new id>``, the chunk ids an index run of that
 builds, ``cardId`` and origin naming it — and the copy's ``searchHidden`` lists them, so
 ``qa_first`` and card review on the copy act on the copy's own cards; the verification
 compares those chunks with the source's under that renaming.
+
+A copy embeds nothing: the vectors are the source's. An embedder named for it (``plait
+copy --embedder``, ``copy_collection(embedder=NAME)``) must therefore be the model they
+come from (:mod:`plait.carried_model`: provider, model and dimension), else it is refused
+before anything is written. A collection never embedded takes it as the copy's embedder,
+as a first index would record it; its chunks wait for their vectors as after ``plait
+index --detach``.
 """
 
 from __future__ import annotations
@@ -45,12 +52,13 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
 
 from plait.analysis import analyse, analyse_query
+from plait.carried_model import VectorModel, carried_embedder
 from plait.collection_settings import (
     portable_settings,
     read_settings,
@@ -68,10 +76,14 @@ from plait.stores.base import BulkStore, SourceWrite, Store, StoredChunk
 from plait.stores.records_import import collection_records, copy_records, write_records
 from plait.types import FileOrigin, Model
 
+if TYPE_CHECKING:
+    from plait.embeddings.base import Embedder
+
 __all__ = [
     "CopyProgress",
     "CopyReport",
     "CopyVerification",
+    "check_copy_embedder",
     "copy_collection",
     "copy_usage",
     "read_source",
@@ -297,6 +309,24 @@ def _prepare_target(source: Store, target: Store, collection: str, target_name: 
         write_settings(target, target_name, copy_in_progress=marker)
 
 
+def check_copy_embedder(source: Store, collection: str, embedder: str) -> Embedder | None:
+    """The embedder called ``embedder``, checked for a copy of ``collection`` (see the
+    module docstring): None when it is the model of the collection's vectors (or the
+    collection does not exist: the copy says so), the embedder to record on the copy
+    when the collection was never embedded. Raises
+    :class:`~plait.errors.ModelMismatchError` for another model, or ``"none"`` for a
+    collection with vectors; writes nothing."""
+    info = source.get_collection(collection)
+    if info is None:
+        return None
+    model = VectorModel(
+        info.embedder_provider, info.embedder_model, info.dimension, read_settings(source, collection).embedder
+    )
+    return carried_embedder(
+        embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action="a copy"
+    )
+
+
 def copy_collection(
     source: Store,
     target: Store,
@@ -308,15 +338,21 @@ def copy_collection(
     sample_queries: int = 20,
     batch_chunks: int = 2000,
     progress: CopyProgress | None = None,
+    embedder: str | None = None,
 ) -> CopyReport:
     """Copy ``collection`` from ``source`` to ``target`` (as ``target_name``, default the
     same name); see the module docstring. Raises :class:`ConflictError` for a non-empty
     target collection that is not an unfinished copy, unless ``replace``. A target that
     writes many sources in one transaction (:class:`~plait.stores.base.BulkStore`:
-    PostgreSQL) gets whole sources in batches of about ``batch_chunks`` chunks."""
+    PostgreSQL) gets whole sources in batches of about ``batch_chunks`` chunks.
+
+    ``embedder`` (a name, as ``--embedder``) must be the model of the collection's vectors
+    (:class:`~plait.errors.ModelMismatchError` otherwise, nothing written); a collection
+    never embedded records it on the copy (:func:`check_copy_embedder`)."""
     name = target_name or collection
     if batch_chunks < 1:
         raise ValidationError(f"batch_chunks must be at least 1, got {batch_chunks}")
+    record = None if embedder is None else check_copy_embedder(source, collection, embedder)  # reads only
     sameness = store_sameness(source, target)
     shared = sameness == "same"
     if shared and name == collection:
@@ -395,6 +431,9 @@ def copy_collection(
         if CARD_SCOPE in hidden:
             hidden[CARD_SCOPE] = sorted(renames.chunks.get(cid, cid) for cid in hidden[CARD_SCOPE])
             write_settings(target, name, search_hidden=hidden)
+    if record is not None and embedder is not None:  # a collection never embedded
+        target.set_embedder(name, provider=record.provider, model=record.model, dimension=record.dimension)
+        write_settings(target, name, embedder=embedder.strip().lower())
     runs, cards, keys = _copy_records(source, target, collection, name, shared=shared)
     usage = 0
     marker = read_settings(target, name).copy_in_progress or {}

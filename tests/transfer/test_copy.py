@@ -13,7 +13,7 @@ from plait.api.keys import KeyStore
 from plait.copying import copy_collection, copy_usage
 from plait.embeddings.base import TextKind
 from plait.embeddings.fake import FakeEmbedder
-from plait.errors import ConflictError
+from plait.errors import ConflictError, ModelMismatchError
 from plait.refinery.models import CardMode
 from plait.refinery.store import RefineryStore
 from plait.service import Plait
@@ -165,3 +165,37 @@ def test_a_copy_to_milvus_of_look_alike_chunks_verifies(make_store: StoreFactory
 def _unit(values: list[float]) -> list[float]:
     norm = sum(v * v for v in values) ** 0.5
     return [v / norm for v in values]
+
+
+@pytest.mark.parametrize("to_kind", ["sqlite", "postgres"])
+def test_copy_embedder_must_be_the_collections_model(make_store: StoreFactory, to_kind: str) -> None:
+    """``copy_collection(embedder=...)`` (``plait copy --embedder``) was accepted and dropped:
+    the vectors went over whatever it named. A copy embeds nothing, so it must be the model
+    of the collection's vectors: another one (or none) is refused before the target is
+    touched; a collection never embedded takes it as the copy's embedder."""
+    source, target = make_store("sqlite"), make_store(to_kind)
+    Plait(source, embedder="fake").index_documents(documents(ARTICLE_DOCS), collection="kb")  # fake/hash-64, 64-d
+    said = {"e5": "local/multilingual-e5-small (384-d)", "none": "none (no vectors)"}
+    for name, model in said.items():
+        with pytest.raises(ModelMismatchError) as refused:
+            copy_collection(source, target, "kb", embedder=name)
+        assert str(refused.value) == (
+            f"the vectors of collection 'kb' are from fake/hash-64 (64-d); embedder {name!r} is {model}. A "
+            "collection's vectors come from one model and a copy embeds nothing: leave the embedder out, or "
+            "name the collection's, 'fake'"
+        )
+    assert target.list_collections() == []  # nothing written, not even the copy's identity probe
+    report = copy_collection(source, target, "kb", embedder="fake")
+    assert (report.chunks_copied, report.vectors_copied) == (5, 5)
+    assert report.verification is not None and report.verification.ok
+    Plait(source, embedder="none").index_documents(documents({"z": "zebra crossing"}), collection="plain")
+    report = copy_collection(source, target, "plain", embedder="fake")
+    assert (report.chunks_copied, report.vectors_copied) == (1, 0)
+    assert report.verification is not None and report.verification.ok
+    plain = target.get_collection("plain")
+    assert plain is not None
+    assert (plain.embedder_provider, plain.embedder_model, plain.dimension, plain.chunks_without_vector) == (
+        "fake", "hash-64", 64, 1
+    )
+    assert target.get_settings("plain")["embedder"] == "fake"
+    assert "embedder" not in source.get_settings("plain")  # the source is as it was

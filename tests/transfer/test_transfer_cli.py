@@ -220,3 +220,47 @@ def test_import_of_an_archive_without_vectors_records_the_embedder(tmp_path: Pat
         assert engine.embedder_for("kb")[1] == "fake"
         report = engine.backfill(collection="kb")
         assert report.embedding.embedded == 5 and engine.vector_coverage("kb") == 1.0
+
+
+def test_copy_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
+    """``plait copy --embedder X`` was accepted and ignored (``del embedder``): the vectors
+    went over whatever X was. A copy embeds nothing, so X (or ``PLAIT_EMBEDDER``) must be
+    the model of every copied collection's vectors; another one is a one-line error before
+    the target is opened — no store file left, no collection copied, a --replace target
+    untouched. A matching one copies as before."""
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder="fake") as engine:  # recorded as 'fake': fake/hash-64, 64-d
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    with Plait(source, embedder=FakeEmbedder(dimension=16)) as engine:  # fake/hash-64 too, but 16-d
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="small")
+    target = tmp_path / "to.db"
+    done = runner.invoke(app, ["copy", "--from", source, "--to", str(target), "-c", "kb", "--embedder", "e5"])
+    assert (done.exit_code, done.stderr) == (
+        1,
+        "error: the vectors of collection 'kb' are from fake/hash-64 (64-d); embedder 'e5' is "
+        "local/multilingual-e5-small (384-d). A collection's vectors come from one model and a copy embeds "
+        "nothing: leave the embedder out, or name the collection's, 'fake'\n",
+    ), done.output
+    # every collection is checked first: 'kb' fits, 'small' does not, and 'kb' is not copied either
+    everything = runner.invoke(app, ["copy", "--from", source, "--to", str(target), "--embedder", "fake"])
+    assert (everything.exit_code, everything.stderr) == (
+        1,
+        "error: the vectors of collection 'small' are from fake/hash-64 (16-d); embedder 'fake' is "
+        "fake/hash-64 (64-d). A collection's vectors come from one model and a copy embeds nothing: leave "
+        "the embedder out\n",
+    ), everything.output
+    from_env = runner.invoke(app, ["copy", "--from", source, "--to", str(target), "-c", "kb"], env={"PLAIT_EMBEDDER": "none"})
+    assert from_env.exit_code == 1 and "embedder 'none' is none (no vectors)" in from_env.stderr
+    assert not target.exists()  # nothing written, no store left behind
+    with Plait(str(target), embedder="fake") as engine:
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="kb")
+    kept = runner.invoke(app, ["copy", "--from", source, "--to", str(target), "-c", "kb", "--embedder", "e5", "--replace"])
+    assert kept.exit_code == 1 and "embedder 'e5' is local/" in kept.stderr
+    with Plait(str(target), embedder="fake") as engine:  # --replace refused before it deleted anything
+        assert [(c.name, c.chunks) for c in engine.collections()] == [("kb", 1)]
+    same = runner.invoke(
+        app, ["copy", "--from", source, "--to", str(target), "-c", "kb", "--embedder", "fake", "--replace", "--json"]
+    )
+    assert same.exit_code == 0, same.output
+    [report] = json.loads(same.stdout)
+    assert (report["chunksCopied"], report["vectorsCopied"], report["verification"]["ok"]) == (5, 5, True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -65,42 +66,34 @@ def copy(
     ] = None,
     replace: ReplaceOpt = False,
     store: StoreOpt = None,
-    embedder: EmbedderOpt = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            help="Must be the model of the copied collections' vectors (a copy embeds nothing); a "
+            "collection never embedded records it on the copy (env PLAIT_EMBEDDER).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Copy collections to another store with no embedding call; a re-run after an
     interruption continues where it stopped; verified at the end."""
-    from plait.copying import copy_collection
+    from plait.copying import check_copy_embedder
 
     if not to_store:
         fail("--to STORE is required")
     if target_name is not None and len(collection or []) != 1:
         fail("--as NAME needs exactly one --collection")
-    del embedder  # nothing is embedded
-    with (
-        _opened(debug, Settings.resolve(store=from_store or store).store, create=False) as source,
-        _opened(debug, to_store, create=True) as target,
-    ):
+    settings = Settings.resolve(store=from_store or store, embedder=embedder)
+    chosen = settings.embedder
+    with _opened(debug, settings.store, create=False) as source:
         names = collection or [c.name for c in source.list_collections()]
-        reports = []
-        for name in names:
-            with Progress(
-                TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("sources · {task.fields[chunks]} chunks"), TimeElapsedColumn(),
-                console=err, disable=as_json or not err.is_terminal, transient=True,
-            ) as bar:
-                task = bar.add_task(name, total=None, chunks=0)
-
-                def tick(done: int, total: int, chunks: int, task: TaskID = task) -> None:
-                    bar.update(task, completed=done, total=total, chunks=chunks)
-
-                def one(name: str = name, tick: CopyProgress = tick) -> CopyReport:
-                    return copy_collection(
-                        source, target, name, target_name=target_name, replace=replace, progress=tick
-                    )
-
-                reports.append(_run(debug, one))
+        if chosen is not None:  # every collection is checked before the target is opened
+            for name in names:
+                _run(debug, partial(check_copy_embedder, source, name, chosen))
+        with _opened(debug, to_store, create=True) as target:
+            reports = _copy_each(debug, source, target, names, target_name, replace, chosen, as_json=as_json)
     if as_json:
         _print_json([to_json(r) for r in reports])
         return
@@ -120,6 +113,41 @@ def copy(
             console.print(f"  {to_json(check)}", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def _copy_each(
+    debug: bool,
+    source: Store,
+    target: Store,
+    names: list[str],
+    target_name: str | None,
+    replace: bool,
+    embedder: str | None,
+    *,
+    as_json: bool,
+) -> list[CopyReport]:
+    """Copy the collections ``names`` one by one, with a progress bar on a terminal."""
+    from plait.copying import copy_collection
+
+    reports = []
+    for name in names:
+        with Progress(
+            TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("sources · {task.fields[chunks]} chunks"), TimeElapsedColumn(),
+            console=err, disable=as_json or not err.is_terminal, transient=True,
+        ) as bar:
+            task = bar.add_task(name, total=None, chunks=0)
+
+            def tick(done: int, total: int, chunks: int, task: TaskID = task) -> None:
+                bar.update(task, completed=done, total=total, chunks=chunks)
+
+            def one(name: str = name, tick: CopyProgress = tick) -> CopyReport:
+                return copy_collection(
+                    source, target, name, target_name=target_name, replace=replace, progress=tick, embedder=embedder
+                )
+
+            reports.append(_run(debug, one))
+    return reports
 
 
 def export(
