@@ -12,4 +12,5 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/mypy
 .venv/bin/mypy --strict benchmarks  # the benchmark scripts too (their untyped imports: pyproject.toml)
-exec .venv/bin/python -m pytest "$@"
+# One worker per core, at most 4 (pytest-xdist; -n 0 in the arguments runs serially).
+exec .venv/bin/python -m pytest -n auto --maxprocesses 4 "$@"
