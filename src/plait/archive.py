@@ -26,6 +26,11 @@ counts against the header) and names the first bad line by its number, writing n
 then it writes each source atomically. Should the write itself fail, the collection it
 created is deleted again, so nothing half-written remains.
 
+Export embeds nothing either: an embedder named for it (``plait export --embedder``,
+``export_collection(embedder=NAME)``) must be the model of the collection's vectors, else
+it is refused before the file is opened; a collection never embedded takes it as its
+recorded embedder (the archive's ``settings.embedder``), which an import then uses.
+
 Import embeds nothing: the vectors are the archive's. An embedder named on import (``plait
 import --embedder``) must therefore be the model they come from — the header's provider,
 model and dimension — else it is refused before anything is written (a collection's
@@ -114,12 +119,26 @@ def _vector_text(vector: np.ndarray | None) -> str | None:
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
 
-def export_collection(store: Store, collection: str, path: str | Path, *, overwrite: bool = False) -> ArchiveReport:
+def export_collection(
+    store: Store, collection: str, path: str | Path, *, overwrite: bool = False, embedder: str | None = None
+) -> ArchiveReport:
     """Write ``collection`` to an archive at ``path`` (``.zst``: zstd-compressed); an
-    existing file there is replaced only with ``overwrite``."""
+    existing file there is replaced only with ``overwrite``.
+
+    ``embedder`` (a name, as ``--embedder``) must be the model of the collection's vectors
+    (:class:`~plait.errors.ModelMismatchError` otherwise, nothing written); a collection
+    never embedded records it as its embedder in the archive (see the module docstring)."""
     info = store.get_collection(collection)
     if info is None:
         raise NotFoundError(f"collection {collection!r} does not exist")
+    settings = portable_settings(store, collection)
+    if embedder is not None:
+        model = VectorModel(info.embedder_provider, info.embedder_model, info.dimension, settings.get("embedder"))
+        record = carried_embedder(
+            embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action="an export"
+        )
+        if record is not None:  # a collection never embedded
+            settings = {**settings, "embedder": embedder.strip().lower()}
     target = Path(path)
     if target.is_dir():
         raise ValidationError(f"{target} is a folder: name the archive file (e.g. {target / (collection + '.jsonl.zst')})")
@@ -141,7 +160,7 @@ def export_collection(store: Store, collection: str, path: str | Path, *, overwr
         "collection": collection,
         "embedder": {"provider": info.embedder_provider, "model": info.embedder_model, "dimension": info.dimension},
         "counts": counts,
-        "settings": portable_settings(store, collection),
+        "settings": settings,
         "scopes": [{"scope": s.scope, "lastIndexedAt": s.last_indexed_at} for s in store.scopes(collection)],
         "exportedAt": datetime.now(UTC).isoformat(timespec="seconds"),
     }

@@ -12,9 +12,10 @@ import pytest
 from plait.api.keys import KeyStore
 from plait.archive import export_collection, import_collection
 from plait.copying import verify_copy
-from plait.errors import ConflictError, ValidationError
+from plait.errors import ConflictError, ModelMismatchError, ValidationError
 from plait.refinery.store import RefineryStore
-from plait.testing.corpus import ARTICLE_DOCS
+from plait.service import Plait
+from plait.testing.corpus import ARTICLE_DOCS, documents
 from plait.types import to_json
 
 from .conftest import StoreFactory
@@ -110,3 +111,35 @@ def test_a_version_1_archive_still_imports(make_store: StoreFactory, tmp_path: P
     back = import_collection(target, old)
     assert (back.chunks, back.cards, back.keys, back.usage) == (len(ARTICLE_DOCS), 1, 2, 0)
     assert target.usage("kb") == [] and verify_copy(source, target, "kb").ok
+
+
+def test_export_embedder_must_be_the_collections_model(make_store: StoreFactory, tmp_path: Path) -> None:
+    """``export_collection(embedder=...)`` (``plait export --embedder``) was accepted and
+    dropped: the archive carried the collection's vectors whatever it named. It must be their
+    model; another one (or none) is refused before the file is opened. A collection never
+    embedded takes it as its recorded embedder, in the archive only."""
+    store = make_store("sqlite")
+    Plait(store, embedder="fake").index_documents(documents(ARTICLE_DOCS), collection="kb")  # fake/hash-64, 64-d
+    path = tmp_path / "kb.jsonl"
+    path.write_text("my notes\n", encoding="utf-8")
+    said = {"e5": "local/multilingual-e5-small (384-d)", "none": "none (no vectors)"}
+    for name, model in said.items():
+        with pytest.raises(ModelMismatchError) as refused:
+            export_collection(store, "kb", path, overwrite=True, embedder=name)
+        assert str(refused.value) == (
+            f"the vectors of collection 'kb' are from fake/hash-64 (64-d); embedder {name!r} is {model}. A "
+            "collection's vectors come from one model and an export embeds nothing: leave the embedder out, or "
+            "name the collection's, 'fake'"
+        )
+    assert path.read_text(encoding="utf-8") == "my notes\n"  # refused before the file was opened
+    report = export_collection(store, "kb", path, overwrite=True, embedder="fake")
+    assert (report.chunks, report.vectors) == (5, 5)
+    assert json.loads(_lines(path)[0])["settings"] == store.get_settings("kb")
+    Plait(store, embedder="none").index_documents(documents({"z": "zebra crossing"}), collection="plain")
+    for name, recorded in (("FAKE", "fake"), ("none", None)):
+        plain = tmp_path / f"plain-{name}.jsonl"
+        assert export_collection(store, "plain", plain, embedder=name).vectors == 0
+        header = json.loads(_lines(plain)[0])
+        assert header["embedder"] == {"provider": None, "model": None, "dimension": None}
+        assert header["settings"].get("embedder") == recorded
+    assert "embedder" not in store.get_settings("plain")  # the store is as it was

@@ -264,3 +264,44 @@ def test_copy_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
     assert same.exit_code == 0, same.output
     [report] = json.loads(same.stdout)
     assert (report["chunksCopied"], report["vectorsCopied"], report["verification"]["ok"]) == (5, 5, True)
+
+
+def test_export_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
+    """``plait export --embedder X`` was accepted and ignored (``del embedder``): the archive
+    carried the collection's vectors whatever X was. X (or ``PLAIT_EMBEDDER``) must be their
+    model; another one is a one-line error with no file written or replaced. A matching one
+    exports as before; a collection never embedded takes X, and an import of its archive
+    embeds with it."""
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder="fake") as engine:  # recorded as 'fake': fake/hash-64, 64-d
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    archive = tmp_path / "kb.jsonl.zst"
+    done = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive), "--embedder", "e5"])
+    assert (done.exit_code, done.stderr) == (
+        1,
+        "error: the vectors of collection 'kb' are from fake/hash-64 (64-d); embedder 'e5' is "
+        "local/multilingual-e5-small (384-d). A collection's vectors come from one model and an export embeds "
+        "nothing: leave the embedder out, or name the collection's, 'fake'\n",
+    ), done.output
+    from_env = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive)], env={"PLAIT_EMBEDDER": "none"})
+    assert from_env.exit_code == 1 and "embedder 'none' is none (no vectors)" in from_env.stderr
+    assert not archive.exists()  # no file left behind
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("my notes\n", encoding="utf-8")
+    kept = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(notes), "--overwrite", "--embedder", "e5"])
+    assert kept.exit_code == 1 and "embedder 'e5' is local/" in kept.stderr
+    assert notes.read_text(encoding="utf-8") == "my notes\n"  # --overwrite refused before it replaced anything
+    same = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive), "--embedder", "fake", "--json"])
+    assert same.exit_code == 0, same.output
+    assert (json.loads(same.stdout)["chunks"], json.loads(same.stdout)["vectors"]) == (5, 5)
+    with Plait(source, embedder="none") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="plain")
+    plain = tmp_path / "plain.jsonl"
+    out = runner.invoke(app, ["export", "--store", source, "-c", "plain", "-o", str(plain), "--embedder", "fake"])
+    assert out.exit_code == 0, out.output
+    target = str(tmp_path / "to.db")
+    assert runner.invoke(app, ["import", str(plain), "--store", target]).exit_code == 0
+    with Plait(target) as engine:  # no embedder named: the one the archive recorded
+        assert engine.embedder_for("plain")[1] == "fake"
+        report = engine.backfill(collection="plain")
+        assert report.embedding.embedded == 5 and engine.vector_coverage("plain") == 1.0

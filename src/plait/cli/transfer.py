@@ -155,19 +155,27 @@ def export(
     overwrite: OverwriteOpt = False,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            help="Must be the model of the collection's vectors (an export embeds nothing); a "
+            "collection never embedded records it in the archive (env PLAIT_EMBEDDER).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Write a collection to a versioned JSONL archive (vectors included)."""
     from plait.archive import export_collection
 
-    del embedder
-    settings = Settings.resolve(store=store, collection=collection)
+    settings = Settings.resolve(store=store, collection=collection, embedder=embedder)
     report = _on_store(
         debug,
         settings.store,
-        lambda opened: export_collection(opened, settings.collection, output, overwrite=overwrite),
+        lambda opened: export_collection(
+            opened, settings.collection, output, overwrite=overwrite, embedder=settings.embedder
+        ),
         create=False,
     )
     if as_json:
