@@ -8,6 +8,12 @@ temporary name next to the target and renamed when complete.
 
 PostgreSQL and Milvus are backed up with their own tools (``pg_dump``, see
 ``docs/postgres.md``; Milvus backup), or per collection with ``plait export``.
+
+A backup is the whole store as it is — every collection, its vectors unchanged, nothing
+embedded — so a collection or an embedder named for it (``plait backup --collection`` or
+``--embedder``) has nothing to apply to and is refused (:class:`~plait.errors.ConfigError`)
+before anything is read; ``PLAIT_COLLECTION`` and ``PLAIT_EMBEDDER``, defaults for every
+command, are not passed here and so are never refused.
 """
 
 from __future__ import annotations
@@ -31,9 +37,27 @@ class BackupReport(Model):
     pages: int
 
 
-def backup_store(store_url: str, path: str | Path, *, overwrite: bool = False) -> BackupReport:
+def backup_store(
+    store_url: str,
+    path: str | Path,
+    *,
+    overwrite: bool = False,
+    collection: str | None = None,
+    embedder: str | None = None,
+) -> BackupReport:
     """Back up the SQLite store at ``store_url`` (a path or ``sqlite:///path``) to ``path``;
-    an existing ``path`` (another store, an older backup) is replaced only with ``overwrite``."""
+    an existing ``path`` (another store, an older backup) is replaced only with ``overwrite``.
+
+    ``collection`` and ``embedder`` are what the caller was explicitly given (``--collection``,
+    ``--embedder``): a backup takes neither, so either one is a :class:`ConfigError` (see
+    the module docstring)."""
+    given = [f"--{flag} {value!r}" for flag, value in (("collection", collection), ("embedder", embedder)) if value]
+    if given:
+        raise ConfigError(
+            f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to plait backup: a backup "
+            "copies the whole store as it is, every collection with its vectors, and embeds nothing; leave "
+            f"{'it' if len(given) == 1 else 'them'} out (plait export -c NAME writes one collection)"
+        )
     if store_url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(
             "plait backup copies SQLite stores; back up PostgreSQL with pg_dump "

@@ -88,3 +88,31 @@ def test_backup_of_a_server_store_points_to_its_tools() -> None:
         backup_store("postgresql://db/plait", "x.db")
     with pytest.raises(ConfigError, match="plait export"):
         backup_store("milvus:///tmp/m.db", "x.db")
+
+
+def test_a_backup_takes_no_collection_or_embedder(tmp_path: Path) -> None:
+    """``plait backup -c kb`` and ``--embedder e5`` were accepted and dropped: the whole store
+    was backed up, vectors as they were, whatever they named. A backup is the whole store and
+    embeds nothing, so either one is refused before the store is even looked at."""
+    store = tmp_path / "live.db"
+    with Plait(str(store), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents(_docs(0)), collection="kb")
+    out = tmp_path / "backup.db"
+    tail = (
+        "not apply to plait backup: a backup copies the whole store as it is, every collection with its vectors, "
+        "and embeds nothing; leave {} out (plait export -c NAME writes one collection)"
+    )
+    cases = [
+        ({"collection": "kb"}, "--collection 'kb' does " + tail.format("it")),
+        ({"embedder": "e5"}, "--embedder 'e5' does " + tail.format("it")),
+        ({"collection": "kb", "embedder": "e5"}, "--collection 'kb' and --embedder 'e5' do " + tail.format("them")),
+    ]
+    for given, message in cases:
+        with pytest.raises(ConfigError) as refused:
+            backup_store(str(store), out, **given)
+        assert str(refused.value) == message
+        with pytest.raises(ConfigError) as refused:  # before the store is looked at
+            backup_store("postgresql://db/plait", out, **given)
+        assert str(refused.value) == message
+    assert not out.exists()
+    assert backup_store(str(store), out, collection=None, embedder=None).bytes == out.stat().st_size

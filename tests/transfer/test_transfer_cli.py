@@ -305,3 +305,33 @@ def test_export_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
         assert engine.embedder_for("plain")[1] == "fake"
         report = engine.backfill(collection="plain")
         assert report.embedding.embedded == 5 and engine.vector_coverage("plain") == 1.0
+
+
+def test_backup_refuses_collection_and_embedder_flags_not_their_env(tmp_path: Path) -> None:
+    """``plait backup -c kb --embedder e5`` backed up the whole store, flags dropped
+    (``del collection, embedder``). A given flag is now a one-line error, nothing written;
+    PLAIT_COLLECTION and PLAIT_EMBEDDER, defaults for every command, are not refused."""
+    source = _kb(tmp_path)
+    with Plait(source, embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="other")
+    snap = tmp_path / "snap.db"
+    tail = (
+        "not apply to plait backup: a backup copies the whole store as it is, every collection with its vectors, "
+        "and embeds nothing; leave {} out (plait export -c NAME writes one collection)\n"
+    )
+    cases = {
+        ("-c", "kb"): "error: --collection 'kb' does " + tail.format("it"),
+        ("--embedder", "e5"): "error: --embedder 'e5' does " + tail.format("it"),
+        ("--collection", "kb", "--embedder", "fake"): "error: --collection 'kb' and --embedder 'fake' do "
+        + tail.format("them"),
+    }
+    for flags, said in cases.items():
+        done = runner.invoke(app, ["backup", "--store", source, "-o", str(snap), *flags])
+        assert (done.exit_code, done.stderr) == (1, said), done.output
+    assert not snap.exists()
+    env = {"PLAIT_COLLECTION": "kb", "PLAIT_EMBEDDER": "e5"}
+    done = runner.invoke(app, ["backup", "--store", source, "-o", str(snap), "--json"], env=env)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["bytes"] == snap.stat().st_size
+    with Plait(str(snap), embedder=FakeEmbedder(dimension=16)) as restored:
+        assert [(c.name, c.chunks) for c in restored.collections()] == [("kb", 5), ("other", 1)]

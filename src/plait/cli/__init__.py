@@ -5,7 +5,8 @@ One module per command group (:mod:`plait.cli.index`, :mod:`~plait.cli.collectio
 :mod:`~plait.cli.eval`, :mod:`~plait.cli.ask`, :mod:`~plait.cli.refinery`), each adding its
 commands with ``register(app)``; the options they share are in :mod:`plait.cli.options`.
 
-Every command takes ``--store``, ``--collection`` and ``--embedder``; every command that
+Every command takes ``--store``, ``--collection`` and ``--embedder`` (``plait backup``, the
+whole store as it is, refuses the last two when given); every command that
 prints results takes ``--json`` and then prints exactly the camelCase model the HTTP
 API returns. Exit code 0 on success, 1 on a user error with a one-line message (no
 traceback unless ``--debug``).

@@ -13,7 +13,7 @@ from typing import Annotated, TypeVar
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err, fail
+from plait.cli.options import CollectionOpt, DebugOpt, JsonOpt, StoreOpt, console, err, fail
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.config import Settings
@@ -225,16 +225,31 @@ def backup(
     output: Annotated[Path, typer.Option("--output", "-o", help="The backup file (a SQLite store file).")],
     overwrite: OverwriteOpt = False,
     store: StoreOpt = None,
-    collection: CollectionOpt = None,
-    embedder: EmbedderOpt = None,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection", "-c",
+            help="Refused: a backup is the whole store, every collection (PLAIT_COLLECTION is not refused).",
+        ),
+    ] = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            help="Refused: a backup copies the vectors as they are, embedding nothing (PLAIT_EMBEDDER is not refused).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """A consistent snapshot of a live SQLite store (searches and indexing may go on)."""
     from plait.backup import backup_store
 
-    del collection, embedder  # the whole store is backed up
-    report = _run(debug, lambda: backup_store(Settings.resolve(store=store).store, output, overwrite=overwrite))
+    url = Settings.resolve(store=store).store
+    # the flags as given, not the environment's defaults: only an explicit one is refused
+    report = _run(
+        debug, lambda: backup_store(url, output, overwrite=overwrite, collection=collection, embedder=embedder)
+    )
     if as_json:
         _print_json(report)
     else:
