@@ -159,8 +159,6 @@ def test_dense_weight_flag_is_the_fusion_objects_dense_weight(tmp_path: Path) ->
         ("--fusion", "minmax", "--dense-weight", "1.5"): "fusion: denseWeight: Input should be less than or equal to 1",
         ("--fusion", "minmax", "--dense-weight", "0.5", "--lexical-weight", "0.3"):
             "fusion: lexicalWeight does not apply to fusion 'minmax' (fusion object): it takes denseWeight (and overfetch)",
-        ("--dense-weight", "0.5"):
-            "fusion: a fusion object needs a method: 'rrf', 'weighted', 'minmax', 'dbsf' or 'adaptive' (got None)",
     }
     for flags, message in refused.items():
         for command in ("search", "explain"):
@@ -200,3 +198,78 @@ def test_explain_advice_names_the_dense_weight_flag_and_takes_it(tmp_path: Path)
     assert followed.exit_code == 0, followed.output
     assert (json.loads(followed.stdout)["fusion"]["rank"], json.loads(followed.stdout)["fusion"]["score"]) == (
         1, pytest.approx(0.6))
+
+
+def test_dense_weight_without_fusion_is_the_collections_methods(tmp_path: Path) -> None:
+    """``--dense-weight`` without ``--fusion`` was refused with 'a fusion object needs a method
+    … (got None)', about an object the user never typed. It sends a fusion object without a
+    method, which the service reads as the collection's saved method (else adaptive) with
+    that knob, as over HTTP and in Python; a saved method that takes no dense weight is
+    named in the error, with the knobs it takes and the flags that would work."""
+    from plait.service import Plait
+    from plait.testing.corpus import documents
+
+    store = str(tmp_path / "plait.db")
+    with Plait(store, embedder="fake") as engine:
+        engine.index_documents(documents({"a": "refund refund refund refund policy", "b": "refund policy"}))
+    query = ["refund policy", "--store", store]
+
+    def run(*flags: str) -> dict[str, Any]:
+        done = runner.invoke(app, ["search", *query, "--json", *flags])
+        assert done.exit_code == 0, done.output
+        return cast(dict[str, Any], json.loads(done.stdout))
+
+    def save(method: str) -> None:
+        with Plait(store, embedder="fake") as engine:
+            engine.store.update_settings("default", {"fusion": {"method": method}})
+
+    # a: lexical 1, dense 2; b: lexical 2, dense 1. Min-max over two candidates puts each arm's
+    # best at 1 and the other at 0. The default, adaptive, takes it as the base its per-query
+    # weight moves around: both arms' top-1 gap over their spread is 1, so it stays 0.8 and
+    # the scores are (1 − 0.8)·lexical + 0.8·dense: b 0.8, a 0.2
+    data = run("--dense-weight", "0.8")
+    assert data["fusionAsked"] == {"fusion": {"denseWeight": 0.8}}
+    decided = data["fusionDecided"]
+    assert (decided["method"], decided["methodFrom"], decided["denseWeightUsed"]) == ("adaptive", "default", 0.8)
+    assert decided["parameters"] == {
+        "denseWeight": 0.8, "denseWeightFrom": "settings", "languagePrior": True, "overfetch": 50}
+    assert [(h["metadata"]["docId"], h["score"]) for h in data["hits"]] == [
+        ("b", pytest.approx(0.8)), ("a", pytest.approx(0.2))]
+    # with --no-language-prior, inside the same object
+    assert run("--dense-weight", "0.8", "--no-language-prior")["fusionDecided"]["parameters"]["languagePrior"] is False
+
+    save("minmax")  # the collection's own method: minmax at 0.3 is a 0.7·1 = 0.7, b 0.3·1 = 0.3
+    data = run("--dense-weight", "0.3")
+    assert data["fusionAsked"] == {"fusion": {"denseWeight": 0.3}}
+    assert (data["fusion"]["method"], data["fusion"]["denseWeight"], data["fusion"]["denseWeightUsed"]) == (
+        "minmax", 0.3, 0.3)
+    assert (data["fusionDecided"]["methodFrom"], data["fusionDecided"]["parameters"]) == (
+        "collection", {"denseWeight": 0.3, "overfetch": 50})
+    assert [(h["metadata"]["docId"], h["score"]) for h in data["hits"]] == [
+        ("a", pytest.approx(0.7)), ("b", pytest.approx(0.3))]
+    why = runner.invoke(app, ["explain", *query, "--doc", "b", "-k", "1", "--json", "--dense-weight", "0.3"])
+    assert why.exit_code == 0, why.output
+    fused = json.loads(why.stdout)["fusion"]  # b: fused 2 at 0.3, past the cut at 1
+    assert (fused["settings"]["method"], fused["settings"]["denseWeight"], fused["rank"]) == ("minmax", 0.3, 2)
+    assert fused["score"] == pytest.approx(0.3)
+    shown = runner.invoke(app, ["search", *query, "--dense-weight", "0.3"])
+    assert "fusion minmax (dense weight used 0.3: minmax: fixed dense weight 0.3 (lexical 0.7))" in shown.stdout
+
+    # a saved method that takes no dense weight: named, with what it takes and what would work
+    way_out = (
+        "name a method that takes denseWeight: 'minmax', 'dbsf' or 'adaptive', "
+        'e.g. fusion {"method": "minmax", "denseWeight": 0.8} (CLI: --fusion minmax --dense-weight 0.8)'
+    )
+    refused = {
+        "rrf": "denseWeight does not apply to fusion 'rrf' (the collection's method), which takes k and "
+        f"lexicalWeight (CLI: --lexical-weight); {way_out}",
+        "weighted": "denseWeight does not apply to fusion 'weighted' (the collection's method), which takes "
+        f"vectorWeight, lexicalWeight and threshold; {way_out}",
+    }
+    for method, message in refused.items():
+        save(method)
+        for command, target in (("search", []), ("explain", ["--doc", "a"])):
+            done = runner.invoke(app, [command, *query, *target, "--dense-weight", "0.8"])
+            assert (done.exit_code, done.stderr) == (1, f"error: {message}\n"), (command, method, done.output)
+    # the way the message names works
+    assert run("--fusion", "minmax", "--dense-weight", "0.8")["fusionDecided"]["methodFrom"] == "request"

@@ -68,8 +68,9 @@ class QueryingMixin(EngineBase):
         """Hybrid search: both arms over-fetch, fusion, then the top-``k`` cut.
 
         ``fusion`` is a method name (its knobs given here: ``lexical_weight``, ``rrf_k``…)
-        or the method's own object, e.g. ``{"method": "minmax", "denseWeight": 0.8}`` (see
-        :mod:`plait.retrieval.fusion_choice`). ``lexical_weight`` is 0..1 or ``"auto"``
+        or the method's own object, e.g. ``{"method": "minmax", "denseWeight": 0.8}``, or
+        an object without a method, its knobs for the collection's saved method
+        (``{"denseWeight": 0.8}``; see :mod:`plait.retrieval.fusion_choice`). ``lexical_weight`` is 0..1 or ``"auto"``
         (identifier-aware, see :mod:`plait.autoweight`). ``rerank`` (``"llm"`` or
         ``"cross-encoder"``) reorders the fused top ``max(k, k_overfetch)`` (default 20)
         before the cut. ``offset`` pages: the hits are fused positions ``offset + 1 …

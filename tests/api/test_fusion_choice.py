@@ -114,8 +114,11 @@ def test_object_knobs_are_the_methods_own(indexed: Plait) -> None:
         indexed.search_request("default", {"query": "x", "fusion": {"method": "adaptive", "k": 3}})
     with pytest.raises(ValidationError, match="rrfK given beside a fusion object: put the knobs inside it"):
         indexed.search_request("default", {"query": "x", "fusion": {"method": "rrf"}, "rrfK": 3})
-    with pytest.raises(ValidationError, match="a fusion object needs a method"):
+    # an object without a method holds knobs for the collection's method (here the default)
+    with pytest.raises(ValidationError, match=r"k does not apply to fusion 'adaptive' \(the default\), which takes"):
         indexed.search_request("default", {"query": "x", "fusion": {"k": 3}})
+    with pytest.raises(ValidationError, match="fusion: a fusion object's method is 'rrf', .* \\(got 'mixed'\\)"):
+        indexed.search_request("default", {"query": "x", "fusion": {"method": "mixed"}})
 
 
 def test_the_collections_saved_method_decides_which_knobs_apply(indexed: Plait) -> None:
@@ -132,6 +135,58 @@ def test_the_collections_saved_method_decides_which_knobs_apply(indexed: Plait) 
 def served(tmp_path: Path) -> Iterator[Served]:
     with serve_engine(tmp_path, auth=False) as s:
         yield s
+
+
+def test_an_object_without_a_method_is_the_collections_method_with_its_knobs(served: Served) -> None:
+    """``{"denseWeight": 0.25}`` (``plait search --dense-weight 0.25``) was refused: 'a fusion
+    object needs a method'. It is the collection's saved method (else adaptive) with the
+    knob, the same search as naming that method; over HTTP as in Python and on the CLI."""
+
+    def post(body: dict) -> httpx.Response:
+        return httpx.post(served.url + "/v1/collections/a/search", json={"query": QUERY, "k": 5, **body}, timeout=30)
+
+    def ranked(data: dict) -> list[tuple[str, float]]:
+        return [(h["chunkId"], h["score"]) for h in data["hits"]]
+
+    served.engine.store.update_settings("a", {"fusion": {"method": "minmax"}})
+    bare = post({"fusion": {"denseWeight": 0.25}})
+    named = post({"fusion": {"method": "minmax", "denseWeight": 0.25}})
+    assert bare.status_code == named.status_code == 200
+    data = bare.json()
+    assert data["fusionAsked"] == {"fusion": {"denseWeight": 0.25}}
+    decided = data["fusionDecided"]
+    assert (decided["method"], decided["methodFrom"], decided["parameters"]) == (
+        "minmax", "collection", {"denseWeight": 0.25, "overfetch": 50})
+    assert decided["reason"] == "minmax: fixed dense weight 0.25 (lexical 0.75)"
+    assert ranked(data) == ranked(named.json()) and data["hits"]
+    assert named.json()["fusionDecided"]["methodFrom"] == "request"
+
+    served.engine.store.update_settings("a", {"fusion": {"method": "rrf"}})
+    refused = post({"fusion": {"denseWeight": 0.25}})
+    assert refused.status_code == 422
+    assert refused.json()["error"] == (
+        "denseWeight does not apply to fusion 'rrf' (the collection's method), which takes k and lexicalWeight "
+        "(CLI: --lexical-weight); name a method that takes denseWeight: 'minmax', 'dbsf' or 'adaptive', "
+        'e.g. fusion {"method": "minmax", "denseWeight": 0.25} (CLI: --fusion minmax --dense-weight 0.25)'
+    )
+    rrf = post({"fusion": {"lexicalWeight": 0.75, "k": 10}}).json()  # what rrf takes is taken
+    assert (rrf["fusionDecided"]["methodFrom"], rrf["fusionDecided"]["parameters"]) == (
+        "collection", {"k": 10, "lexicalWeight": 0.75, "overfetch": 50})
+    for hit in rrf["hits"]:  # weights 2·0.75 = 1.5 (lexical), 2·0.25 = 0.5 (dense), k = 10
+        ranks = ((1.5, hit["ranks"]["lexical"]), (0.5, hit["ranks"]["dense"]))
+        assert hit["score"] == pytest.approx(sum(w / (10 + r) for w, r in ranks if r is not None))
+    beside = post({"fusion": {"lexicalWeight": 0.75}, "rrfK": 10})
+    assert (beside.status_code, beside.json()["error"]) == (
+        422,
+        "rrfK given beside a fusion object: put the knobs inside it "
+        "(fusion 'rrf' (the collection's method) takes k, lexicalWeight)",
+    )
+    unknown = post({"fusion": {"denseWeigth": 0.25}})
+    assert (unknown.status_code, unknown.json()["error"]) == (
+        422,
+        "fusion: denseWeigth is not a knob of any fusion method (between them they take k, lexicalWeight, "
+        "vectorWeight, threshold, denseWeight, languagePrior)",
+    )
 
 
 def test_http_422_and_cli_exit_1_name_the_method_and_its_knobs(served: Served, tmp_path: Path) -> None:

@@ -54,7 +54,8 @@ DenseWeightOpt = Annotated[
     typer.Option(
         "--dense-weight",
         help="0..1: the dense arm's weight for --fusion minmax | dbsf | adaptive (adaptive: the base "
-        "its per-query weight moves around, instead of the collection's estimate).",
+        "its per-query weight moves around, instead of the collection's estimate); without --fusion, "
+        "for the collection's own method.",
     ),
 ]
 
@@ -247,15 +248,19 @@ def fusion_flags(
     fusion: str | None, dense_weight: float | None, lexical_weight: str | None, language_prior: bool | None
 ) -> FusionFlags:
     """``--fusion``, ``--dense-weight``, ``--lexical-weight`` and ``--language-prior`` as the
-    request's fields, as the HTTP API takes them. A ``denseWeight`` exists only in a method's
-    own fusion object (``{"method": "minmax", "denseWeight": 0.8}``), so with
-    ``--dense-weight`` the flags go into one, the method's other knobs with it (beside an
-    object the service refuses them). The service alone judges them: a knob the method does
-    not take (``--fusion rrf --dense-weight 0.5``), a weight outside 0..1, or no ``--fusion``
-    (an object names its method) is its one-line error.
+    request's fields, as the HTTP API takes them. A ``denseWeight`` exists only in a fusion
+    object (``{"method": "minmax", "denseWeight": 0.8}``), so with ``--dense-weight`` the
+    flags go into one, the method's other knobs with it (beside an object the service
+    refuses them); without ``--fusion`` the object has no method, which the service reads
+    as the collection's saved one (:class:`~plait.retrieval.fusion_choice.SavedMethodFusion`).
+    The service alone judges them: a knob the method does not take (``--fusion rrf
+    --dense-weight 0.5``, or ``--dense-weight`` on a collection whose saved method is rrf)
+    or a weight outside 0..1 is its one-line error.
 
     >>> fusion_flags("adaptive", 0.6, None, False)
     FusionFlags(fusion={'method': 'adaptive', 'denseWeight': 0.6, 'languagePrior': False}, lexical_weight=None, language_prior=None)
+    >>> fusion_flags(None, 0.8, None, None)
+    FusionFlags(fusion={'denseWeight': 0.8}, lexical_weight=None, language_prior=None)
     >>> fusion_flags("rrf", None, "0.3", None)
     FusionFlags(fusion='rrf', lexical_weight=0.3, language_prior=None)
     """

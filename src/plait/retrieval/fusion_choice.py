@@ -16,6 +16,11 @@ method          object knobs                                 top-level request k
 ``adaptive``    ``denseWeight`` (the base), ``languagePrior``  ``languagePrior``
 ==============  ===========================================  ============================
 
+An object without a ``method`` (``{"denseWeight": 0.8}``, what ``plait search
+--dense-weight 0.8`` sends) holds knobs for the method the search uses anyway: the
+collection's saved one, else ``adaptive`` (:class:`SavedMethodFusion`, resolved per
+collection when the search is planned).
+
 A knob that does not apply to the method a search uses (the request's, else the
 collection's saved method, else ``adaptive``) is a :class:`~plait.errors.ValidationError`
 naming the method and the knobs it takes — never accepted, echoed and ignored.
@@ -24,22 +29,29 @@ naming the method and the knobs it takes — never accepted, echoed and ignored.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
 
+from plait.errors import ValidationError
 from plait.types import FusionDecision, FusionMethod, FusionSettings, LexicalWeightMode, Model
 
 __all__ = [
+    "CHOICES",
+    "CLI_FLAGS",
     "REQUEST_KNOBS",
     "AdaptiveFusion",
     "DbsfFusion",
     "FusionChoice",
     "MinmaxFusion",
     "RrfFusion",
+    "SavedMethodFusion",
     "WeightedFusion",
     "decision",
+    "first_error",
     "knob_error",
 ]
 
@@ -62,6 +74,14 @@ def knob_error(method: FusionMethod | str, given: list[str], takes: tuple[str, .
     verb = "does" if len(given) == 1 else "do"
     knobs = ", ".join(takes) if takes else "no knobs"
     return f"{names} {verb} not apply to fusion {value!r}{where}: it takes {knobs} (and overfetch)"
+
+
+def first_error(exc: PydanticValidationError) -> str:
+    """The first of pydantic's errors in one line: ``denseWeight: Input should be …``."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 class _Choice(Model):
@@ -167,6 +187,123 @@ FusionChoice = Annotated[
     RrfFusion | WeightedFusion | MinmaxFusion | DbsfFusion | AdaptiveFusion,
     Field(discriminator="method"),
 ]
+
+#: Each method's object model, by method.
+CHOICES: dict[FusionMethod, type[_Choice]] = {
+    FusionMethod(model.model_fields["method"].default): model
+    for model in (RrfFusion, WeightedFusion, MinmaxFusion, DbsfFusion, AdaptiveFusion)
+}
+
+#: The ``plait search`` / ``plait explain`` flag of each method's object knob, where there is one.
+CLI_FLAGS: dict[FusionMethod, dict[str, str]] = {
+    FusionMethod.RRF: {"lexicalWeight": "--lexical-weight"},
+    FusionMethod.WEIGHTED: {},
+    FusionMethod.MINMAX: {"denseWeight": "--dense-weight"},
+    FusionMethod.DBSF: {"denseWeight": "--dense-weight"},
+    FusionMethod.ADAPTIVE: {"denseWeight": "--dense-weight", "languagePrior": "--language-prior"},
+}
+
+
+class SavedMethodFusion(Model):
+    """A fusion object without a ``method``: knobs for the method the search uses anyway,
+    the collection's saved one, else ``adaptive`` (``{"denseWeight": 0.8}`` under a saved
+    ``minmax`` is ``{"method": "minmax", "denseWeight": 0.8}``; under ``adaptive`` it is
+    the base the per-query weight moves around).
+
+    Each knob is checked here as the methods check it (a weight in 0..1, ``k`` ≥ 1); which
+    of them the method takes is known only with the collection, so :meth:`resolve` checks
+    that when the search is planned (:func:`plait.retrieval.plan.request_settings`)."""
+
+    KNOBS: ClassVar[tuple[str, ...]] = (
+        "k", "lexicalWeight", "vectorWeight", "threshold", "denseWeight", "languagePrior",
+    )
+    method: None = None
+    k: int | None = Field(default=None, ge=1, le=10_000)
+    lexical_weight: Weight | Literal["auto"] | None = None
+    vector_weight: Weight | None = None
+    threshold: Weight | None = None
+    dense_weight: Weight | None = None
+    language_prior: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fusion_knobs(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            allowed = {"method", *cls.KNOBS, *(cls.model_fields)}
+            unknown = [str(key) for key in data if key not in allowed]
+            if unknown:
+                verb = "is not a knob" if len(unknown) == 1 else "are not knobs"
+                raise ValueError(
+                    f"{', '.join(unknown)} {verb} of any fusion method (between them they take "
+                    f"{', '.join(cls.KNOBS)})"
+                )
+        return data
+
+    def given(self) -> dict[str, Any]:
+        """The knobs given, camelCase, in the order of :attr:`KNOBS`."""
+        values = self.model_dump(by_alias=True, exclude_none=True)
+        return {name: values[name] for name in self.KNOBS if name in values}
+
+    def resolve(self, method: FusionMethod, *, where: str = "") -> _Choice:
+        """These knobs as ``method``'s own object (``where`` says whose method it is:
+        ``" (the collection's method)"``). A knob ``method`` does not take is a
+        :class:`~plait.errors.ValidationError` naming ``method``, the knobs it takes (with
+        their CLI flags) and the methods that take what was given.
+
+        >>> SavedMethodFusion(dense_weight=0.8).resolve(FusionMethod.MINMAX)
+        MinmaxFusion(method='minmax', dense_weight=0.8)
+        >>> SavedMethodFusion(dense_weight=0.8).resolve(FusionMethod.RRF, where=" (the collection's method)")
+        Traceback (most recent call last):
+        plait.errors.ValidationError: denseWeight does not apply to fusion 'rrf' (the collection's method), which takes k and lexicalWeight (CLI: --lexical-weight); name a method that takes denseWeight: 'minmax', 'dbsf' or 'adaptive', e.g. fusion {"method": "minmax", "denseWeight": 0.8} (CLI: --fusion minmax --dense-weight 0.8)
+        """
+        given = self.given()
+        model = CHOICES[method]
+        bad = [name for name in given if name not in model.KNOBS]
+        if bad:
+            raise ValidationError(_saved_knob_error(method, given, bad, where))
+        try:
+            return model.model_validate({"method": method.value, **given})
+        except PydanticValidationError as exc:  # e.g. lexicalWeight 'auto' (RRF's) under weighted
+            raise ValidationError(f"fusion: {first_error(exc)} (fusion {method.value!r}{where})") from None
+
+
+def _listed(names: list[str], last: str) -> str:
+    """``a``, ``a and b``, ``a, b and c`` (``last``: 'and' / 'or')."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def _cli(method: FusionMethod, knobs: Mapping[str, Any]) -> str | None:
+    """``--fusion minmax --dense-weight 0.8``: ``knobs`` as CLI flags (None: one has none)."""
+    flags = CLI_FLAGS[method]
+    if any(name not in flags for name in knobs):
+        return None
+    words = [f"--fusion {method.value}"]
+    for name, value in knobs.items():
+        if isinstance(value, bool):
+            words.append(flags[name] if value else flags[name].replace("--", "--no-", 1))
+        else:
+            words.append(f"{flags[name]} {value:g}" if isinstance(value, float) else f"{flags[name]} {value}")
+    return " ".join(words)
+
+
+def _saved_knob_error(method: FusionMethod, given: dict[str, Any], bad: list[str], where: str) -> str:
+    """Why ``given`` (a method-less object) does not fit ``method``, and what would."""
+    takes = CHOICES[method].KNOBS
+    flags = [CLI_FLAGS[method][name] for name in takes if name in CLI_FLAGS[method]]
+    verb = "does" if len(bad) == 1 else "do"
+    text = f"{', '.join(bad)} {verb} not apply to fusion {method.value!r}{where}, which takes " + (
+        _listed(list(takes), "and") if takes else "no knobs"
+    )
+    if flags:
+        text += f" (CLI: {', '.join(flags)})"
+    others = [m for m in FusionMethod if m != method and all(name in CHOICES[m].KNOBS for name in given)]
+    if not others:
+        return text
+    example = json.dumps({"method": others[0].value, **given})
+    text += f"; name a method that takes {_listed(bad, 'and')}: {_listed([repr(m.value) for m in others], 'or')}"
+    text += f", e.g. fusion {example}"
+    cli = _cli(others[0], given)
+    return f"{text} (CLI: {cli})" if cli else text
 
 
 def decision(settings: FusionSettings, method_from: str) -> FusionDecision:

@@ -24,6 +24,7 @@ from plait.embeddings.base import Embedder, embedder_languages
 from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.fusion import fetch_depth, for_query
 from plait.retrieval.diversity import DEFAULT_GROUP_SIZE
+from plait.retrieval.fusion_choice import SavedMethodFusion, _Choice
 from plait.retrieval.request import DEFAULT_K_OVERFETCH, SearchRequest
 from plait.stores.base import Filters, Store
 from plait.types import (
@@ -76,18 +77,25 @@ def saved_fusion(saved_settings: CollectionSettings) -> FusionSettings:
 def request_settings(saved_settings: CollectionSettings, request: SearchRequest) -> FusionSettings:
     """The collection's saved fusion defaults, overridden by the request.
 
-    Raises :class:`~plait.errors.ValidationError` when the request gives a knob the
+    A fusion object without a method holds knobs for the collection's saved method (else
+    the default ``adaptive``): ``{"denseWeight": 0.8}`` is that method's own object with
+    them. Raises :class:`~plait.errors.ValidationError` when the request gives a knob the
     method it ends up with does not take (the request names no method and the
     collection's saved one, or the default ``adaptive``, does not take it)."""
     base = saved_fusion(saved_settings)
-    if request.fusion is None:
+    choice: _Choice | None = None  # the request's fusion object, as its method's own
+    if request.fusion is None or isinstance(request.fusion, SavedMethodFusion):
         where = " (the collection's method)" if saved_settings.fusion.get("method") else " (the default)"
         problem = request.knob_problem(base.method, where=where)
         if problem:
             raise ValidationError(problem)
+        if request.fusion is not None:
+            choice = request.fusion.resolve(base.method, where=where)
     elif not isinstance(request.fusion, FusionMethod):
-        base = request.fusion.apply(base)
-        if getattr(request.fusion, "dense_weight", None) is not None:
+        choice = request.fusion
+    if choice is not None:
+        base = choice.apply(base)
+        if getattr(choice, "dense_weight", None) is not None:
             base = base.model_copy(update={"estimated_base": None, "estimate_reason": None})
     overrides: dict[str, Any] = {
         name: value
@@ -296,7 +304,8 @@ def plan_query(
         k_overfetch=request.k_overfetch,
     )
     saved_method = saved_settings.fusion.get("method")
-    method_from = "request" if request.fusion is not None else ("collection" if saved_method else "default")
+    # a fusion object without a method leaves the method to the collection
+    method_from = "request" if request.fusion_method is not None else ("collection" if saved_method else "default")
     from dataclasses import replace
 
     cap = request.max_per_source

@@ -11,14 +11,12 @@ from pydantic import ValidationError as PydanticValidationError
 
 from plait.errors import ValidationError
 from plait.retrieval.fusion_choice import (
+    CHOICES,
     REQUEST_KNOBS,
-    AdaptiveFusion,
-    DbsfFusion,
     FusionChoice,
-    MinmaxFusion,
-    RrfFusion,
-    WeightedFusion,
+    SavedMethodFusion,
     _Choice,
+    first_error,
     knob_error,
 )
 from plait.types import FusionMethod, Model, SearchMode
@@ -39,10 +37,6 @@ MAX_K = 200
 MAX_OFFSET = 1000
 #: Fused candidates handed to a reranker when the request names none.
 DEFAULT_K_OVERFETCH = 20
-_CHOICES: dict[str, type[_Choice]] = {
-    model.model_fields["method"].default: model
-    for model in (RrfFusion, WeightedFusion, MinmaxFusion, DbsfFusion, AdaptiveFusion)
-}
 _METADATA_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -82,9 +76,10 @@ class SearchRequest(Model):
     mode: SearchMode = SearchMode.HYBRID
     """``hybrid`` (both arms, fused), ``lexical`` (the embedder is never called) or
     ``vector`` (BM25 never runs)."""
-    fusion: FusionMethod | FusionChoice | None = None
-    """A method name (its knobs as the top-level fields below) or a method's own object
-    (see :mod:`plait.retrieval.fusion_choice`); None: the collection's saved method."""
+    fusion: FusionMethod | FusionChoice | SavedMethodFusion | None = None
+    """A method name (its knobs as the top-level fields below), a method's own object, or
+    an object without a method: knobs for the collection's saved method (see
+    :mod:`plait.retrieval.fusion_choice`); None: the collection's saved method."""
     lexical_weight: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] | None = None
     """``rrf`` only."""
     rrf_k: int | None = Field(default=None, ge=1, le=10_000)
@@ -128,10 +123,10 @@ class SearchRequest(Model):
     @field_validator("fusion", mode="before")
     @classmethod
     def _fusion(cls, value: Any) -> Any:
-        """A method name or a method's object, with one clear error either way."""
+        """A method name or a fusion object (with or without its method), with one clear error."""
         names = [repr(m.value) for m in FusionMethod]
         methods = f"{', '.join(names[:-1])} or {names[-1]}"
-        if value is None or isinstance(value, (FusionMethod, _Choice)):
+        if value is None or isinstance(value, (FusionMethod, _Choice, SavedMethodFusion)):
             return value
         if isinstance(value, str):
             try:
@@ -140,23 +135,26 @@ class SearchRequest(Model):
                 raise ValueError(f"Input should be {methods}") from None
         if isinstance(value, Mapping):
             method = value.get("method")
-            model = _CHOICES.get(str(method)) if method is not None else None
+            model: type[_Choice] | type[SavedMethodFusion] | None = SavedMethodFusion
+            if method is not None:  # none: the knobs are for the collection's saved method
+                model = next((CHOICES[m] for m in CHOICES if m.value == method), None)
             if model is None:
-                raise ValueError(f"a fusion object needs a method: {methods} (got {method!r})")
+                raise ValueError(
+                    f"a fusion object's method is {methods}, or left out for the collection's own (got {method!r})"
+                )
             try:
                 return model.model_validate(dict(value))
             except PydanticValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                message = str(first["msg"]).removeprefix("Value error, ")
-                raise ValueError(f"{where}: {message}" if where else message) from None
-        raise ValueError(f"fusion is a method name ({methods}) or a method's object")
+                raise ValueError(first_error(exc)) from None
+        raise ValueError(f"fusion is a method name ({methods}) or a fusion object")
 
     @property
     def fusion_method(self) -> FusionMethod | None:
         """The method the request names (None: the collection's saved one)."""
         if self.fusion is None or isinstance(self.fusion, FusionMethod):
             return self.fusion
+        if isinstance(self.fusion, SavedMethodFusion):
+            return None
         return FusionMethod(self.fusion.method)
 
     def fusion_knobs(self) -> list[str]:
@@ -175,7 +173,7 @@ class SearchRequest(Model):
         if given and self.fusion is not None and not isinstance(self.fusion, FusionMethod):
             return (
                 f"{', '.join(given)} given beside a fusion object: put the knobs inside it "
-                f"(fusion {method.value!r} takes {', '.join(type(self.fusion).KNOBS) or 'no knobs'})"
+                f"(fusion {method.value!r}{where} takes {', '.join(CHOICES[method].KNOBS) or 'no knobs'})"
             )
         bad = [name for name in given if name not in REQUEST_KNOBS[method]]
         return knob_error(method, bad, REQUEST_KNOBS[method], where=where) if bad else None
