@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from plait.collection_settings import read_settings
 from plait.errors import ModelMismatchError, PlaitError
+from plait.stores.base import Store
 
 if TYPE_CHECKING:
     from plait.embeddings.base import Embedder
 
-__all__ = ["VectorModel", "carried_embedder"]
+__all__ = ["VectorModel", "carried_embedder", "check_copy_embedder"]
 
 
 @dataclass(frozen=True)
@@ -75,4 +77,22 @@ def carried_embedder(name: str, model: VectorModel, *, vectors: str, owner: str,
         f"{vectors} are from {_identity(model.provider, model.model, model.dimension)}; "
         f"embedder {name!r} is {wanted}. A collection's vectors come from one model and {action} embeds "
         f"nothing: leave the embedder out" + (f", or name {owner}, {recorded!r}" if hint else "")
+    )
+
+
+def check_copy_embedder(source: Store, collection: str, embedder: str) -> Embedder | None:
+    """The embedder called ``embedder``, checked for a copy of ``collection`` (see the
+    module docstring): None when it is the model of the collection's vectors (or the
+    collection does not exist: the copy says so), the embedder to record on the copy
+    when the collection was never embedded. Raises
+    :class:`~plait.errors.ModelMismatchError` for another model, or ``"none"`` for a
+    collection with vectors; writes nothing."""
+    info = source.get_collection(collection)
+    if info is None:
+        return None
+    model = VectorModel(
+        info.embedder_provider, info.embedder_model, info.dimension, read_settings(source, collection).embedder
+    )
+    return carried_embedder(
+        embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action="a copy"
     )

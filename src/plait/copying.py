@@ -52,13 +52,13 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from plait.analysis import analyse, analyse_query
-from plait.carried_model import VectorModel, carried_embedder
+from plait.carried_model import check_copy_embedder
 from plait.collection_settings import (
     portable_settings,
     read_settings,
@@ -75,9 +75,6 @@ from plait.store_identity import is_one_collection, may_be_one_collection, store
 from plait.stores.base import BulkStore, SourceWrite, Store, StoredChunk
 from plait.stores.records_import import collection_records, copy_records, write_records
 from plait.types import FileOrigin, Model
-
-if TYPE_CHECKING:
-    from plait.embeddings.base import Embedder
 
 __all__ = [
     "CopyProgress",
@@ -307,24 +304,6 @@ def _prepare_target(source: Store, target: Store, collection: str, target_name: 
     marker = {"collection": collection, "startedAt": datetime.now(UTC).isoformat(timespec="seconds")}
     if read_settings(target, target_name).copy_in_progress is None:
         write_settings(target, target_name, copy_in_progress=marker)
-
-
-def check_copy_embedder(source: Store, collection: str, embedder: str) -> Embedder | None:
-    """The embedder called ``embedder``, checked for a copy of ``collection`` (see the
-    module docstring): None when it is the model of the collection's vectors (or the
-    collection does not exist: the copy says so), the embedder to record on the copy
-    when the collection was never embedded. Raises
-    :class:`~plait.errors.ModelMismatchError` for another model, or ``"none"`` for a
-    collection with vectors; writes nothing."""
-    info = source.get_collection(collection)
-    if info is None:
-        return None
-    model = VectorModel(
-        info.embedder_provider, info.embedder_model, info.dimension, read_settings(source, collection).embedder
-    )
-    return carried_embedder(
-        embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action="a copy"
-    )
 
 
 def copy_collection(
