@@ -189,6 +189,39 @@ def test_an_object_without_a_method_is_the_collections_method_with_its_knobs(ser
     )
 
 
+def test_a_knob_inside_a_fusion_object_is_a_json_number(served: Served) -> None:
+    """The top-level numbers refused true and NaN (5bc8082), a fusion object's knobs did not:
+    {"method": "minmax", "denseWeight": true} ran minmax at 1.0, {"method": "rrf", "k": true}
+    at k 1, and NaN was said to be 'not less than or equal to 1'."""
+    refused = {
+        '{"method": "minmax", "denseWeight": true}': "fusion: denseWeight: expected a number, got true",
+        '{"method": "rrf", "k": true}': "fusion: k: expected a number, got true",
+        '{"method": "weighted", "threshold": false}': "fusion: threshold: expected a number, got false",
+        '{"denseWeight": NaN}': "fusion: denseWeight: expected a finite number, got nan",
+        '{"method": "rrf", "lexicalWeight": "Infinity"}': "fusion: lexicalWeight: expected a finite number, got inf",
+    }
+    for fusion, message in refused.items():
+        response = httpx.post(
+            served.url + "/v1/collections/a/search",
+            content='{"query": "ERR-4012", "fusion": ' + fusion + "}",
+            headers={"content-type": "application/json"},
+            timeout=30,
+        )
+        assert (response.status_code, response.json()["error"]) == (422, message), fusion
+    kept = httpx.post(  # a boolean knob stays a boolean, 'auto' a string
+        served.url + "/v1/collections/a/search",
+        json={"query": "ERR-4012", "fusion": {"method": "adaptive", "languagePrior": False, "denseWeight": 0.5}},
+        timeout=30,
+    )
+    assert kept.status_code == 200 and kept.json()["fusionDecided"]["parameters"]["languagePrior"] is False
+    auto = httpx.post(
+        served.url + "/v1/collections/a/search",
+        json={"query": "ERR-4012", "fusion": {"method": "rrf", "lexicalWeight": "auto"}},
+        timeout=30,
+    )
+    assert auto.status_code == 200 and auto.json()["fusion"]["lexicalWeightMode"] == "auto"
+
+
 def test_http_422_and_cli_exit_1_name_the_method_and_its_knobs(served: Served, tmp_path: Path) -> None:
     response = httpx.post(
         served.url + "/v1/collections/a/search", json={"query": "ERR-4012", "lexicalWeight": 0.9}, timeout=30

@@ -222,8 +222,8 @@ def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
         " (got 'many')",
         "Error executing tool ask: k: expected a number, got true",
         "Error executing tool ask: min_cosine: expected a finite number, got inf",
-        "Error executing tool explain: unknown arguments 'fusion', 'offset'; explain takes: query, doc, path, "
-        "chunk, collection, k, lexical_weight, language_prior, scopes, mode, max_per_source",
+        "Error executing tool explain: unknown argument 'offset'; explain takes: query, doc, path, "
+        "chunk, collection, k, fusion, lexical_weight, language_prior, scopes, mode, max_per_source",
         "Error executing tool faq_list: unknown argument 'statuss'; faq_list takes: collection, status",
     ]
     assert not valid.is_error
@@ -231,3 +231,59 @@ def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
     assert result["k"] == 2 and len(result["hits"]) == 2
     assert result["fusion"]["method"] == "rrf" and result["fusion"]["lexicalWeight"] == 0.5
     assert result["hits"][0]["metadata"]["docId"] == "kb-101"
+
+
+def test_fusion_objects_and_explain_under_the_searchs_fusion(store: str) -> None:
+    """search's ``fusion`` took a method name only (no denseWeight for minmax, dbsf or
+    adaptive) and explain had no ``fusion``, so an agent could not explain under the fusion
+    it searched with. Both take a method name or the HTTP API's fusion object, checked by the
+    engine's request model: its one-line errors, and a number inside it is a JSON number."""
+    minmax = {"method": "minmax", "denseWeight": 0.8}
+    query = "why was my card payment declined"
+    _, (searched, explained, default, bare, *refused) = _run(
+        _params(store),
+        [
+            ("search", {"query": query, "k": 1, "fusion": minmax}),
+            ("explain", {"query": query, "doc": "kb-104", "k": 1, "fusion": minmax}),
+            ("explain", {"query": query, "doc": "kb-104", "k": 1}),
+            ("search", {"query": query, "k": 1, "fusion": {"denseWeight": 0.8}}),
+            ("search", {"query": query, "fusion": {"method": "minmax", "denseWeight": True}}),
+            ("search", {"query": query, "fusion": 3}),
+            ("explain", {"query": query, "doc": "kb-104", "fusion": {"method": "rrf", "denseWeight": 0.5}}),
+            ("explain", {"query": query, "doc": "kb-104", "fusion": minmax, "lexical_weight": 0.3}),
+            ("search", {"query": query, "fusion": {"method": "minmax", "denseWeight": "NaN"}}),
+        ],
+    )
+    # kb-104: lexical 2 of the 2 lexical candidates (min-max 0), dense 1 (min-max 1):
+    # 0.2·0 + 0.8·1 = 0.8, fused 1 (kb-102, lexical 1 and dense 2, scores less)
+    result = searched.structured_content
+    (hit,) = result["hits"]
+    assert (hit["metadata"]["docId"], hit["ranks"]["lexical"], hit["ranks"]["dense"], hit["ranks"]["fused"]) == (
+        "kb-104", 2, 1, 1)
+    assert hit["score"] == pytest.approx(0.8)
+    assert result["fusionAsked"] == {"fusion": minmax}
+    assert (result["fusionDecided"]["method"], result["fusionDecided"]["parameters"]) == (
+        "minmax", {"denseWeight": 0.8, "overfetch": 50})
+    fusion = explained.structured_content["fusion"]
+    settings = fusion["settings"]
+    assert (settings["method"], settings["denseWeight"], settings["denseWeightUsed"]) == ("minmax", 0.8, 0.8)
+    assert (fusion["rank"], fusion["returned"]) == (1, True) and fusion["score"] == pytest.approx(hit["score"])
+    # without it, explain traced another search: the default adaptive fusion puts kb-104 second
+    assert default.structured_content["fusion"]["settings"]["method"] == "adaptive"
+    assert (default.structured_content["fusion"]["rank"], default.structured_content["fusion"]["returned"]) == (
+        2, False)
+    # an object without a method: the collection's own (here the default adaptive) with its knob
+    decided = bare.structured_content["fusionDecided"]
+    assert (decided["method"], decided["methodFrom"], decided["parameters"]["denseWeight"]) == (
+        "adaptive", "default", 0.8)
+    assert [r.is_error for r in refused] == [True] * 5
+    assert [r.content[0].text for r in refused] == [
+        "Error executing tool search: fusion: denseWeight: expected a number, got true",
+        "Error executing tool search: fusion: fusion is a method name ('rrf', 'weighted', 'minmax', 'dbsf' or "
+        "'adaptive') or a fusion object",
+        "Error executing tool explain: fusion: denseWeight does not apply to fusion 'rrf' (fusion object): "
+        "it takes k, lexicalWeight (and overfetch)",
+        "Error executing tool explain: request: lexicalWeight given beside a fusion object: put the knobs inside it "
+        "(fusion 'minmax' takes denseWeight)",
+        "Error executing tool search: fusion: denseWeight: expected a finite number, got nan",
+    ]

@@ -23,12 +23,13 @@ The SDK is the ``mcp`` extra: ``pip install 'plait[mcp]'``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, WithJsonSchema
 
 from plait.errors import ConfigError, PermissionDeniedError, PlaitError
-from plait.retrieval.request import plain_number
+from plait.retrieval.numbers import plain_number
+from plait.retrieval.request import SearchRequest
 from plait.types import to_json
 
 if TYPE_CHECKING:
@@ -46,6 +47,30 @@ Integer = Annotated[int, BeforeValidator(plain_number)]
 Number = Annotated[float, BeforeValidator(plain_number)]
 Weight = Annotated[float | str | None, BeforeValidator(plain_number)]
 """``lexical_weight``: 0..1 or 'auto'."""
+
+
+def _inlined(schema: Any, defs: dict[str, Any]) -> Any:
+    """``schema`` with each ``$ref`` to ``defs`` replaced by its definition (no discriminator:
+    its mapping names ``$defs`` a tool argument's schema does not have)."""
+    if isinstance(schema, list):
+        return [_inlined(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        return _inlined(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    return {key: _inlined(value, defs) for key, value in schema.items() if key != "discriminator"}
+
+
+def _fusion_schema() -> dict[str, Any]:
+    """The HTTP API's ``fusion`` field (a method name or a fusion object), self-contained."""
+    schema = SearchRequest.model_json_schema(by_alias=True)
+    return cast(dict[str, Any], _inlined(schema["properties"]["fusion"], schema.get("$defs", {})))
+
+
+Fusion = Annotated[Any, WithJsonSchema(_fusion_schema())]
+"""``fusion``: a method name or a fusion object, as the HTTP API takes it. Its schema is the
+API's; the SDK passes the value on as given and the engine's request model checks it, so a
+bad one is the HTTP API's own one-line error."""
 
 _INSTRUCTIONS = (
     "plait searches a team's own knowledge (docs, ADRs, session logs) with hybrid "
@@ -91,7 +116,7 @@ def create_mcp_server(
         collection: str | None = None,
         k: Integer = 8,
         offset: Integer = 0,
-        fusion: str | None = None,
+        fusion: Fusion = None,
         lexical_weight: Weight = None,
         language_prior: bool | None = None,
         scopes: list[str] | None = None,
@@ -102,13 +127,22 @@ def create_mcp_server(
         max_per_source: Integer | None = None,
         group_by: str | None = None,
     ) -> dict[str, Any]:
-        """Hybrid search. `fusion` is 'adaptive' (default: min-max normalised scores, dense
-        weight chosen per query, echoed in `fusion.denseWeightUsed` / `fusionReason`),
-        'rrf', 'weighted', 'minmax' or 'dbsf'; `lexical_weight` (RRF only) 0..1
+        """Hybrid search. `fusion` is a method name — 'adaptive' (default: min-max
+        normalised scores, dense weight chosen per query, echoed in `fusion.denseWeightUsed`
+        / `fusionReason`), 'rrf', 'weighted', 'minmax' or 'dbsf' — or a fusion object as
+        the HTTP API takes it, the method with its own knobs: {"method": "minmax" or "dbsf",
+        "denseWeight": 0.8}, {"method": "adaptive", "denseWeight": 0.6 (the base),
+        "languagePrior": false}, {"method": "rrf", "k": 30, "lexicalWeight": 0.7},
+        {"method": "weighted", "vectorWeight": 0.6, "lexicalWeight": 0.4, "threshold": 0.2};
+        without "method" ({"denseWeight": 0.8}) the knobs are for the collection's own
+        method. A knob the method does not take is an error naming the knobs it takes;
+        `fusionAsked` echoes what was asked, `fusionDecided` the method, where it came from
+        and the knobs in effect. `lexical_weight` (with fusion 'rrf') 0..1
         (0.5 weighs both arms equally, 1 is lexical only) or 'auto' (leans lexical when the
         query holds identifiers); `language_prior` false makes 'adaptive' ignore whether the
         embedder declares the query's language (`fusion.queryLanguage`,
-        `embedderCoversQuery`); `scopes` limits to e.g. ['adr']; `offset` pages (hits are
+        `embedderCoversQuery`); with a fusion object both go inside it instead. `scopes`
+        limits to e.g. ['adr']; `offset` pages (hits are
         fused positions offset+1 … offset+k); `rerank` is 'llm' or 'cross-encoder' and
         reorders the fused top max(k, `k_overfetch`) before the cut; `qa_first` answers with
         a reviewed FAQ card when one matches (`answeredBy`, `card`); `mode` is 'hybrid'
@@ -135,6 +169,7 @@ def create_mcp_server(
         chunk: str | None = None,
         collection: str | None = None,
         k: Integer = 8,
+        fusion: Fusion = None,
         lexical_weight: Weight = None,
         language_prior: bool | None = None,
         scopes: list[str] | None = None,
@@ -145,11 +180,15 @@ def create_mcp_server(
         (document id), `path` (source path) or `chunk` (chunk id). Returns every stage for
         it — ingestion, lexical terms that matched or not and why, exact rank in each arm,
         fused rank and what cut it — and a one-line `diagnosis` naming the stage to fix.
-        `mode` ('hybrid', 'lexical', 'vector') is the traced search's."""
+        The other arguments are the traced search's, as `search` takes them: give the
+        `fusion` (a method name or a fusion object such as {"method": "minmax",
+        "denseWeight": 0.8}), `lexical_weight`, `language_prior`, `k`, `scopes`, `mode` and
+        `max_per_source` a search used to explain that search; `fusion.settings` reports the
+        fusion it ran, `fusion.rank` the document's fused rank under it."""
         name = collection or default_collection
         result = call(
             lambda: engine.explain(
-                query, doc=doc, path=path, chunk=chunk, collection=name, k=k,
+                query, doc=doc, path=path, chunk=chunk, collection=name, k=k, fusion=fusion,
                 lexical_weight=lexical_weight, language_prior=language_prior, scopes=scopes, mode=mode,
                 max_per_source=max_per_source,
                 drafts_visible=False,  # the trace of the agent's own (reader's) search

@@ -37,6 +37,7 @@ from pydantic import Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.errors import ValidationError
+from plait.retrieval.numbers import plain_number
 from plait.types import FusionDecision, FusionMethod, FusionSettings, LexicalWeightMode, Model
 
 __all__ = [
@@ -84,7 +85,23 @@ def first_error(exc: PydanticValidationError) -> str:
     return f"{where}: {message}" if where else message
 
 
-class _Choice(Model):
+class _Knobs(Model):
+    """Fusion knobs: a number is a JSON number (``true`` is not 1, NaN not a weight)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_numbers(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key, value in data.items():
+                if key not in ("method", "languagePrior", "language_prior"):
+                    try:
+                        plain_number(value)
+                    except ValueError as exc:
+                        raise ValueError(f"{key}: {exc}") from None
+        return data
+
+
+class _Choice(_Knobs):
     """One method's parameters; unknown knobs are refused naming the method's own."""
 
     KNOBS: ClassVar[tuple[str, ...]] = ()
@@ -204,15 +221,16 @@ CLI_FLAGS: dict[FusionMethod, dict[str, str]] = {
 }
 
 
-class SavedMethodFusion(Model):
+class SavedMethodFusion(_Knobs):
     """A fusion object without a ``method``: knobs for the method the search uses anyway,
     the collection's saved one, else ``adaptive`` (``{"denseWeight": 0.8}`` under a saved
     ``minmax`` is ``{"method": "minmax", "denseWeight": 0.8}``; under ``adaptive`` it is
-    the base the per-query weight moves around).
+    the base the per-query weight moves around). A knob that method does not take is
+    refused, naming the method, the knobs it takes and the methods that take it."""
 
-    Each knob is checked here as the methods check it (a weight in 0..1, ``k`` ≥ 1); which
-    of them the method takes is known only with the collection, so :meth:`resolve` checks
-    that when the search is planned (:func:`plait.retrieval.plan.request_settings`)."""
+    # Each knob is checked here as the methods check it (a weight in 0..1, k ≥ 1); which of
+    # them the method takes is known only with the collection: resolve() checks that when
+    # the search is planned (plait.retrieval.plan.request_settings).
 
     KNOBS: ClassVar[tuple[str, ...]] = (
         "k", "lexicalWeight", "vectorWeight", "threshold", "denseWeight", "languagePrior",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -19,6 +18,7 @@ from plait.retrieval.fusion_choice import (
     first_error,
     knob_error,
 )
+from plait.retrieval.numbers import plain_number
 from plait.types import FusionMethod, Model, SearchMode
 
 __all__ = [
@@ -38,34 +38,6 @@ MAX_OFFSET = 1000
 #: Fused candidates handed to a reranker when the request names none.
 DEFAULT_K_OVERFETCH = 20
 _METADATA_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-
-
-def plain_number(value: Any) -> Any:
-    """``value`` unchanged, unless pydantic would read it as a number it is not: ``true`` /
-    ``false`` (1 / 0), or NaN and ±infinity, given as a float or as a string ('NaN').
-
-    Every interface's numeric fields take it as a before-validator (:class:`SearchRequest`,
-    :class:`~plait.ask.AskRequest`, the MCP tools' arguments).
-
-    >>> plain_number(0.5), plain_number("auto")
-    (0.5, 'auto')
-    >>> plain_number(True)
-    Traceback (most recent call last):
-    ValueError: expected a number, got true
-    >>> plain_number("-Infinity")
-    Traceback (most recent call last):
-    ValueError: expected a finite number, got -inf
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {str(value).lower()}")
-    if isinstance(value, (float, str)):
-        try:
-            number = float(value)
-        except ValueError:
-            return value  # not a number at all: the field's own type says so
-        if not math.isfinite(number):
-            raise ValueError(f"expected a finite number, got {number}")
-    return value
 
 
 class SearchRequest(Model):
