@@ -115,22 +115,33 @@ def test_the_library_removes_only_a_new_empty_store_after_a_failure(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["fine.db"]
 
 
-def test_dense_weight_flag_is_the_fusion_objects_dense_weight(tmp_path: Path) -> None:
-    """``--fusion minmax|dbsf|adaptive`` had no flag for their ``denseWeight`` (HTTP and Python
-    take it in a fusion object), so explain's advice for them sent users to RRF instead.
-    ``--dense-weight`` is that knob; the service alone refuses what does not fit."""
+def _two_arm_store(tmp_path: Path) -> str:
+    """A store where each arm ranks a different document first: a (lexical 1, dense 2) and
+    b (lexical 2, dense 1)."""
     from plait.service import Plait
     from plait.testing.corpus import documents
 
     store = str(tmp_path / "plait.db")
     with Plait(store, embedder="fake") as engine:
         engine.index_documents(documents({"a": "refund refund refund refund policy", "b": "refund policy"}))
+    return store
+
+
+def _search_json(query: list[str], *flags: str) -> dict[str, Any]:
+    done = runner.invoke(app, ["search", *query, "--json", *flags])
+    assert done.exit_code == 0, done.output
+    return cast(dict[str, Any], json.loads(done.stdout))
+
+
+def test_dense_weight_flag_is_the_fusion_objects_dense_weight(tmp_path: Path) -> None:
+    """``--fusion minmax|dbsf|adaptive`` had no flag for their ``denseWeight`` (HTTP and Python
+    take it in a fusion object), so explain's advice for them sent users to RRF instead.
+    ``--dense-weight`` is that knob; the service alone refuses what does not fit."""
+    store = _two_arm_store(tmp_path)
     query = ["refund policy", "--store", store]
 
     def search(*flags: str) -> dict[str, Any]:
-        done = runner.invoke(app, ["search", *query, "--json", *flags])
-        assert done.exit_code == 0, done.output
-        return cast(dict[str, Any], json.loads(done.stdout))
+        return _search_json(query, *flags)
 
     # a: lexical 1, dense 2; b: lexical 2, dense 1. Min-max over two candidates puts each
     # arm's best at 1 and the other at 0, so minmax scores (1 − w)·lexical + w·dense are
@@ -170,12 +181,7 @@ def test_dense_weight_flag_is_the_fusion_objects_dense_weight(tmp_path: Path) ->
 def test_explain_advice_names_the_dense_weight_flag_and_takes_it(tmp_path: Path) -> None:
     """Explain's advice under minmax/dbsf/adaptive named ``--fusion rrf --lexical-weight``
     (the CLI had no flag for their weight); it names ``--dense-weight``, and explain takes it."""
-    from plait.service import Plait
-    from plait.testing.corpus import documents
-
-    store = str(tmp_path / "plait.db")
-    with Plait(store, embedder="fake") as engine:
-        engine.index_documents(documents({"a": "refund refund refund refund policy", "b": "refund policy"}))
+    store = _two_arm_store(tmp_path)
     why = runner.invoke(
         app, ["explain", "refund policy", "--doc", "a", "-k", "1", "--store", store, "--json",
               "--fusion", "minmax", "--dense-weight", "0.8"],
@@ -206,20 +212,15 @@ def test_dense_weight_without_fusion_is_the_collections_methods(tmp_path: Path) 
     method, which the service reads as the collection's saved method (else adaptive) with
     that knob, as over HTTP and in Python; a saved method that takes no dense weight is
     named in the error, with the knobs it takes and the flags that would work."""
-    from plait.service import Plait
-    from plait.testing.corpus import documents
-
-    store = str(tmp_path / "plait.db")
-    with Plait(store, embedder="fake") as engine:
-        engine.index_documents(documents({"a": "refund refund refund refund policy", "b": "refund policy"}))
+    store = _two_arm_store(tmp_path)
     query = ["refund policy", "--store", store]
 
     def run(*flags: str) -> dict[str, Any]:
-        done = runner.invoke(app, ["search", *query, "--json", *flags])
-        assert done.exit_code == 0, done.output
-        return cast(dict[str, Any], json.loads(done.stdout))
+        return _search_json(query, *flags)
 
     def save(method: str) -> None:
+        from plait.service import Plait
+
         with Plait(store, embedder="fake") as engine:
             engine.store.update_settings("default", {"fusion": {"method": method}})
 
