@@ -192,7 +192,7 @@ def test_explain_advice_names_the_dense_weight_flag_and_takes_it(tmp_path: Path)
     assert (data["fusion"]["rank"], data["fusion"]["score"]) == (2, pytest.approx(0.2))
     assert data["fusion"]["settings"]["denseWeight"] == 0.8
     assert data["diagnosis"]["message"] == (
-        "both arms found it (lexical 1, dense 2, fused 2) but fusion ranked it past the cut at 1: raise k, "
+        "both arms found it (lexical 1, dense 2, fused 2) but fusion ranked it past the cut at 1: raise k to 2, "
         "or lean fusion towards the lexical arm, which ranks it better: "
         'fusion {"method": "minmax", "denseWeight": 0.6} (now 0.8; CLI: --fusion minmax --dense-weight 0.6)'
     )

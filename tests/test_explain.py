@@ -288,24 +288,55 @@ def test_top_k_advice_is_a_knob_the_collections_fusion_takes(tmp_path: Path) -> 
     # dense: y 1st, x 2nd, target 3rd; lexical: x 1st (three "refund"), target 2nd, y absent
     overrides = {query: angle(0), docs["y"]: angle(1), docs["x"]: angle(5), docs["target"]: angle(10)}
     with engine_with(tmp_path, docs, overrides) as engine:
-        result = engine.explain(query, doc="target", k=1)
+        result = engine.explain(query, doc="target", k=2)
         # the advice, followed, is accepted (the old one is refused), as is RRF, which it named
         # before the CLI had --dense-weight
-        followed = engine.search(query, k=1, fusion="rrf", lexical_weight=0.7)
-        engine.search_request("default", {"query": query, "k": 1, "fusion": {"method": "adaptive", "denseWeight": 0.2}})
+        followed = engine.search(query, k=2, fusion="rrf", lexical_weight=0.7)
+        engine.search_request("default", {"query": query, "k": 2, "fusion": {"method": "adaptive", "denseWeight": 0.2}})
         with pytest.raises(ValidationError, match="lexicalWeight does not apply to fusion 'adaptive'"):
-            engine.search(query, k=1, lexical_weight=0.7)
+            engine.search(query, k=2, lexical_weight=0.7)
     # adaptive, min-max per arm: the target is the minimum of both arms, 0 + 0: fused 3rd
     assert (result.lexical.rank, result.dense.rank, result.fusion.rank) == (2, 3, 3)
     assert result.fusion.settings.method == "adaptive" and result.fusion.settings.estimated_base is None
     assert result.diagnosis.code == "top-k"
     assert result.diagnosis.message == (
-        "both arms found it (lexical 2, dense 3, fused 3) but fusion ranked it past the cut at 1: raise k, "
+        "both arms found it (lexical 2, dense 3, fused 3) but fusion ranked it past the cut at 2: raise k to 3, "
         "or lean fusion towards the lexical arm, which ranks it better: "
         'fusion {"method": "adaptive", "denseWeight": 0.2} (the base, now 0.4; CLI: --fusion adaptive --dense-weight 0.2)'
     )
-    # RRF 0.3/61 + 0.7/62 (x: 0.7/61 + 0.3/62) is below x still; the advice is accepted, not a promise
-    assert [h.metadata["docId"] for h in followed.hits] == ["x"]
+    # RRF at lexical weight 0.7: x 0.7/61 + 0.3/62 = 0.01631, target 0.7/62 + 0.3/63 = 0.01605,
+    # y (dense 1 only) 0.3/61 = 0.00492
+    assert [h.metadata["docId"] for h in followed.hits] == ["x", "target"]
+
+
+def test_top_k_past_the_cut_in_both_arms_names_the_k_and_no_lean(tmp_path: Path) -> None:
+    """Each arm ranked the document past the cut (on a real repository: lexical 34, dense 14,
+    fused 13, cut 8) and the diagnosis still said "lean fusion towards the dense arm, which
+    ranks it better": followed, the document stayed out (fused 15) and the advice moved on to
+    denseWeight 1. Leaning all the way to one arm gives that arm's own rank, past the cut as
+    well; what brings it in is a k reaching its fused rank, which the advice now names."""
+    query = "refund"
+    docs = {"x": "refund refund refund pad", "target": "refund pad pad pad", "y": "unrelated words only"}
+    # dense: y 1st, x 2nd, target 3rd; lexical: x 1st (three "refund"), target 2nd, y absent
+    overrides = {query: angle(0), docs["y"]: angle(1), docs["x"]: angle(5), docs["target"]: angle(10)}
+    with engine_with(tmp_path, docs, overrides) as engine:
+        result = engine.explain(query, doc="target", k=1)
+        followed = engine.explain(query, doc="target", k=3)
+        paged = engine.explain(query, doc="target", k=1, offset=1)
+    assert (result.lexical.rank, result.dense.rank, result.fusion.rank) == (2, 3, 3)
+    assert result.diagnosis.code == "top-k"
+    assert result.diagnosis.message == (
+        "both arms found it (lexical 2, dense 3, fused 3) but ranked it past the cut at 1, and so did "
+        "fusion: raise k to 3"
+    )
+    # followed: returned at its fused rank
+    assert (followed.fusion.rank, followed.fusion.returned, followed.diagnosis.code) == (3, True, "found")
+    # offset 1: the cut is at 2, where the lexical arm has it (the lean is offered), and the k
+    # that reaches fused 3 counts from the offset
+    assert paged.diagnosis.message.startswith(
+        "both arms found it (lexical 2, dense 3, fused 3) but fusion ranked it past the cut at 2: raise k to 2, "
+        "or lean fusion towards the lexical arm"
+    )
 
 
 def test_advice_per_fusion_method() -> None:

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field
 
 from plait.ask_gate import Gate, GateVerdict
-from plait.retrieval.request import SearchRequest
+from plait.retrieval.request import MAX_K, SearchRequest
 from plait.types import FusionMethod, FusionSettings, Model, SearchMode
 
 __all__ = [
@@ -458,6 +458,17 @@ def diagnose(
             message=f"the dense arm did not put it in its top {depth} (dense rank {_rank(dense_rank)}); "
             f"lexical alone (rank {lex_rank}) left it at fused {fused_rank}, past the cut at {cut}",
         )
+    # Fusion's order is prefix-stable (tiered), so a k reaching its fused rank returns it.
+    wanted = fused_rank - req.offset
+    raise_k = f"raise k to {wanted}" if wanted <= MAX_K else "raise k"
+    if lex_rank is not None and dense_rank is not None and min(lex_rank, dense_rank) > cut:
+        # No arm to lean towards: all the way to one gives that arm's own rank, past the cut too.
+        return Diagnosis(
+            code=DiagnosisCode.TOP_K,
+            stage="fusion",
+            message=f"both arms found it ({ranks}) but ranked it past the cut at {cut}, and so did "
+            f"fusion: {raise_k}",
+        )
     better: Literal["lexical", "dense"] | None = None
     if lex_rank is not None and dense_rank is not None and lex_rank != dense_rank:
         better = "lexical" if lex_rank < dense_rank else "dense"
@@ -466,5 +477,5 @@ def diagnose(
     return Diagnosis(
         code=DiagnosisCode.TOP_K,
         stage="fusion",
-        message=f"both arms found it ({ranks}) but fusion ranked it past the cut at {cut}: raise k{lean}",
+        message=f"both arms found it ({ranks}) but fusion ranked it past the cut at {cut}: {raise_k}{lean}",
     )
