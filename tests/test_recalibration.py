@@ -232,3 +232,18 @@ def test_rejecting_faq_cards_does_not_make_the_calibrations_stale(engine: tuple[
     assert (_gate(e), _estimate(e)) == (gate, estimate)
     hidden = e.store.get_settings("kb")["searchHidden"]
     assert isinstance(hidden, dict) and len(hidden["faq-card"]) == 20
+
+
+def test_a_skipped_file_does_not_stop_the_calibrations(tmp_path: Path, notes: Path) -> None:
+    # a binary file and one with a Latin-1 byte are skipped, so the run is not complete;
+    # every chunk it indexed has a vector all the same, so both calibrations are measured
+    # at its end (they were left to the first ask, and the arm estimate never came)
+    (notes / "logo.md").write_bytes(b"\x89PNG\x00\x01")
+    (notes / "latin.md").write_bytes(b"# Caf\xe9\n")
+    with Plait(str(tmp_path / "p.db"), embedder=CountingEmbedder(), llm="none") as e:
+        report = e.index(notes, collection="kb")
+        assert (report.sources_indexed, len(report.skipped), report.complete) == (FILES, 2, False)
+        assert report.embedding.skipped == 0
+        gate, estimate = _gate(e), _estimate(e)
+        assert (gate.chunks, gate.calibrated_by) == (FILES, "index")
+        assert (estimate["chunks"], estimate["changesAt"]) == (FILES, FILES)

@@ -111,7 +111,7 @@ class IndexingMixin(EngineBase):
         if changed and self.store.get_collection(collection) is not None:
             record_changes(self.store, collection, changed)
         self._calibrate_gate(collection, report, force=force)
-        if report.complete:
+        if report.vectors_complete:  # a skipped file leaves every indexed chunk measurable
             self._measure_arms(collection, force=force)
         return report
 
@@ -160,7 +160,7 @@ class IndexingMixin(EngineBase):
 
         try:
             embedder, _ = self.embedder_for(collection)
-            if embedder is not None and report is not None and not report.complete:
+            if embedder is not None and report is not None and not report.vectors_complete:
                 return
             with self.metered(collection, "index"):  # its query embeddings are the run's cost
                 ensure_gate(self.store, collection, embedder, trigger=trigger, force=force)

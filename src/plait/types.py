@@ -429,6 +429,13 @@ class IndexReport(Model):
     _hidden_changes: int = PrivateAttr(default=0)
 
     @property
+    def vectors_complete(self) -> bool:
+        """Whether every chunk of the collection has a vector after the run (sources the
+        run skipped aside): what the calibrations at the end of a run need, unlike
+        ``complete``, which a skipped file also makes false."""
+        return self.embedding.skipped == 0
+
+    @property
     def search_changes(self) -> int:
         """The chunks this run added, updated or deleted that a search naming no scope can
         return: FAQ cards (scopes hidden by ``searchHidden``) not counted. What
