@@ -63,7 +63,8 @@ class Scan:
     (relative paths, sorted): not indexed, by design (``git add`` them), and said so."""
     unread: set[str] = field(default_factory=set)
     """Skipped paths that are still there but whose content could not be used this time
-    (not valid UTF-8, over the size limit, a read error; not a file that became binary):
+    (not valid UTF-8, over the size limit, a read error; not a file that became binary
+    or empty):
     the indexer keeps the version it indexed before instead of deleting it as vanished."""
     total: int | None = None
     """How many sources ``seen`` will reach, when the source knows it before reading them

@@ -4,7 +4,8 @@ Scopes come from path prefixes relative to the root (first match wins) when scop
 rules are given; by default from conventions (:mod:`plait.sources.conventions`: the
 usual ADR folders and ADR-shaped files → ``adr``, everything else → ``docs``). Files that resolve outside
 the root (symlinks), binary files (a NUL byte in the first 8 KiB), files that are not
-valid UTF-8 and files over the size limit are skipped with the reason.
+valid UTF-8, files with no text (empty or only whitespace) and files over the size
+limit are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ __all__ = [
     "DEFAULT_GLOBS",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_SCOPE_RULES",
+    "EMPTY_REASON",
+    "LOST_TEXT_REASONS",
     "FolderSource",
     "decode_text",
     "resolve_path",
@@ -51,22 +54,32 @@ def scope_for(relative_path: str, rules: Sequence[tuple[str, str]]) -> str:
 #: decode_text's reason for a binary file: a file that *became* binary lost its text for
 #: good, so its old chunks go (unlike an undecodable byte in a text file: Scan.unread).
 BINARY_REASON = "binary file (NUL byte in the first 8 KiB)"
+#: decode_text's reason for a file with no text (empty, or only whitespace): it yields no
+#: chunk, so it is skipped rather than counted as indexed; an emptied file's chunks go.
+EMPTY_REASON = "no text to index (empty or only whitespace)"
+#: The reasons of a file whose text is gone for good, not merely unreadable this time
+#: (see Scan.unread): its old chunks are deleted.
+LOST_TEXT_REASONS = frozenset({BINARY_REASON, EMPTY_REASON})
 
 
 def decode_text(data: bytes) -> tuple[str | None, str | None]:
     """(text, None) for UTF-8 text (a UTF-8 BOM dropped) or UTF-16 text with its BOM
-    (what some Windows editors save), else (None, reason)."""
+    (what some Windows editors save) that is not empty or only whitespace, else
+    (None, reason)."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
-            return data.decode("utf-16"), None
+            text = data.decode("utf-16")
         except UnicodeDecodeError as exc:
             return None, f"not valid UTF-16 (byte {exc.start})"
-    if b"\x00" in data[:8192]:
+    elif b"\x00" in data[:8192]:
         return None, BINARY_REASON
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return None, f"not valid UTF-8 (byte {exc.start})"
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            return None, f"not valid UTF-8 (byte {exc.start})"
+    if not text.strip():
+        return None, EMPTY_REASON
     return text, None
 
 
@@ -163,7 +176,7 @@ class FolderSource:
                 reason = f"unreadable: {exc.strerror or exc}"
             if reason is not None or text is None:
                 scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
-                if present and reason != BINARY_REASON:
+                if present and reason not in LOST_TEXT_REASONS:
                     scan.unread.add(relative)
                 continue
             markdown = path.suffix.lower() in _MARKDOWN

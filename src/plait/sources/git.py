@@ -32,10 +32,10 @@ from plait.errors import SourceError
 from plait.sources.base import Scan, SourceDocument, SourcePart
 from plait.sources.conventions import scope_of
 from plait.sources.folder import (
-    BINARY_REASON,
     DEFAULT_GLOBS,
     DEFAULT_MAX_BYTES,
     DEFAULT_SCOPE_RULES,
+    LOST_TEXT_REASONS,
     decode_text,
     resolve_path,
     title_of,
@@ -185,7 +185,7 @@ class GitSource:
                 reason = f"unreadable: {exc.strerror or exc}"
             if text is None:
                 scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
-                if present and reason != BINARY_REASON:
+                if present and reason not in LOST_TEXT_REASONS:
                     scan.unread.add(relative)
                 continue
             yield self._document(relative, text, {"path": relative}, scan)
@@ -279,7 +279,7 @@ class GitSource:
                 text, reason = decode_text(blobs[entries[plan[relative]].object_id])
                 if text is None:
                     scan.skipped.append(SkippedSource(path=relative, reason=reason or "unreadable"))
-                    if reason != BINARY_REASON:
+                    if reason not in LOST_TEXT_REASONS:
                         scan.unread.add(relative)
                     continue
                 yield self._document(relative, text, {"path": relative, "commit": sha}, scan)
