@@ -135,7 +135,25 @@ def test_never_indexed(engine: Plait) -> None:
     assert result.ingestion.indexed is False and result.ingestion.skipped is False
     assert result.chunks == [] and result.lexical.rank is None and result.dense.rank is None
     assert result.diagnosis.code == "not-indexed" and result.diagnosis.stage == "ingestion"
-    assert "never indexed" in result.diagnosis.message
+    assert "the index holds no chunk of it" in result.diagnosis.message
+
+
+def test_a_deleted_file_is_not_said_never_to_have_been_indexed(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "keep.md").write_text("# Keep\n\nERR-4012 stays.\n", encoding="utf-8")
+    (root / "gone.md").write_text("# Gone\n\nERR-4012 goes.\n", encoding="utf-8")
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index(root)
+        assert engine.explain("ERR-4012", path="gone.md").ingestion.indexed is True
+        (root / "gone.md").unlink()
+        assert engine.reindex().deleted_sources == ["gone.md"]
+        result = engine.explain("ERR-4012", path="gone.md")
+    assert result.diagnosis.code == "not-indexed" and result.ingestion.skipped is False
+    # it was indexed until the reindex: "it was never indexed" was false
+    assert result.ingestion.message == (
+        f"no recorded root yields path 'gone.md' and the index holds no chunk of it (recorded roots: folder:{root})"
+    )
 
 
 def test_skipped_at_ingestion_with_the_reason(tmp_path: Path, engine: Plait) -> None:

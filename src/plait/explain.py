@@ -236,8 +236,8 @@ def _ingestion_miss(
     return (
         False,
         (
-            f"no recorded root yields {target['kind']} {wanted!r}: it was never indexed "
-            f"(recorded roots: {known})"
+            f"no recorded root yields {target['kind']} {wanted!r} and the index holds no chunk "
+            f"of it (recorded roots: {known})"
         ),
         None,
     )

@@ -72,7 +72,7 @@ def test_paths_through_a_symlink_inside_the_root_are_not_stat_ed(served: tuple[s
     shadow = _explain(url, "etc/shadow").json()
     nope = _explain(url, "etc/nope").json()
     assert shadow["ingestion"]["message"] == nope["ingestion"]["message"].replace("etc/nope", "etc/shadow")
-    assert shadow["ingestion"]["skipped"] is False and "never indexed" in shadow["ingestion"]["message"]
+    assert shadow["ingestion"]["skipped"] is False and "the index holds no chunk of it" in shadow["ingestion"]["message"]
     assert _explain(url, f"{root}/etc/shadow").json()["target"] == {"kind": "path", "value": "etc/shadow"}
     escape = _explain(url, "sub/../../outside.md")
     assert escape.status_code == 422 and "leads outside the collection's roots" in escape.json()["error"]
@@ -95,7 +95,7 @@ def test_source_paths_still_resolve_as_text(served: tuple[str, Plait, Path]) -> 
     pdf = engine.explain("ERR-4012", path=str(root / "sub" / "notes.pdf"))
     assert pdf.ingestion.skipped is True and "matches none of the root's globs" in pdf.ingestion.message
     never = engine.explain("ERR-4012", path="sub/missing.pdf")  # same glob miss, but never seen
-    assert never.ingestion.skipped is False and "never indexed" in never.ingestion.message
+    assert never.ingestion.skipped is False and "the index holds no chunk of it" in never.ingestion.message
     with pytest.raises(ValidationError, match=ROOT_REQUIRED):
         engine.explain("ERR-4012", path="/etc/shadow")
 

@@ -25,7 +25,7 @@ def test_readers_reuse_the_walk_until_the_collection_changes(tmp_path: Path) -> 
         (root / "b.md").write_text("# B\n\nBETA-1", encoding="utf-8")  # on disk, not indexed yet
         assert _present(engine) == 1  # the cached walk: no rescan for a reader
         missing = engine.explain("BETA-1", path="b.md")
-        assert "never indexed" in missing.ingestion.message  # explain used the same walk
+        assert "the index holds no chunk of it" in missing.ingestion.message  # explain used the same walk
         assert engine.walks.walks == walks
         engine.reindex()  # a write: the collection's state changed
         assert _present(engine) == 2
