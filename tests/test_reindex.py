@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from git_helpers import commit_all, git, make_repo, write
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
-from plait.errors import NotFoundError, ProviderUnavailableError
+from plait.errors import NotFoundError, ProviderUnavailableError, ValidationError
 from plait.service import Plait
 
 FILES = {
@@ -172,6 +172,24 @@ def test_scope_narrows_the_run(engine: Plait, repo: Path) -> None:
     assert _counts(engine.reindex(scope="docs")) == (0, 1, 2, 0)
 
 
+def test_a_scope_the_collection_does_not_have_is_refused(engine: Plait, fake: FakeEmbedder, repo: Path) -> None:
+    """``reindex --scope adrs`` (a typo) re-read nothing and reported "0/0 sources indexed …
+    complete", exit 0, over HTTP a 200; it is refused with the scopes the collection has,
+    before anything is read or embedded."""
+    engine.index(repo)
+    write(repo, {"README.md": "# Shop\n\nChanged readme.\n"})
+    embedded = fake.texts_embedded
+    with pytest.raises(ValidationError) as refused:
+        engine.reindex(scope="adrs")
+    assert str(refused.value) == (
+        "collection 'default' has no scope 'adrs' (its scopes: adr, docs); "
+        "a reindex without a scope picks up new sources of any scope"
+    )
+    assert fake.texts_embedded == embedded  # nothing read, nothing embedded
+    readme = engine.store.get_chunks("default", engine.store.chunk_ids("default", "README.md"))
+    assert [c.content for c in readme.values()] == ["# Shop\n\nThe shop platform handbook."]
+
+
 def test_full_re_embeds_a_scope_in_place(engine: Plait, fake: FakeEmbedder, repo: Path) -> None:
     engine.index(repo)
     ids = engine.store.chunk_ids("default")
@@ -289,3 +307,7 @@ def test_cli_reindex_flags(tmp_path: Path, repo: Path) -> None:
     assert (data["embedding"]["calls"], data["embedding"]["embedded"]) == (1, 2)
     result = runner.invoke(app, ["reindex", "--store", store, "--source", str(tmp_path), "--json"])
     assert result.exit_code == 1 and "is not a recorded source" in " ".join(result.stderr.split())
+    result = runner.invoke(app, ["reindex", "--store", store, "--scope", "adrs"])
+    assert (result.exit_code, result.stderr) == (1, (
+        "error: collection 'default' has no scope 'adrs' (its scopes: adr, docs); "
+        "a reindex without a scope picks up new sources of any scope\n"))

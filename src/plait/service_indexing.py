@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from plait._text import valid_text
 from plait.backfill import BackfillProgress, vector_coverage
 from plait.collection_settings import chunking_record, read_settings, write_settings
-from plait.errors import NotFoundError, PlaitError
+from plait.errors import NotFoundError, PlaitError, ValidationError
 from plait.ingest import Indexer, Progress, check_model
 from plait.service_base import CUSTOM as _CUSTOM
 from plait.service_base import NONE as _NONE
@@ -367,6 +367,13 @@ class IndexingMixin(EngineBase):
     ) -> IndexReport:
         if self.store.get_collection(collection) is None:
             raise NotFoundError(f"collection {collection!r} does not exist")
+        if scope is not None:
+            known = sorted(info.scope for info in self.store.scopes(collection))
+            if scope not in known:  # a typo re-read nothing and reported success
+                raise ValidationError(
+                    f"collection {collection!r} has no scope {scope!r} (its scopes: "
+                    f"{', '.join(known) or 'none'}); a reindex without a scope picks up new sources of any scope"
+                )
         roots = self.recorded_roots(collection, source=source)
         indexer, _ = self._indexer(collection, reuse_vectors=not full)
         if roots:
