@@ -5,7 +5,10 @@ from __future__ import annotations
 import codecs
 from pathlib import Path
 
+from plait.embeddings.fake import FakeEmbedder
+from plait.service import Plait
 from plait.sources.folder import BINARY_REASON, FolderSource, decode_text
+from plait.types import FileOrigin
 
 
 def test_decode_text_reads_utf8_and_utf16_with_their_byte_order_marks() -> None:
@@ -39,3 +42,24 @@ def test_a_walk_marks_unreadable_files_that_are_still_there(tmp_path: Path) -> N
         ("logo.md", BINARY_REASON),
     ]
     assert scan.unread == {"big.md", "latin1.md"}
+
+
+def test_a_lone_carriage_return_ends_a_line() -> None:
+    assert decode_text(b"# A\r\rtext\r") == ("# A\n\ntext\n", None)  # classic Mac line endings
+    assert decode_text(b"# A\r\n\r\ntext\r\n") == ("# A\r\n\r\ntext\r\n", None)  # CRLF kept
+    assert decode_text(b"a\r\r\nb\rc\n") == ("a\n\r\nb\nc\n", None)  # CR, CRLF; a stray CR
+
+
+def test_a_file_with_classic_mac_line_endings_keeps_its_headings(tmp_path: Path) -> None:
+    # it was one line: one section titled with the whole file ("Old Mac This file … macending."),
+    # that title indexed with every chunk
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "mac.md").write_bytes(b"# Old Mac\r\rThis file uses CR-ONLY-1 endings.\r\r## Second\r\rMore text MAC-2.\r")
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16)) as engine:
+        report = engine.index(root)
+        assert (report.sources_indexed, report.chunks_added) == (1, 2)
+        (hit,) = engine.search("MAC-2", mode="lexical").hits
+    assert isinstance(hit.origin, FileOrigin)
+    assert (hit.origin.title, hit.origin.heading_path) == ("Old Mac", ["Old Mac", "Second"])
+    assert hit.content == "## Second\n\nMore text MAC-2."

@@ -14,6 +14,7 @@ import codecs
 import errno
 import fnmatch
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ __all__ = [
     "undecodable_name",
 ]
 
+_LONE_CR = re.compile(r"\r(?!\n)")
 DEFAULT_GLOBS: tuple[str, ...] = ("*.md", "*.markdown", "*.txt", "*.rst")
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 _MARKDOWN = (".md", ".markdown")
@@ -65,7 +67,9 @@ LOST_TEXT_REASONS = frozenset({BINARY_REASON, EMPTY_REASON})
 def decode_text(data: bytes) -> tuple[str | None, str | None]:
     """(text, None) for UTF-8 text (a UTF-8 BOM dropped) or UTF-16 text with its BOM
     (what some Windows editors save) that is not empty or only whitespace, else
-    (None, reason)."""
+    (None, reason). A lone ``\\r`` (not before ``\\n``) becomes ``\\n``: Markdown and the
+    chunker end lines at ``\\n`` only, so a file saved with classic Mac line endings
+    was one line, its first heading's title the whole file."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             text = data.decode("utf-16")
@@ -80,6 +84,8 @@ def decode_text(data: bytes) -> tuple[str | None, str | None]:
             return None, f"not valid UTF-8 (byte {exc.start})"
     if not text.strip():
         return None, EMPTY_REASON
+    if "\r" in text:  # a lone CR ends a line, as in CommonMark (classic Mac files); CRLF stays
+        text = _LONE_CR.sub("\n", text)
     return text, None
 
 
