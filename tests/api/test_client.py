@@ -218,7 +218,10 @@ def test_the_server_names_the_error_class(served: tuple[str, dict[str, str]]) ->
     headers = {"Authorization": f"Bearer {tokens['reader_a']}"}
     response = httpx.post(f"{url}/v1/collections/a/search", json={"query": QUERY, "rerank": "llm"}, headers=headers)
     assert response.status_code == 422 and response.headers["X-Plait-Error"] == "ConfigError"
-    assert response.json() == {"error": "rerank='llm' needs an LLM: pass llm='ollama' or llm='openai' (CLI --llm), or set PLAIT_LLM"}
+    # it said "pass llm='ollama' …", which a request cannot: its body has no llm field
+    assert response.json() == {"error": (
+        "rerank='llm' needs an LLM and none is configured: set PLAIT_LLM (ollama | openai) where plait runs "
+        "(for plait serve and plait mcp, the server's environment), or pass llm= (Python) / --llm (CLI)")}
 
 
 def test_async_client_gives_the_same_models(served: tuple[str, dict[str, str]], tmp_path: Path) -> None:

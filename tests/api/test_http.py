@@ -221,10 +221,12 @@ def test_an_unexpected_failure_is_500_without_a_traceback(tmp_path: Path) -> Non
 
 
 def test_rerank_on_a_server_with_no_reranker_is_a_clear_422(admin: httpx.Client) -> None:
-    for method, needs in (("llm", "needs an LLM"), ("cross-encoder", "needs a model")):
+    for method, needs in (("llm", "PLAIT_LLM"), ("cross-encoder", "PLAIT_CROSS_ENCODER")):
         response = _search(admin, "a", {"query": "refund", "rerank": method})
         assert response.status_code == 422, response.text
-        assert needs in response.json()["error"]
+        # what to set, and where: the server's environment (a request takes no llm or model)
+        assert f"set {needs} " in response.json()["error"]
+        assert "for plait serve and plait mcp, the server's environment" in response.json()["error"]
 
 
 def test_error_status_table() -> None:

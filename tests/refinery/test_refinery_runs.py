@@ -228,8 +228,13 @@ def test_one_active_run_per_collection_and_settings_gate_runs(engine: Plait) -> 
     with pytest.raises(ConfigError, match="refinery is disabled for collection 'a'"):
         engine.refinery.create_run("a")
     engine.refinery.configure("a", enabled=True)
-    with pytest.raises(ConfigError, match="needs an LLM"):
+    with pytest.raises(ConfigError) as no_llm:
         engine.refinery.create_run("a", mode="llm")
+    # it said "pass llm=...", which POST …/refinery/runs cannot: its body has no llm field
+    assert str(no_llm.value) == (
+        "refinery mode 'llm' needs an LLM and none is configured: set PLAIT_LLM (ollama | openai) "
+        "where plait runs (for plait serve, the server's environment), or pass llm= (Python) / --llm (CLI)"
+    )
     with pytest.raises(ValidationError, match="unknown refinery mode 'fast'; allowed: auto, llm, extractive"):
         engine.refinery.create_run("a", mode="fast")
     with pytest.raises(ValidationError, match="unknown refinery setting"):

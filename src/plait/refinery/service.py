@@ -113,7 +113,11 @@ class Refinery:
         if chosen == "auto":
             return CardMode.LLM if self.engine.llm is not None else CardMode.EXTRACTIVE
         if chosen == "llm" and self.engine.llm is None:
-            raise ConfigError("refinery mode 'llm' needs an LLM: pass llm=... or set PLAIT_LLM")
+            raise ConfigError(
+                "refinery mode 'llm' needs an LLM and none is configured: set PLAIT_LLM (ollama | openai) "
+                "where plait runs (for plait serve, the server's environment), or pass llm= (Python) / "
+                "--llm (CLI)"
+            )
         return CardMode(chosen)
 
     def create_run(self, collection: str, *, mode: str | None = None) -> RefineryRun:

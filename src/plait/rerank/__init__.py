@@ -59,8 +59,9 @@ def make_reranker(
         chat = llm if llm is not None and not isinstance(llm, str) else make_llm(llm)
         if chat is None:
             raise ConfigError(
-                "rerank='llm' needs an LLM: pass llm='ollama' or llm='openai' "
-                "(CLI --llm), or set PLAIT_LLM"
+                "rerank='llm' needs an LLM and none is configured: set PLAIT_LLM (ollama | openai) "
+                "where plait runs (for plait serve and plait mcp, the server's environment), "
+                "or pass llm= (Python) / --llm (CLI)"
             )
         return LLMReranker(chat)
     if method == "cross-encoder":
@@ -69,8 +70,9 @@ def make_reranker(
         spec = cross_encoder or Settings.resolve().cross_encoder
         if not spec:
             raise ConfigError(
-                "rerank='cross-encoder' needs a model: pass cross_encoder=DIR_OR_PACKAGE "
-                "(CLI --cross-encoder), or set PLAIT_CROSS_ENCODER"
+                "rerank='cross-encoder' needs a model and none is configured: set PLAIT_CROSS_ENCODER "
+                "(a model directory or package) where plait runs (for plait serve and plait mcp, the "
+                "server's environment), or pass cross_encoder= (Python) / --cross-encoder (CLI)"
             )
         return CrossEncoderReranker(spec)
     raise ConfigError(f"unknown rerank method {method!r}; allowed: {', '.join(RERANK_METHODS)}")
