@@ -253,7 +253,7 @@ def test_dense_weight_without_fusion_is_the_collections_methods(tmp_path: Path) 
     fused = json.loads(why.stdout)["fusion"]  # b: fused 2 at 0.3, past the cut at 1
     assert (fused["settings"]["method"], fused["settings"]["denseWeight"], fused["rank"]) == ("minmax", 0.3, 2)
     assert fused["score"] == pytest.approx(0.3)
-    shown = runner.invoke(app, ["search", *query, "--dense-weight", "0.3"])
+    shown = runner.invoke(app, ["search", *query, "--dense-weight", "0.3"], env={"COLUMNS": "200"})  # a line, unwrapped
     assert "fusion minmax (dense weight used 0.3: minmax: fixed dense weight 0.3 (lexical 0.7))" in shown.stdout
 
     # a saved method that takes no dense weight: named, with what it takes and what would work
