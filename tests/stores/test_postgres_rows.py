@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -42,11 +43,15 @@ def _write(store: PostgresStore, texts: dict[str, str], *, metadata: dict[str, o
 
 
 def _statements(run: Callable[[], object]) -> list[str]:
+    """The statements ``run`` sends from this thread (the pool's own thread may be opening
+    and configuring a connection meanwhile: its statements are not ``run``'s)."""
     sent: list[str] = []
     execute = psycopg.Connection.execute
+    caller = threading.get_ident()
 
     def spy(self: psycopg.Connection, q: Any, *a: Any, **k: Any) -> Any:
-        sent.append(q if isinstance(q, str) else q.as_string(self))
+        if threading.get_ident() == caller:
+            sent.append(q if isinstance(q, str) else q.as_string(self))
         return execute(self, q, *a, **k)
 
     with pytest.MonkeyPatch.context() as mp:
