@@ -16,6 +16,7 @@ from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import NotFoundError, ProviderUnavailableError, ValidationError
 from plait.service import Plait
+from plait.sources.folder import BINARY_REASON
 
 FILES = {
     "README.md": "# Shop\n\nThe shop platform handbook.\n",
@@ -170,6 +171,31 @@ def test_scope_narrows_the_run(engine: Plait, repo: Path) -> None:
     readme = engine.store.get_chunks("default", engine.store.chunk_ids("default", "README.md"))
     assert [c.content for c in readme.values()] == ["# Shop\n\nThe shop platform handbook."]  # docs untouched
     assert _counts(engine.reindex(scope="docs")) == (0, 1, 2, 0)
+
+
+@pytest.mark.parametrize("kind", ["git", "folder"])
+def test_a_scoped_run_reports_and_counts_only_its_scope_s_skipped_files(
+    engine: Plait, repo: Path, tmp_path: Path, kind: str
+) -> None:
+    """reindex --scope adr listed (and counted as seen) the docs files it skipped: 31/36
+    sources for 31 ADRs of a repository with five unreadable docs files."""
+    root = repo
+    if kind == "folder":
+        root = tmp_path / "plain"
+        write(root, dict(FILES))
+    engine.index(root)
+    write(root, {"docs/logo.md": b"\x89PNG\x00\x01", "docs/adr/0003-diagram.md": b"\x89PNG\x00\x02"})
+    target = root / "docs/refunds.md"
+    target.write_bytes(target.read_bytes() + b"\ncaf\xe9\n")  # stored as docs: its old version is kept
+    if kind == "git":
+        commit_all(root, "two binary files and a Latin-1 byte")
+    adr = engine.reindex(scope="adr")
+    assert (adr.sources_seen, adr.sources_indexed) == (3, 2)
+    assert [(s.path, s.reason) for s in adr.skipped] == [("docs/adr/0003-diagram.md", BINARY_REASON)]
+    docs = engine.reindex(scope="docs")
+    assert (docs.sources_seen, docs.sources_indexed) == (3, 1)  # README.md; refunds.md is kept
+    assert sorted(s.path for s in docs.skipped) == ["docs/logo.md", "docs/refunds.md"]
+    assert engine.reindex().sources_seen == 6  # no scope: all of them
 
 
 def test_a_scope_the_collection_does_not_have_is_refused(engine: Plait, fake: FakeEmbedder, repo: Path) -> None:

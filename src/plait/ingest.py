@@ -456,6 +456,8 @@ class Indexer:
                     run.scopes.add(source.scope)
         skipped = list(documents.skipped) if isinstance(documents, Scan) else []
         skipped = [kept_skip(item) if item.path in held else item for item in skipped]
+        if scope is not None and isinstance(documents, Scan):
+            skipped = [item for item in skipped if _skipped_scope(item.path, documents, run) in (None, scope)]
         skipped += conflicts
         by_type = dict(documents.skipped_by_type) if isinstance(documents, Scan) else {}
         seen = documents.seen if isinstance(documents, Scan) else run.docs
@@ -564,6 +566,18 @@ class Indexer:
             complete=not skipped and without == 0,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
         ).with_hidden_changes(run.hidden)
+
+
+def _skipped_scope(path: str, scan: Scan, run: _Run) -> str | None:
+    """The scope a skipped source belongs to: the stored one, else the one its path gives
+    (:attr:`Scan.path_scope`), else None (unknown: a run of any scope reports it). An
+    unreadable folder (``docs/x/``) is None: it holds back deletions in every scope."""
+    if path.endswith("/"):
+        return None
+    stored = (run.sources or {}).get(path)
+    if stored is not None:
+        return stored.scope
+    return scan.path_scope(path) if scan.path_scope is not None else None
 
 
 def _reason(run: _Run, without: int) -> str | None:

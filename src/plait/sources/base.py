@@ -7,7 +7,7 @@ Each part is chunked on its own and its chunks inherit the part's origin.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,6 +66,10 @@ class Scan:
     (not valid UTF-8, over the size limit, a read error; not a file that became binary
     or empty):
     the indexer keeps the version it indexed before instead of deleting it as vanished."""
+    path_scope: Callable[[str], str] | None = None
+    """The scope a skipped path would have by its path alone (folder and git sources), so
+    that a run restricted to one scope reports only that scope's skipped files; None
+    where a path says nothing of it (JSONL, sessions)."""
     total: int | None = None
     """How many sources ``seen`` will reach, when the source knows it before reading them
     (a folder walk's or a git tree's file list), so progress can show a total and an ETA;

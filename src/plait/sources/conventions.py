@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from plait.markdown import headings
 from plait.sources.base import Scan
 
-__all__ = ["ADR_FOLDERS", "DEFAULT_SCOPE_RULES", "convention_scope", "looks_like_adr", "scope_of"]
+__all__ = ["ADR_FOLDERS", "DEFAULT_SCOPE_RULES", "convention_scope", "looks_like_adr", "path_scope", "scope_of"]
 
 #: The rules a source uses when none are given; with them, conventions decide.
 DEFAULT_SCOPE_RULES: tuple[tuple[str, str], ...] = (("docs/adr/", "adr"), ("", "docs"))
@@ -76,6 +76,18 @@ def convention_scope(relative: str, text: str) -> tuple[str, str | None]:
     if looks_like_adr(relative, text):
         return "adr", relative.rpartition("/")[0] or "."
     return "docs", None
+
+
+def path_scope(relative: str, rules: Sequence[tuple[str, str]]) -> str:
+    """The scope a file's path alone gives it (an ADR-shaped file outside the ADR folders
+    is ``docs`` here: its text decides): what a skipped file, whose text is unknown, is
+    counted in."""
+    if tuple((str(p), str(s)) for p, s in rules) == DEFAULT_SCOPE_RULES:
+        return "adr" if _folder_match(relative) is not None else "docs"
+    for prefix, scope in rules:
+        if relative.startswith(prefix):
+            return scope
+    return "docs"
 
 
 def scope_of(relative: str, text: str, rules: Sequence[tuple[str, str]], scan: Scan) -> str:

@@ -17,12 +17,13 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from plait.errors import SourceError
 from plait.markdown import document_title
 from plait.sources.base import Scan, SourceDocument, SourcePart
-from plait.sources.conventions import DEFAULT_SCOPE_RULES, scope_of
+from plait.sources.conventions import DEFAULT_SCOPE_RULES, path_scope, scope_of
 from plait.types import FileOrigin, SkippedSource
 
 __all__ = [
@@ -150,7 +151,7 @@ class FolderSource:
         root = self.root.resolve()
         if not root.is_dir():
             raise SourceError(f"{self.root} is not a folder")
-        scan = Scan(documents=[])
+        scan = Scan(documents=[], path_scope=partial(path_scope, rules=self.scope_rules))
         scan.documents = self._documents(root, scan)
         return scan
 

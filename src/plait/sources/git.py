@@ -26,11 +26,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from plait.errors import SourceError
 from plait.sources.base import Scan, SourceDocument, SourcePart
-from plait.sources.conventions import scope_of
+from plait.sources.conventions import path_scope, scope_of
 from plait.sources.folder import (
     DEFAULT_GLOBS,
     DEFAULT_MAX_BYTES,
@@ -128,7 +129,7 @@ class GitSource:
         if not self.root.is_dir():
             raise SourceError(f"{self.root} is not a folder")
         root = self.root.resolve()
-        scan = Scan(documents=[])
+        scan = Scan(documents=[], path_scope=partial(path_scope, rules=self.scope_rules))
         if self.ref is None:
             if _git(root, "rev-parse", "--is-inside-work-tree").strip() != b"true":
                 raise SourceError(f"{self.root} is not inside a git working tree; pass a ref to index a commit")
