@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -93,9 +94,10 @@ class ArchiveReport(Model):
 
 
 @contextmanager
-def _open(path: Path, mode: str) -> Iterator[IO[str]]:
-    """A text stream on ``path``, through zstd when its name ends in ``.zst``."""
-    if path.suffix != ".zst":
+def _open(path: Path, mode: str, *, zstd: bool | None = None) -> Iterator[IO[str]]:
+    """A text stream on ``path``, through zstd when ``zstd`` (by default: when its name
+    ends in ``.zst``)."""
+    if not (path.suffix == ".zst" if zstd is None else zstd):
         with path.open(mode + "t", encoding="utf-8", newline="\n") as handle:
             yield handle
         return
@@ -164,20 +166,27 @@ def export_collection(
         "scopes": [{"scope": s.scope, "lastIndexedAt": s.last_indexed_at} for s in store.scopes(collection)],
         "exportedAt": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    with _open(target, "w") as out:
-        out.write(json.dumps(header, ensure_ascii=False) + "\n")
-        for source in sources:
-            for item in read_source(store, collection, source.source_id):
-                line = {
-                    "type": "chunk", "sourceId": source.source_id, "scope": source.scope, "root": source.root,
-                    "chunk": to_json(item.chunk), "vector": _vector_text(item.vector),
-                }
-                out.write(json.dumps(line, ensure_ascii=False) + "\n")
-        for kind, table in _ROW_TYPES.items():
-            for row in rows[table]:
-                out.write(json.dumps({"type": kind, "row": row}, ensure_ascii=False) + "\n")
-        for metered in usage:
-            out.write(json.dumps({"type": "usage", "row": to_json(metered)}, ensure_ascii=False) + "\n")
+    # written beside it and renamed when whole: a failure part-way leaves no half archive
+    # under the name, and a file --overwrite was to replace stays as it was
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with _open(partial, "w", zstd=target.suffix == ".zst") as out:
+            out.write(json.dumps(header, ensure_ascii=False) + "\n")
+            for source in sources:
+                for item in read_source(store, collection, source.source_id):
+                    line = {
+                        "type": "chunk", "sourceId": source.source_id, "scope": source.scope, "root": source.root,
+                        "chunk": to_json(item.chunk), "vector": _vector_text(item.vector),
+                    }
+                    out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            for kind, table in _ROW_TYPES.items():
+                for row in rows[table]:
+                    out.write(json.dumps({"type": kind, "row": row}, ensure_ascii=False) + "\n")
+            for metered in usage:
+                out.write(json.dumps({"type": "usage", "row": to_json(metered)}, ensure_ascii=False) + "\n")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
     return ArchiveReport(collection=collection, path=str(target), **counts)
 
 

@@ -143,3 +143,36 @@ def test_export_embedder_must_be_the_collections_model(make_store: StoreFactory,
         assert header["embedder"] == {"provider": None, "model": None, "dimension": None}
         assert header["settings"].get("embedder") == recorded
     assert "embedder" not in store.get_settings("plain")  # the store is as it was
+
+
+@pytest.mark.parametrize("name", ["kb.jsonl", "kb.jsonl.zst"])
+def test_an_export_that_fails_part_way_leaves_the_old_archive(
+    make_store: StoreFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """An export wrote straight into its file: one failing part-way (a store gone, a full
+    disk) left a half archive under the name, and with ``overwrite`` the good archive it was
+    to replace was already gone. It is written beside the name and renamed when whole."""
+    import plait.archive as archive
+
+    store = make_store("sqlite")
+    Plait(store, embedder="fake").index_documents(documents(ARTICLE_DOCS), collection="kb")
+    path = tmp_path / name
+    export_collection(store, "kb", path)
+    good = path.read_bytes()
+    real = archive.read_source
+    calls: list[str] = []
+
+    def failing(store: object, collection: str, source_id: str):  # type: ignore[no-untyped-def]
+        calls.append(source_id)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(store, collection, source_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(archive, "read_source", failing)
+    with pytest.raises(OSError, match="No space left"):
+        export_collection(store, "kb", path, overwrite=True)
+    assert len(calls) == 2 and path.read_bytes() == good  # the old archive, whole
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("kb")) == [name]  # no partial file
+    monkeypatch.setattr(archive, "read_source", real)
+    assert export_collection(store, "kb", path, overwrite=True).chunks == 5
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("kb")) == [name]
