@@ -212,3 +212,37 @@ def test_a_passage_under_no_heading_named_for_holding_no_sentence_quotes_its_own
             assert result.answer == "The closest passage holds no sentence to quote [1]"
             (citation,) = result.citations
             assert (citation.origin, citation.quote) == (doc.parts[0].origin, quote)
+
+
+def test_a_chunk_that_starts_inside_a_code_block_is_read_as_its_rest(tmp_path: Path) -> None:
+    """A chunk cut inside a long fenced block starts with code and holds the block's closing
+    run. Ask read it alone, as indexing and snippets do not (``metadata.fence``): the closing
+    run opened a fence, so the code lines before it were prose and the sentence after it
+    code. Here the passage holding the answer passed the gate with every word of the
+    question and the answer was "holds no sentence to quote"."""
+    code = "".join(f"kubectl scale --replicas={i} deployment worker-{i} -n production\n" for i in range(60))
+    text = (
+        "# Ops runbook\n\n## Scaling the workers\n\n"
+        "Scale the worker deployment when the queue grows.\n\n"
+        f"```\n{code}```\n\n"
+        "Scale it back when the queue is drained, or the bill grows quickly.\n"
+    )
+    doc = SourceDocument(
+        source_id="ops.md",
+        scope="docs",
+        parts=(SourcePart(text=text, origin=FileOrigin(source_path="ops.md", title="Ops"), markdown=True),),
+    )
+    question = "When do we scale back after the queue is drained?"
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=32), llm="none") as engine:
+        engine.index_documents([doc])
+        last = engine.search(question, k=8, mode="lexical").hits
+        result = engine.ask(question, min_term_coverage=0.1, mode="lexical")
+    tail = next(h for h in last if h.content.rstrip().endswith("bill grows quickly."))
+    assert tail.metadata["fence"] == "```" and tail.content.startswith("scale --replicas=49 deployment")
+    # its code lines are not candidates; its sentence is (scale, back, queue, drain: 4 of 4)
+    assert [(c.text, c.lexical) for c in candidates(question, [tail])] == [
+        ("Scale it back when the queue is drained, or the bill grows quickly.", 1.0)
+    ]
+    assert result.mode == "extractive"
+    assert result.answer.startswith("Scale it back when the queue is drained, or the bill grows quickly. [1]")
+    assert result.citations[0].quote == "Scale it back when the queue is drained, or the bill grows quickly."

@@ -8,7 +8,9 @@ pasted whole. A sentence ending in ``:`` introduces what follows (a lead-in) and
 chosen; a sentence ending in ``?`` restates a question: it is not chosen either, and the
 sentence right after it inherits its words (the FAQ shape). A paragraph or list item
 that is nothing but links or images (a table of contents, a badge, a list of in-page
-anchors) is navigation, not a sentence: it is never chosen.
+anchors) is navigation, not a sentence: it is never chosen. A chunk that starts inside a
+table or a fenced code block (``metadata.table`` / ``metadata.fence``) is read as the
+rest of it: rows keep their column names, code stays code.
 
 A chunk is a slice of its document cut by size (:mod:`plait.chunking`), so a sentence may
 be cut where a chunk ends or where the next one starts (its overlap). Such a piece is not
@@ -121,11 +123,12 @@ def _parser() -> MarkdownIt:
 
 
 @lru_cache(maxsize=256)
-def navigation(content: str) -> frozenset[str]:
+def navigation(content: str, fence: str | None = None) -> frozenset[str]:
     """The visible text of every paragraph or list item of ``content`` that holds nothing
     but links and images (whitespace and punctuation between them aside): a table of
     contents, anchors, badges. None of them is a sentence. Cached by content: an answer
     reads it for each source's candidates and again for the quotes of those it cites.
+    ``fence``: the opening run of the code block ``content`` starts inside, if any.
 
     >>> sorted(navigation("- [Meaning of SRID 4326](#meaning)\\n- See [the guide](g.md) first."))
     ['Meaning of SRID 4326']
@@ -133,7 +136,7 @@ def navigation(content: str) -> frozenset[str]:
     if "[" not in content:
         return frozenset()
     found: set[str] = set()
-    for token in _parser().parse(content):
+    for token in _parser().parse(f"{fence}\n{content}" if fence else content):
         if token.type != "inline" or not token.children:
             continue
         depth, linked, loose = 0, False, False
@@ -176,9 +179,12 @@ def candidates(
         carry: frozenset[str] = frozenset()
         position = 0
         table = hit.metadata.get("table")  # the header of a table the chunk continues
-        blocks = prose_blocks(hit.content, table=table if isinstance(table, str) else None)
-        links = navigation(hit.content)
+        fence = hit.metadata.get("fence")  # the opening run of a code block it continues
+        fence = fence if isinstance(fence, str) else None
+        blocks = prose_blocks(hit.content, table=table if isinstance(table, str) else None, fence=fence)
+        links = navigation(hit.content, fence)
         starts_cut, ends_cut = _cut(hit, chunking)
+        starts_cut = starts_cut and fence is None  # cut inside code: its first prose is whole
         for index, block in enumerate(blocks):
             if block.kind == "row":
                 stems = text_stems(block.text)

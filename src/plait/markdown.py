@@ -242,7 +242,7 @@ def _render_children(children: list[Token], parts: list[str]) -> None:
             _render_children(child.children or [], parts)
 
 
-def prose_blocks(text: str, *, table: str | None = None) -> list[MarkdownBlock]:
+def prose_blocks(text: str, *, table: str | None = None, fence: str | None = None) -> list[MarkdownBlock]:
     """The paragraphs and table rows of ``text``, in order, as visible text.
 
     Headings, code, HTML blocks and front matter are not prose and are left out; a
@@ -250,7 +250,10 @@ def prose_blocks(text: str, *, table: str | None = None) -> list[MarkdownBlock]:
     row can be quoted on its own. Ask picks answer sentences from these
     (:mod:`plait.ask_extract`). ``table`` is the header and delimiter rows of the table
     a chunk starts inside (:attr:`plait.chunking.TextChunk.table`): the fragment is read
-    as the rest of that table, so its rows keep their column names.
+    as the rest of that table, so its rows keep their column names. ``fence`` is the
+    opening run of the fenced code block a chunk starts inside
+    (:attr:`plait.chunking.TextChunk.fence`): read alone, the block's closing run would
+    open a fence, its code lines would be prose and the prose after it code.
 
     >>> [(b.kind, b.text) for b in prose_blocks("# T\\n\\nSome text.\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n")]
     [('text', 'Some text.'), ('row', 'a: 1; b: 2')]
@@ -259,6 +262,8 @@ def prose_blocks(text: str, *, table: str | None = None) -> list[MarkdownBlock]:
     """
     if table:
         text = table + "\n" + text
+    elif fence:
+        text = fence + "\n" + text
     tokens = _tokens(text)
     if _truncated(tokens):
         return [MarkdownBlock("text", _normalised(text))]
