@@ -92,6 +92,26 @@ def test_lexical_miss_names_the_split_identifier(tmp_path: Path) -> None:
     assert "split apart" in result.diagnosis.message
 
 
+def test_lexical_miss_past_the_over_fetch_says_so(tmp_path: Path) -> None:
+    """On a real repository: "the lexical arm did not find it (lexical 147, dense 26, fused 36)"
+    beside "lexical rank 147 of 168 matching (over-fetch 50)": it found it, past its top 50,
+    which is all fusion sees of it. The diagnosis says so."""
+    query = "refund"
+    docs = {"a": "refund refund refund", "b": "refund refund pad", "target": "refund pad pad pad"}
+    # lexical: a, b, target (fewer "refund" each); dense: target 1st
+    overrides = {query: angle(0), docs["target"]: angle(1), docs["a"]: angle(30), docs["b"]: angle(40)}
+    with engine_with(tmp_path, docs, overrides) as engine:
+        result = engine.explain(query, doc="target", k=1, overfetch=2)
+    assert (result.lexical.rank, result.dense.rank) == (3, 1)
+    assert result.diagnosis.code == "lexical-miss"
+    # fusion sees a and b lexically (a 1, b 0 after min-max) and target, a densely (1, 0):
+    # a (1 − w)·1 over target w·1 at the default base w = 0.4
+    assert result.diagnosis.message == (
+        "the lexical arm did not find it in its top 2 (lexical 3, dense 1, fused 2; not returned): "
+        "it lost places in fusion — check the tokenisation and the indexed field"
+    )
+
+
 def test_term_reasons_stem_and_whole_identifier(tmp_path: Path) -> None:
     docs = {"target": "The runner uses resolve_tenant_db and SKU-88213-B daily."}
     with engine_with(tmp_path, docs, {}) as engine:

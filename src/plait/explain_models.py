@@ -389,10 +389,11 @@ def diagnose(
     if lexical.ran and dense.within_overfetch and not lexical.within_overfetch:
         lost = "returned" if fusion.returned else "not returned"
         detail = f" ({'; '.join(unmatched[:3])})" if unmatched else ""
+        within = "" if lex_rank is None else f" in its top {depth}"  # ranked, past what fusion saw
         return Diagnosis(
             code=DiagnosisCode.LEXICAL_MISS,
             stage="lexical",
-            message=f"the lexical arm did not find it ({ranks}; {lost}): it lost places in fusion "
+            message=f"the lexical arm did not find it{within} ({ranks}; {lost}): it lost places in fusion "
             f"— check the tokenisation and the indexed field{detail}",
         )
     if fusion.returned:
