@@ -318,8 +318,15 @@ def test_source_selects_one_root_and_roots_never_duplicate(
     only_other = engine.reindex(source=other)
     assert _counts(only_other) == (0, 0, 0, 1)
     assert _counts(engine.reindex(source=repo)) == (0, 1, TOTAL - 1, 0)
-    with pytest.raises(NotFoundError, match="is not a recorded source"):
+    with pytest.raises(NotFoundError, match="is not a recorded source") as outside:
         engine.reindex(source=tmp_path)
+    assert "inside" not in str(outside.value)
+    # a folder or file under a root: the error names that root (it said only 'not a recorded source')
+    with pytest.raises(NotFoundError) as inside:
+        engine.reindex(source=repo / "docs" / "adr")
+    assert str(inside.value).endswith(
+        f"; it is inside {repo.resolve()}: --source takes a recorded root, and reindexing it re-reads only what changed"
+    )
 
 
 def test_cli_reindex_flags(tmp_path: Path, repo: Path) -> None:

@@ -157,10 +157,17 @@ class EngineBase:
         chosen = [r for r in roots if r.get("path") == wanted]
         if not chosen:
             known = ", ".join(sorted({str(r.get("path")) for r in roots})) or "none"
+            inside = [str(r.get("path")) for r in roots if Path(wanted).is_relative_to(str(r.get("path")))]
+            hint = (
+                f"; it is inside {inside[0]}: --source takes a recorded root, and reindexing it "
+                "re-reads only what changed"
+                if inside else ""
+            )
             raise NotFoundError(
-                f"{wanted} is not a recorded source of collection {collection!r} (recorded: {known})"
+                f"{wanted} is not a recorded source of collection {collection!r} (recorded: {known}){hint}"
             )
         return chosen
+
     def _walker(self, collection: str) -> Callable[[Mapping[str, Any]], RootWalk]:
         """What a recorded root yields now, from the walk cache (see :mod:`plait.sources.walks`)."""
         from plait.coverage import _chunk_keys
