@@ -174,6 +174,22 @@ def test_malformed_json_is_422(admin: httpx.Client) -> None:
     assert response.json() == {"error": "malformed JSON body (at character 10)"}
 
 
+def test_a_body_not_utf8_or_nested_too_deeply_is_malformed_json(admin: httpx.Client) -> None:
+    """Both were a 400 'There was an error parsing the body' (FastAPI's words), saying
+    neither what was wrong nor that it is the same malformed JSON a syntax error is (422)."""
+    latin1 = admin.post(
+        "/v1/collections/a/search", content='{"query": "café"}'.encode("latin-1"),
+        headers={"Content-Type": "application/json"},
+    )
+    assert (latin1.status_code, latin1.json()) == (
+        422, {"error": "malformed JSON body: not UTF-8 (byte 0xe9 at character 14)"})
+    deep = admin.post(
+        "/v1/collections/a/search", content=b'{"query": "a", "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert (deep.status_code, deep.json()) == (422, {"error": "malformed JSON body: nested too deeply"})
+
+
 def test_bodies_over_the_limit_are_413(admin: httpx.Client) -> None:
     big = b'{"query": "' + b"x" * MAX_BODY_BYTES + b'"}'
     response = admin.post(

@@ -46,7 +46,7 @@ from plait.api.guards import (
     NoSimpleRequests,
 )
 from plait.api.keys import ALL_COLLECTIONS, ApiKey, KeyStore, Role, sees_drafts
-from plait.api.messages import describe_validation, one_line
+from plait.api.messages import describe_unreadable, describe_validation, one_line
 from plait.client_errors import ERROR_HEADER
 from plait.coverage import CoverageReport
 from plait.errors import (
@@ -203,6 +203,11 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's 400 "There was an error parsing the body" for a body that is not UTF-8 or
+        # nests too deeply: malformed JSON, said as such, like a JSON syntax error (422)
+        unreadable = describe_unreadable(exc.__cause__) if exc.status_code == 400 else None
+        if unreadable is not None:
+            return error(422, unreadable)
         return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
 
     @app.exception_handler(UnicodeEncodeError)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MAX_MESSAGE_CHARS", "describe_validation", "one_line"]
+__all__ = ["MAX_MESSAGE_CHARS", "describe_unreadable", "describe_validation", "one_line"]
 
 MAX_MESSAGE_CHARS = 300
 
@@ -56,3 +56,19 @@ def describe_validation(errors: Sequence[Mapping[str, Any]], *, skip: Sequence[s
     if len(errors) > 3:
         parts.append(f"and {len(errors) - 3} more")
     return one_line("; ".join(parts))
+
+
+def describe_unreadable(cause: BaseException | None) -> str | None:
+    """What is wrong with a JSON body the parser gave up on before reading it as JSON (its
+    bytes not UTF-8, or nested deeper than the parser recurses), or None for another cause.
+
+    >>> describe_unreadable(UnicodeDecodeError("utf-8", b"\\xe9", 0, 1, "invalid continuation byte"))
+    'malformed JSON body: not UTF-8 (byte 0xe9 at character 0)'
+    >>> describe_unreadable(RecursionError())
+    'malformed JSON body: nested too deeply'
+    """
+    if isinstance(cause, UnicodeDecodeError):
+        return f"malformed JSON body: not UTF-8 (byte 0x{cause.object[cause.start]:02x} at character {cause.start})"
+    if isinstance(cause, RecursionError):
+        return "malformed JSON body: nested too deeply"
+    return None
