@@ -174,6 +174,14 @@ def test_malformed_json_is_422(admin: httpx.Client) -> None:
     assert response.json() == {"error": "malformed JSON body (at character 10)"}
 
 
+def test_a_metadata_value_no_scalar_takes_is_named_at_its_own_field(admin: httpx.Client) -> None:
+    """It was 'metadata.a.str: Input should be a valid string; metadata.a.int: …; and 1 more':
+    pydantic's one error per member of the union, each at a field that does not exist."""
+    response = _search(admin, "a", {"query": "a", "metadata": {"a": {"b": 1}, "c": "ok"}})
+    assert (response.status_code, response.json()) == (
+        422, {"error": "metadata.a: Input should be a valid string, integer, number or boolean"})
+
+
 def test_a_body_not_utf8_or_nested_too_deeply_is_malformed_json(admin: httpx.Client) -> None:
     """Both were a 400 'There was an error parsing the body' (FastAPI's words), saying
     neither what was wrong nor that it is the same malformed JSON a syntax error is (422)."""

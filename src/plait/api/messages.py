@@ -38,6 +38,7 @@ def describe_validation(errors: Sequence[Mapping[str, Any]], *, skip: Sequence[s
     ...                       "input": True}])
     'k: expected a number, got true'
     """
+    errors = _unions_merged(errors)
     parts = []
     for error in errors[:3]:
         loc = [str(p) for p in error.get("loc", ()) if p not in skip]
@@ -56,6 +57,40 @@ def describe_validation(errors: Sequence[Mapping[str, Any]], *, skip: Sequence[s
     if len(errors) > 3:
         parts.append(f"and {len(errors) - 3} more")
     return one_line("; ".join(parts))
+
+
+#: The members of a scalar union, as pydantic names them at the end of an error's location.
+_MEMBERS = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+
+
+def _unions_merged(errors: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pydantic reports a value no member of a scalar union takes once per member, at a
+    location ending in the member's name (``metadata.a.str``, ``metadata.a.int``, …): a field
+    that does not exist. Those become one error at the value's own location, naming the
+    members.
+
+    >>> [dict(e) for e in _unions_merged([
+    ...     {"type": "string_type", "loc": ("metadata", "a", "str"), "msg": "…", "input": {}},
+    ...     {"type": "bool_type", "loc": ("metadata", "a", "bool"), "msg": "…", "input": {}}])]
+    [{'type': 'union', 'loc': ('metadata', 'a'), 'msg': 'Input should be a valid string or boolean', 'input': {}}]
+    """
+    merged: list[tuple[tuple[Any, ...], list[str], Mapping[str, Any]]] = []
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        member = loc[-1] if loc and isinstance(loc[-1], str) and loc[-1] in _MEMBERS else None
+        if member is not None and merged and merged[-1][1] and merged[-1][0] == loc[:-1]:
+            merged[-1][1].append(member)
+        else:
+            merged.append((loc[:-1] if member else loc, [member] if member else [], error))
+    out: list[Mapping[str, Any]] = []
+    for loc, members, error in merged:
+        if len(members) < 2:
+            out.append(error)
+            continue
+        names = [_MEMBERS[m] for m in members]
+        listed = ", ".join(names[:-1]) + " or " + names[-1]
+        out.append({"type": "union", "loc": loc, "msg": f"Input should be a valid {listed}", "input": error.get("input")})
+    return out
 
 
 def describe_unreadable(cause: BaseException | None) -> str | None:
