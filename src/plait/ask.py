@@ -189,7 +189,10 @@ def _validated(request: AskRequest | Mapping[str, Any]) -> AskRequest:
     try:
         return AskRequest.model_validate(dict(request))
     except PydanticValidationError as exc:
-        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in exc.errors()]
+        parts = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
+            for e in exc.errors()
+        ]
         raise ValidationError("; ".join(parts)) from None
 
 

@@ -209,11 +209,12 @@ def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
             ("ask", {"question": "What does ERR-4012 mean?", "min_cosine": "Infinity"}),
             ("explain", {"query": "ERR-4012", "doc": "kb-101", "fusion": "rrf", "offset": False}),
             ("faq_list", {"collection": "kb", "statuss": "draft"}),
+            ("ask", {"question": "   "}),
             ("search", {"query": "ERR-4012", "k": 2, "fusion": "rrf", "lexical_weight": 0.5, "scopes": None}),
         ],
     )
     *refused, valid = results
-    assert [r.is_error for r in refused] == [True] * 8
+    assert [r.is_error for r in refused] == [True] * 9
     assert [r.content[0].text for r in refused] == [
         "Error executing tool search: k: expected a number, got true",
         f"Error executing tool search: unknown argument 'kk'; search takes: {SEARCH_TAKES}",
@@ -225,6 +226,8 @@ def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
         "Error executing tool explain: unknown argument 'offset'; explain takes: query, doc, path, "
         "chunk, collection, k, fusion, lexical_weight, language_prior, scopes, mode, max_per_source",
         "Error executing tool faq_list: unknown argument 'statuss'; faq_list takes: collection, status",
+        # the engine's check: it read "question: Value error, question is empty"
+        "Error executing tool ask: question: question is empty",
     ]
     assert not valid.is_error
     result = valid.structured_content
