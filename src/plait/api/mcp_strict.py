@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from plait.api.messages import describe_validation, one_line
 
-__all__ = ["StrictMCPServer", "unknown_arguments"]
+__all__ = ["StrictMCPServer", "snake_named", "unknown_arguments"]
 
 
 def unknown_arguments(tool: str, given: list[str], takes: list[str]) -> str | None:
@@ -40,6 +40,28 @@ def unknown_arguments(tool: str, given: list[str], takes: list[str]) -> str | No
     return f"unknown argument{'s' if len(unknown) > 1 else ''} {names}; {tool} takes: {', '.join(takes) or 'none'}"
 
 
+def snake_named(message: str, takes: list[str]) -> str:
+    """``message`` with each field the engine names in camelCase, at the start of one of its
+    ``; ``-separated parts, named as the tool's argument (``minTermCoverage:`` →
+    ``min_term_coverage:``): the engine checks the HTTP API's request model.
+
+    >>> snake_named("minTermCoverage: Input should be ≤ 1; k: bad", ["question", "k", "min_term_coverage"])
+    'min_term_coverage: Input should be ≤ 1; k: bad'
+    """
+    camel = {_camel(name): name for name in takes if "_" in name}
+    parts = message.split("; ")
+    for i, part in enumerate(parts):
+        field, colon, rest = part.partition(":")
+        if colon and field in camel:
+            parts[i] = f"{camel[field]}:{rest}"
+    return "; ".join(parts)
+
+
+def _camel(name: str) -> str:
+    head, *tail = name.split("_")
+    return head + "".join(word.capitalize() for word in tail)
+
+
 class StrictMCPServer(MCPServer[Any]):
     """Refuses unknown tool arguments and reports a rejected one in one line (see the module)."""
 
@@ -47,6 +69,7 @@ class StrictMCPServer(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         tool = next((t for t in await self.list_tools() if t.name == name), None)
+        takes: list[str] = []
         if tool is not None:  # an unknown tool: the SDK's own error
             takes = list(tool.input_schema.get("properties", {}))
             problem = unknown_arguments(name, list(arguments), takes)
@@ -60,6 +83,10 @@ class StrictMCPServer(MCPServer[Any]):
             # the SDK wraps an argument its model rejects as 'Error executing tool <name>:
             # <pydantic's multi-line report>'; a tool's own errors carry no such cause
             if not isinstance(exc.__cause__, ValidationError):
-                raise
+                prefix, text = f"Error executing tool {name}: ", str(exc)
+                renamed = prefix + snake_named(text.removeprefix(prefix), takes)
+                if not text.startswith(prefix) or renamed == text:
+                    raise
+                raise ToolError(renamed) from exc.__cause__
             message = describe_validation(exc.__cause__.errors())
             raise ToolError(f"Error executing tool {name}: {message}") from exc.__cause__
