@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.ask_extract import choose, navigation, opening
@@ -119,8 +119,8 @@ class AskRequest(Model):
     k: int | None = Field(default=None, ge=1, le=20)
     mode: SearchMode = SearchMode.HYBRID
     """The search's arms: ``hybrid``, ``lexical`` (no embedding) or ``vector`` (no BM25)."""
-    qa_first: bool = False
-    include_drafts: bool | None = None
+    qa_first: StrictBool = False
+    include_drafts: StrictBool | None = None
     rerank: Literal["llm", "cross-encoder"] | None = None
     scopes: list[str] | None = None
     min_cosine: float | None = Field(default=None, ge=0.0, le=1.0)

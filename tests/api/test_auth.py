@@ -94,6 +94,11 @@ def test_reindex_takes_the_cli_options_and_refuses_unknown_fields(served: Served
     assert unknown.status_code == 422 and "source" in unknown.json()["error"], unknown.text
     wrong = _call(served, "POST", "/v1/collections/a/reindex", token, json={"full": "yes please"})
     assert wrong.status_code == 422 and "full" in wrong.json()["error"], wrong.text
+    # "yes", "on" and 1 were read as true: a full reindex (195 s on a real repository) nobody asked for
+    for loose in ("yes", "on", 1):
+        refused = _call(served, "POST", "/v1/collections/a/reindex", token, json={"full": loose, "allowEmpty": False})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"].startswith("full: Input should be a valid boolean"), refused.text
     plain = _call(served, "POST", "/v1/collections/a/reindex", token)
     assert plain.status_code == 200 and plain.json()["embedding"]["embedded"] == 0, plain.text
     scoped = _call(served, "POST", "/v1/collections/a/reindex", token, json={"scope": "adr", "full": True})

@@ -136,6 +136,10 @@ LONG = "x" * 5000
         # NaN and infinity were refused only by a range check ('less than or equal to 1 (got nan)')
         ({"query": "a", "fusion": "rrf", "lexicalWeight": "NaN"}, ["lexicalWeight", "expected a finite number, got nan"]),
         ({"query": "a", "fusion": "weighted", "threshold": "-Infinity"}, ["threshold", "a finite number, got -inf"]),
+        # a string or a number for a flag was read as a boolean ('yes', 'on', 1 → true)
+        ({"query": "a", "qaFirst": "yes"}, ["qaFirst", "valid boolean", "got 'yes'"]),
+        ({"query": "a", "languagePrior": 0}, ["languagePrior", "valid boolean", "got 0"]),
+        ({"query": "a", "fusion": {"method": "adaptive", "languagePrior": "off"}}, ["languagePrior", "valid boolean"]),
         ({"k": 3}, ["query", "Field required"]),
         ([1, 2], ["body", "dictionary"]),
     ],

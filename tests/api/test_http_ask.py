@@ -166,3 +166,11 @@ def test_the_openapi_document_lists_the_routes(served: Served) -> None:
         "/v1/collections/{collection}/refinery/runs/{run_id}",
         "/v1/collections/{collection}/refinery/runs/{run_id}/cancel",
     } <= set(paths)
+
+
+def test_ask_takes_only_true_or_false_for_its_flags(reader: httpx.Client) -> None:
+    """"qaFirst": "yes" and "includeDrafts": 1 were read as true."""
+    loose = reader.post("/v1/collections/a/ask", json={"question": "Why was my payment refused?", "qaFirst": "yes"})
+    assert (loose.status_code, loose.json()) == (422, {"error": "qaFirst: Input should be a valid boolean (got 'yes')"})
+    number = reader.post("/v1/collections/a/ask", json={"question": "Why?", "includeDrafts": 1})
+    assert (number.status_code, number.json()) == (422, {"error": "includeDrafts: Input should be a valid boolean (got 1)"})

@@ -212,11 +212,12 @@ def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
             ("ask", {"question": "   "}),
             ("ask", {"question": "What does ERR-4012 mean?", "min_term_coverage": 2}),
             ("search", {"query": "ERR-4012", "max_per_source": 0, "group_by": "file"}),
+            ("search", {"query": "ERR-4012", "qa_first": "yes"}),  # was read as true
             ("search", {"query": "ERR-4012", "k": 2, "fusion": "rrf", "lexical_weight": 0.5, "scopes": None}),
         ],
     )
     *refused, valid = results
-    assert [r.is_error for r in refused] == [True] * 11
+    assert [r.is_error for r in refused] == [True] * 12
     assert [r.content[0].text for r in refused] == [
         "Error executing tool search: k: expected a number, got true",
         f"Error executing tool search: unknown argument 'kk'; search takes: {SEARCH_TAKES}",
@@ -235,6 +236,7 @@ def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
         "Error executing tool ask: min_term_coverage: Input should be less than or equal to 1",
         "Error executing tool search: max_per_source: Input should be greater than or equal to 1; "
         "group_by: Input should be 'source'",
+        "Error executing tool search: qa_first: Input should be a valid boolean (got 'yes')",
     ]
     assert not valid.is_error
     result = valid.structured_content

@@ -37,6 +37,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import StrictBool
+
 from plait._text import surrogate_error
 from plait.api.guards import (
     BODY_DEADLINE,
@@ -313,8 +315,8 @@ def create_app(
         a path on the server's disk."""
 
         scope: str | None = None
-        full: bool = False
-        allow_empty: bool = False
+        full: StrictBool = False
+        allow_empty: StrictBool = False
 
     class ExplainRequest(SearchRequest):
         """A search request plus the document to explain: exactly one of doc, path, chunk."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
-from pydantic import BeforeValidator, WithJsonSchema
+from pydantic import BeforeValidator, StrictBool, WithJsonSchema
 
 from plait.errors import ConfigError, PermissionDeniedError, PlaitError
 from plait.retrieval.numbers import plain_number
@@ -118,11 +118,11 @@ def create_mcp_server(
         offset: Integer = 0,
         fusion: Fusion = None,
         lexical_weight: Weight = None,
-        language_prior: bool | None = None,
+        language_prior: StrictBool | None = None,
         scopes: list[str] | None = None,
         rerank: str | None = None,
         k_overfetch: Integer | None = None,
-        qa_first: bool = False,
+        qa_first: StrictBool = False,
         mode: str = "hybrid",
         max_per_source: Integer | None = None,
         group_by: str | None = None,
@@ -171,7 +171,7 @@ def create_mcp_server(
         k: Integer = 8,
         fusion: Fusion = None,
         lexical_weight: Weight = None,
-        language_prior: bool | None = None,
+        language_prior: StrictBool | None = None,
         scopes: list[str] | None = None,
         mode: str = "hybrid",
         max_per_source: Integer | None = None,
@@ -201,7 +201,7 @@ def create_mcp_server(
         question: str,
         collection: str | None = None,
         k: Integer | None = None,
-        qa_first: bool = False,
+        qa_first: StrictBool = False,
         rerank: str | None = None,
         scopes: list[str] | None = None,
         mode: str = "hybrid",

@@ -33,7 +33,7 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.errors import ValidationError
@@ -192,7 +192,7 @@ class AdaptiveFusion(_Choice):
     KNOBS: ClassVar[tuple[str, ...]] = ("denseWeight", "languagePrior")
     method: Literal["adaptive"] = "adaptive"
     dense_weight: Weight | None = None
-    language_prior: bool | None = None
+    language_prior: StrictBool | None = None
 
     def apply(self, settings: FusionSettings) -> FusionSettings:
         return self._update(
@@ -241,7 +241,7 @@ class SavedMethodFusion(_Knobs):
     vector_weight: Weight | None = None
     threshold: Weight | None = None
     dense_weight: Weight | None = None
-    language_prior: bool | None = None
+    language_prior: StrictBool | None = None
 
     @model_validator(mode="before")
     @classmethod

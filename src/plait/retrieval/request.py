@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.errors import ValidationError
@@ -59,7 +59,7 @@ class SearchRequest(Model):
     overfetch: int | None = Field(default=None, ge=1, le=10_000)
     threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     """``weighted`` only."""
-    language_prior: bool | None = None
+    language_prior: StrictBool | None = None
     """``adaptive`` only: False ignores the embedder's languages (see FusionSettings)."""
     scopes: list[str] | None = None
     metadata: dict[str, str | int | float | bool] | None = None
@@ -72,7 +72,7 @@ class SearchRequest(Model):
     group_by: Literal["source"] | None = None
     """``source``: one entry per source with its best chunks (``maxPerSource`` of them,
     default 3); ``k`` and ``offset`` then count sources."""
-    qa_first: bool = False
+    qa_first: StrictBool = False
     """Prefer a matching FAQ card (see :mod:`plait.refinery`); served by the Plait facade."""
 
     @field_validator("query")
