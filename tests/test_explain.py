@@ -155,7 +155,7 @@ def test_never_indexed(engine: Plait) -> None:
     assert result.ingestion.indexed is False and result.ingestion.skipped is False
     assert result.chunks == [] and result.lexical.rank is None and result.dense.rank is None
     assert result.diagnosis.code == "not-indexed" and result.diagnosis.stage == "ingestion"
-    assert "the index holds no chunk of it" in result.diagnosis.message
+    assert "the index holds no document 'kb-999'" in result.diagnosis.message
 
 
 def test_a_deleted_file_is_not_said_never_to_have_been_indexed(tmp_path: Path) -> None:
@@ -174,6 +174,21 @@ def test_a_deleted_file_is_not_said_never_to_have_been_indexed(tmp_path: Path) -
     assert result.ingestion.message == (
         f"no recorded root yields path 'gone.md' and the index holds no chunk of it (recorded roots: folder:{root})"
     )
+
+
+def test_an_unknown_id_is_said_to_be_missing_from_the_index(tmp_path: Path) -> None:
+    """A chunk or document id read 'no recorded root yields chunk 'zzz' and the index holds
+    no chunk of it': roots yield paths, not ids."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "keep.md").write_text("# Keep\n\nERR-4012 stays.\n", encoding="utf-8")
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16)) as engine:
+        engine.index(root)
+        by_chunk = engine.explain("ERR-4012", chunk="zzz")
+        by_doc = engine.explain("ERR-4012", doc="nope")
+    assert by_chunk.diagnosis.code == by_doc.diagnosis.code == "not-indexed"
+    assert by_chunk.ingestion.message == f"the index holds no chunk 'zzz' (recorded roots: folder:{root})"
+    assert by_doc.ingestion.message == f"the index holds no document 'nope' (recorded roots: folder:{root})"
 
 
 def test_skipped_at_ingestion_with_the_reason(tmp_path: Path, engine: Plait) -> None:

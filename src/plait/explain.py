@@ -233,14 +233,11 @@ def _ingestion_miss(
             if reason is not None:
                 return True, f"{wanted} is not indexed from {key}: {reason}", key
     known = ", ".join(root_key(r) for r in roots) or "none"
-    return (
-        False,
-        (
-            f"no recorded root yields {target['kind']} {wanted!r} and the index holds no chunk "
-            f"of it (recorded roots: {known})"
-        ),
-        None,
-    )
+    if target["kind"] == "path":
+        said = f"no recorded root yields path {wanted!r} and the index holds no chunk of it"
+    else:  # an id names what the index holds, not what a root yields
+        said = f"the index holds no {'chunk' if target['kind'] == 'chunk' else 'document'} {wanted!r}"
+    return False, f"{said} (recorded roots: {known})", None
 
 
 # ---------------------------------------------------------------------------- terms
