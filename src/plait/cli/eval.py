@@ -31,6 +31,7 @@ from plait.evaluation.runner import (
     saved_fusion,
 )
 from plait.evaluation.tuner import OVERFETCH, tune
+from plait.terminal import safe
 from plait.types import to_json
 
 __all__ = ["register"]
@@ -83,6 +84,23 @@ def _print_eval(report: EvalReport) -> None:
                 settings_text(result),
             )
     console.print(table)
+    skipped = report.index.skipped if report.index is not None else []
+    if skipped:
+        console.print(
+            f"[yellow]{len(skipped)} corpus line{'s' if len(skipped) != 1 else ''} not indexed[/yellow], e.g. "
+            f"{safe(skipped[0].path)}: {safe(skipped[0].reason)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    missing = report.relevant_not_indexed
+    if missing:
+        console.print(
+            f"[yellow]{len(missing)} relevant document{'s' if len(missing) != 1 else ''} of the qrels "
+            f"not in the index[/yellow] "
+            f"(every strategy misses them), e.g. {safe(', '.join(missing[:3]))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(f"metrics: {report.metric_provider}", highlight=False)
     if report.cache:
         console.print(

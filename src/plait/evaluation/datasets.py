@@ -48,7 +48,7 @@ class BeirDataset:
 
 def _read_qrels(path: Path) -> Qrels:
     qrels: Qrels = {}
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:  # a byte-order mark is not part of the header
         for number, line in enumerate(handle, start=1):
             parts = line.rstrip("\n").split("\t")
             if not line.strip():
@@ -70,7 +70,7 @@ def _read_qrels(path: Path) -> Qrels:
 
 def _read_queries(path: Path, wanted: set[str]) -> dict[str, str]:
     queries: dict[str, str] = {}
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -95,7 +95,8 @@ def load_beir(root: str | Path, *, split: str = "test") -> BeirDataset:
     """
     base = Path(root).expanduser()
     if not base.is_dir():
-        raise SourceError(f"dataset folder {base} does not exist")
+        state = "is a file, not a folder" if base.exists() else "does not exist"
+        raise SourceError(f"dataset folder {base} {state}; a BEIR dataset is a folder holding corpus.jsonl, queries.jsonl, qrels/")
     for name in ("corpus.jsonl", "queries.jsonl"):
         if not (base / name).is_file():
             raise SourceError(f"{base} has no {name}; a BEIR dataset needs corpus.jsonl, queries.jsonl, qrels/")
@@ -108,6 +109,11 @@ def load_beir(root: str | Path, *, split: str = "test") -> BeirDataset:
     qrels = _read_qrels(qrels_path)
     if not qrels:
         raise SourceError(f"{qrels_path} judges no query")
+    if not any(grade > 0 for docs in qrels.values() for grade in docs.values()):
+        raise SourceError(
+            f"{qrels_path} judges {len(qrels)} queries but no document relevant (every score is 0 or less): "
+            "nothing can score above 0"
+        )
     queries = _read_queries(base / "queries.jsonl", set(qrels))
     missing = [qid for qid in qrels if qid not in queries]
     if missing:

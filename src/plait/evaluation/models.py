@@ -72,6 +72,9 @@ class EvalReport(Model):
     metric_provider: str
     strategies: list[StrategyResult]
     comparisons: list[Comparison] = Field(default_factory=list)
+    #: relevant documents the qrels name that the collection does not hold (a corpus
+    #: id mismatch, a skipped corpus line): every strategy misses them
+    relevant_not_indexed: list[str] = Field(default_factory=list)
     index: IndexReport | None = None
     cache: dict[str, int] = Field(default_factory=dict)
     machine: dict[str, str] = Field(default_factory=dict)

@@ -349,6 +349,8 @@ def evaluate(
                 elapsed_ms=round((time.perf_counter() - t) * 1000, 1),
             )
         )
+    indexed = {source.source_id for source in store.list_sources(collection)}
+    relevant = {doc for docs in dataset.qrels.values() for doc, grade in docs.items() if grade > 0}
     comparisons = [
         compare(all_scores, hybrid, arm)
         for hybrid in (*FUSED_STRATEGIES, "rrf+rerank")
@@ -369,6 +371,7 @@ def evaluate(
         metric_provider=_provider_name(),
         strategies=results,
         comparisons=comparisons,
+        relevant_not_indexed=sorted(relevant - indexed),
         index=index,
         cache=dict(cache or {}),
         machine=machine_info(),

@@ -43,7 +43,8 @@ class JsonlSource:
                 scan.seen += 1
                 where = f"{name}:{number}"
                 try:
-                    record = json.loads(raw.decode("utf-8"))
+                    # a byte-order mark opening the file is not part of its first record
+                    record = json.loads(raw.decode("utf-8-sig" if number == 1 else "utf-8"))
                 except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                     scan.skipped.append(SkippedSource(path=where, reason=f"malformed line: {exc}"))
                     continue
