@@ -87,3 +87,22 @@ def test_bad_arguments_name_the_allowed_values(tiny_beir: Path) -> None:
                      strategies=["bm42"])
         with pytest.raises(ConfigError, match="depth must be between 1 and 1000, got 0"):
             evaluate(ready.dataset, store=ready.store, collection=ready.collection, embedder=None, depth=0)
+
+
+def test_adaptive_settings_name_the_collection_estimate_they_use(tiny_beir: Path) -> None:
+    """The table said 'adaptive dense_weight=0.4' while every query's weight moved around
+    the collection's arm estimate (here 0.6011), not 0.4."""
+    from plait.arm_estimate import estimate_record
+    from plait.collection_settings import write_settings
+    from plait.evaluation.report import settings_text
+
+    figures = {"samples": 200, "lexicalMrr": 0.865, "denseMrr": 0.589, "lexicalSourceMrr": 0.966, "denseSourceMrr": 0.761}
+    with prepared(tiny_beir, embedder=FakeEmbedder(), use_cache=False) as ready:
+        write_settings(ready.store, ready.collection, arm_estimate=estimate_record(figures, 659))
+        outcome = evaluate(
+            ready.dataset, store=ready.store, collection=ready.collection, embedder=ready.embedder,
+            strategies=["adaptive", "minmax"],
+        )
+    adaptive, minmax = (outcome.report.strategy(name) for name in ("adaptive", "minmax"))
+    assert settings_text(adaptive) == "adaptive base=0.6011 (collection estimate, per query) overfetch=100"
+    assert settings_text(minmax) == "minmax dense_weight=0.4 overfetch=100"  # minmax ignores the estimate

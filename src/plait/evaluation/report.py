@@ -31,6 +31,9 @@ def describe(s: FusionSettings) -> str:
     """Fusion settings in one line, naming only the fields the method uses."""
     if s.method.value == "rrf":
         return f"rrf k={s.rrf_k} lexical_weight={s.lexical_weight} overfetch={s.overfetch}"
+    if s.method.value == "adaptive" and s.estimated_base is not None:
+        # the collection's arm estimate is the base, not dense_weight (plait.fusion.resolve_fusion)
+        return f"adaptive base={s.estimated_base} (collection estimate, per query) overfetch={s.overfetch}"
     if s.method.value in ("minmax", "dbsf", "adaptive"):
         per_query = " (per query)" if s.method.value == "adaptive" else ""
         return f"{s.method.value} dense_weight={s.dense_weight}{per_query} overfetch={s.overfetch}"
