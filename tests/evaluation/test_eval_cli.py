@@ -125,3 +125,36 @@ def test_tune_saves_the_chosen_settings_as_collection_defaults(tiny_beir: Path, 
         assert SearchService(opened).settings_for("eval-tiny", SearchRequest(query="x")) == chosen
     finally:
         opened.close()
+
+
+def test_tune_save_writes_knobs_not_the_estimate_it_read(tiny_beir: Path, tmp_path: Path) -> None:
+    """--save wrote the whole FusionSettings: the arm estimate of that day (estimatedBase
+    0.6011) and the built-in denseWeight 0.4 became saved settings, so a later estimate
+    (here 0.45) was never read again by an adaptive search."""
+    from plait.arm_estimate import estimate_record
+    from plait.collection_settings import read_settings, write_settings
+
+    store, cache = str(tmp_path / "eval.db"), str(tmp_path / "c")
+    _eval(tiny_beir, tmp_path / "c", "--store", store, "--strategies", "bm25")
+    figures = {"samples": 200, "lexicalMrr": 0.865, "denseMrr": 0.589, "lexicalSourceMrr": 0.966, "denseSourceMrr": 0.761}
+    opened = open_store(store)
+    try:
+        write_settings(opened, "eval-tiny", arm_estimate=estimate_record(figures, 659))
+    finally:
+        opened.close()
+    result = runner.invoke(
+        app, ["tune", str(tiny_beir), "--embedder", "fake", "--cache", cache, "--store", store, "--folds", "2", "--save", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    chosen = json.loads(result.stdout)["chosen"]
+    opened = open_store(store)
+    try:
+        saved = read_settings(opened, "eval-tiny").fusion
+        assert set(saved) == {"method", "rrfK", "lexicalWeight", "overfetch", "vectorWeight", "lexicalScoreWeight", "threshold"}
+        assert {key: chosen[key] for key in saved} == saved
+        lower = {**figures, "denseSourceMrr": 0.5}  # ratio 0.518 → the floor base 0.45
+        write_settings(opened, "eval-tiny", arm_estimate=estimate_record(lower, 659))
+        adaptive = SearchService(opened).settings_for("eval-tiny", SearchRequest(query="x", fusion="adaptive"))
+        assert adaptive.estimated_base == 0.45
+    finally:
+        opened.close()

@@ -18,7 +18,7 @@ from rich.table import Table
 from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, StoreOpt, make_console
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
-from plait.collection_settings import write_settings
+from plait.collection_settings import read_settings, write_settings
 from plait.errors import ConfigError
 from plait.evaluation.models import EvalReport, TuneReport
 from plait.evaluation.prepare import prepared
@@ -30,7 +30,7 @@ from plait.evaluation.runner import (
     evaluate,
     saved_fusion,
 )
-from plait.evaluation.tuner import OVERFETCH, tune
+from plait.evaluation.tuner import OVERFETCH, fusion_to_save, tune
 from plait.terminal import safe
 from plait.types import to_json
 
@@ -230,7 +230,8 @@ def tune_command(
                 measure=measure,
             )
             if save:
-                write_settings(ready.store, ready.collection, fusion=to_json(result.chosen))
+                saved = read_settings(ready.store, ready.collection).fusion
+                write_settings(ready.store, ready.collection, fusion=fusion_to_save(result.chosen, saved))
                 result = result.model_copy(update={"saved_to": f"{store}#{ready.collection}"})
         return result
 

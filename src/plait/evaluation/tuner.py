@@ -21,6 +21,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from plait.errors import ConfigError
 from plait.evaluation.metrics import MEASURES, per_query, run_from_rankings
@@ -32,6 +33,7 @@ __all__ = [
     "CrossValidation",
     "candidate_grid",
     "cross_validate",
+    "fusion_to_save",
     "score_candidates",
     "split_folds",
     "tune",
@@ -43,6 +45,28 @@ OVERFETCH = (20, 50, 100, 200)
 #: (vector_weight, lexical_score_weight) pairs for the weighted sum.
 WEIGHTED_PAIRS = ((0.8, 0.2), (0.7, 0.3), (0.6, 0.4), (0.5, 0.5), (0.4, 0.6), (0.3, 0.7))
 THRESHOLDS = (0.0, 0.2)
+
+
+#: What the tuner chooses; with the knobs the collection had saved, what ``--save`` writes.
+_TUNED = frozenset(
+    {"method", "rrf_k", "lexical_weight", "overfetch", "vector_weight", "lexical_score_weight", "threshold"}
+)
+#: Filled in when settings are read (the collection's arm estimate) or per query: never saved.
+_DERIVED = frozenset(
+    {
+        "estimated_base", "estimate_reason", "dense_weight_used", "fusion_reason", "lexical_weight_reason",
+        "query_has_identifier", "query_language", "embedder_covers_query", "identifier_reason",
+    }
+)
+
+
+def fusion_to_save(chosen: FusionSettings, saved: Mapping[str, Any]) -> dict[str, Any]:
+    """The collection's fusion settings (camelCase) with ``chosen`` in them: the tuned knobs
+    and those ``saved`` already named, at ``chosen``'s values. Never the arm estimate the
+    defaults were read with, nor a per-query decision: saved, they would freeze the estimate
+    (a later one would not be read) and a built-in ``denseWeight`` would replace it."""
+    named = FusionSettings.model_validate(dict(saved)).model_fields_set - _DERIVED
+    return chosen.model_dump(mode="json", by_alias=True, include=set(named | _TUNED))
 
 
 def candidate_grid(defaults: FusionSettings | None = None) -> list[FusionSettings]:
