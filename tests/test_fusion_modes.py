@@ -411,6 +411,38 @@ def test_cli_calibrate_json_is_the_api_model(tmp_path: Path) -> None:
         assert engine.store.get_settings("default")["fusion"]["denseWeight"] == expected["denseWeight"]
 
 
+def test_calibrate_says_when_the_collections_method_takes_no_dense_weight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After tune --save chose rrf, calibrate printed 'saved as default's fusion
+    denseWeight' while every search went on fusing with rrf and never read it."""
+    from typer.testing import CliRunner
+
+    from plait.cli import app
+    from plait.collection_settings import write_settings
+
+    monkeypatch.setenv("COLUMNS", "80")
+    store = str(tmp_path / "cli.db")
+    with Plait(store, embedder="fake") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS))
+        assert engine.calibrate(samples=5, save=False).not_used is None  # adaptive reads it
+        write_settings(engine.store, "default", fusion={"method": "rrf", "rrfK": 30})
+    runner = CliRunner()
+    saved = runner.invoke(app, ["calibrate", "--samples", "5", "--store", store, "--embedder", "fake"])
+    assert saved.exit_code == 0, saved.output
+    note = (
+        "not used: collection 'default' fuses with 'rrf' (its saved method), which takes no denseWeight: "
+        "its searches use the weight only when they ask for adaptive, minmax or dbsf"
+    )
+    assert saved.output.splitlines()[1] == f"  {note}"
+    dry = runner.invoke(app, ["calibrate", "--samples", "5", "--dry-run", "--store", store, "--embedder", "fake", "--json"])
+    assert json.loads(dry.output)["notUsed"] == note.removeprefix("not used: ")
+    with Plait(store, embedder="fake") as engine:
+        assert "notUsed" not in engine.store.get_settings("default")["calibration"]
+        result = engine.search("fusion", fusion=None)
+        assert result.fusion.method == FusionMethod.RRF and result.fusion.dense_weight_used is None
+
+
 def test_cli_explain_and_search_print_the_weight_and_why(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

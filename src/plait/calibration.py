@@ -73,6 +73,9 @@ class Calibration(Model):
     dense_source_mrr: float
     dense_weight: float
     reason: str
+    #: why the collection's searches do not use ``dense_weight`` (its saved fusion method
+    #: takes none), None when they do; set by ``Plait.calibrate``, not saved
+    not_used: str | None = None
 
 
 def pseudo_query(content: str, rng: random.Random, *, keep: float = 0.5) -> str | None:

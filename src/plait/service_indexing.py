@@ -414,6 +414,8 @@ class IndexingMixin(EngineBase):
         ``minmax``, ``dbsf`` and ``adaptive`` fusions) and the figures under
         ``calibration``, and the ask gate and the arm estimate are measured again
         (``calibratedBy: calibrate``), however little changed since (:mod:`plait.staleness`).
+        When the collection's saved method is ``rrf`` or ``weighted`` its searches do not
+        read the weight, and the result's ``not_used`` says so.
         """
         from plait.calibration import calibrate
         from plait.errors import ConfigError
@@ -426,12 +428,19 @@ class IndexingMixin(EngineBase):
             raise ConfigError(f"collection {collection!r}: calibration needs an embedder (got 'none')")
         check_model(self.store, collection, embedder)
         result = calibrate(self.store, collection, embedder, samples=samples)
+        fusion = dict(read_settings(self.store, collection).fusion)
         if save:
-            fusion = dict(read_settings(self.store, collection).fusion)
             fusion["denseWeight"] = result.dense_weight
-            write_settings(self.store, collection, fusion=fusion, calibration=to_json(result))
+            measured = {key: value for key, value in to_json(result).items() if key != "notUsed"}
+            write_settings(self.store, collection, fusion=fusion, calibration=measured)
             self._calibrate_gate(collection, None, force=True, trigger="calibrate")
             self._measure_arms(collection, force=True, measured=result)
+        method = fusion.get("method")
+        if method in ("rrf", "weighted"):
+            result = result.model_copy(update={"not_used": (
+                f"collection {collection!r} fuses with {method!r} (its saved method), which takes no "
+                "denseWeight: its searches use the weight only when they ask for adaptive, minmax or dbsf"
+            )})
         return result
 
     @valid_text

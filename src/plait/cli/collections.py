@@ -39,6 +39,8 @@ def calibrate(
         return
     state = "not saved (dry run)" if dry_run else f"saved as {name}'s fusion denseWeight"
     console.print(f"dense weight {result.dense_weight:g} — {state}", highlight=False)
+    if result.not_used:
+        console.print(f"  [yellow]not used:[/yellow] {escape(result.not_used)}", highlight=False, soft_wrap=True)
     console.print(f"  {escape(result.reason)}", highlight=False)
 
 
