@@ -125,3 +125,14 @@ def test_a_file_given_as_the_dataset_folder_is_named_as_such(tmp_path: Path) -> 
         f"error: dataset folder {corpus} is a file, not a folder; "
         "a BEIR dataset is a folder holding corpus.jsonl, queries.jsonl, qrels/"
     )
+
+
+def test_a_fractional_grade_is_refused_not_truncated(tmp_path: Path) -> None:
+    """int(float('0.5')) made the judgement a 0, so d1 silently stopped being relevant to q1."""
+    root = _write(tmp_path / "fraction", qrels=[("q1", "d1", 1), ("q2", "d4", 1)])
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t0.5\nq2\td4\t1.0\n", encoding="utf-8")
+    result = runner.invoke(app, ["eval", str(root), "--embedder", "none"])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: {root / 'qrels' / 'test.tsv'}:2: score '0.5' is not a whole number (grades are integers)"
+    )

@@ -61,9 +61,12 @@ def _read_qrels(path: Path) -> Qrels:
                 )
             qid, did, score = (p.strip() for p in parts)
             try:
-                grade = int(float(score))
+                value = float(score)
             except ValueError:
                 raise SourceError(f"{path}:{number}: score {score!r} is not a number") from None
+            if not value.is_integer():  # int() would make 0.5 a 0: not relevant, silently
+                raise SourceError(f"{path}:{number}: score {score!r} is not a whole number (grades are integers)")
+            grade = int(value)
             qrels.setdefault(qid, {})[did] = grade
     return qrels
 
@@ -111,7 +114,8 @@ def load_beir(root: str | Path, *, split: str = "test") -> BeirDataset:
         raise SourceError(f"{qrels_path} judges no query")
     if not any(grade > 0 for docs in qrels.values() for grade in docs.values()):
         raise SourceError(
-            f"{qrels_path} judges {len(qrels)} queries but no document relevant (every score is 0 or less): "
+            f"{qrels_path} judges {len(qrels)} {'query' if len(qrels) == 1 else 'queries'} but no document "
+            "relevant (every score is 0 or less): "
             "nothing can score above 0"
         )
     queries = _read_queries(base / "queries.jsonl", set(qrels))
