@@ -158,3 +158,18 @@ def test_tune_save_writes_knobs_not_the_estimate_it_read(tiny_beir: Path, tmp_pa
         assert adaptive.estimated_base == 0.45
     finally:
         opened.close()
+
+
+def test_a_report_path_that_cannot_be_written_is_one_line_before_the_run(tiny_beir: Path, tmp_path: Path) -> None:
+    """A folder (or a path under a file) given to --report ran the whole evaluation and
+    then ended in a traceback (IsADirectoryError, FileExistsError), the figures lost."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    result = runner.invoke(app, ["eval", str(tiny_beir), "--embedder", "none", "--report", str(folder)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip() == f"error: --report {folder} is a folder; give a file name, e.g. {folder / 'report.html'}"
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x", encoding="utf-8")
+    result = runner.invoke(app, ["eval", str(tiny_beir), "--embedder", "none", "--report", str(blocker / "r.html")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: --report {blocker / 'r.html'}: cannot write in {blocker}"

@@ -22,7 +22,7 @@ from plait.collection_settings import read_settings, write_settings
 from plait.errors import ConfigError
 from plait.evaluation.models import EvalReport, TuneReport
 from plait.evaluation.prepare import prepared
-from plait.evaluation.report import describe, settings_text, write_html
+from plait.evaluation.report import check_report_path, describe, settings_text, write_html
 from plait.evaluation.runner import (
     DEFAULT_DEPTH,
     STRATEGIES,
@@ -153,6 +153,8 @@ def eval_command(
 
     def action() -> EvalReport:
         names = _strategies(strategies)
+        if report is not None:
+            check_report_path(report)
 
         def reranker() -> Any:
             from plait.rerank import make_reranker
@@ -174,8 +176,6 @@ def eval_command(
                 index=ready.index,
                 cache=ready.cache,
             )
-        if report is not None:
-            write_html(outcome.report, report)
         return outcome.report
 
     result = _run(debug, action)
@@ -183,7 +183,9 @@ def eval_command(
         _print_json(to_json(result))
     else:
         _print_eval(result)
-        if report is not None:
+    if report is not None:  # after the figures are out: a failed write loses none of them
+        _run(debug, lambda: write_html(result, report))
+        if not as_json:
             console.print(f"report written to {report}", highlight=False)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from plait.evaluation.models import EvalReport, StrategyResult
 from plait.evaluation.slices import SLICES
 from plait.types import FusionSettings
 
-__all__ = ["describe", "plot_png", "render_html", "render_markdown", "settings_text", "write_html"]
+__all__ = [
+    "check_report_path", "describe", "plot_png", "render_html", "render_markdown", "settings_text", "write_html",
+]
 
 _PLOTTED = ("ndcg@10", "recall@100")
 
@@ -186,9 +189,28 @@ def render_html(report: EvalReport, *, png: bytes | None = None) -> str:
     return "".join(parts)
 
 
-def write_html(report: EvalReport, path: str | Path) -> Path:
-    """Write :func:`render_html` to ``path`` (parents created) and return the path."""
+def check_report_path(path: str | Path) -> Path:
+    """``path`` if a report can be written there (its missing parents made then), else a
+    :class:`~plait.errors.ConfigError`: checked before an evaluation, not after it."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_html(report), encoding="utf-8")
+    if target.is_dir():
+        raise ConfigError(f"--report {target} is a folder; give a file name, e.g. {target / 'report.html'}")
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"--report {target}: cannot write in {ancestor}")
+    return target
+
+
+def write_html(report: EvalReport, path: str | Path) -> Path:
+    """Write :func:`render_html` to ``path`` (parents created) and return the path;
+    :class:`~plait.errors.ConfigError` when it cannot be written."""
+    target = check_report_path(path)
+    page = render_html(report)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--report {target}: {exc.strerror or exc}") from None
     return target
