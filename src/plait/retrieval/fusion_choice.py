@@ -88,6 +88,14 @@ def first_error(exc: PydanticValidationError) -> str:
 class _Knobs(Model):
     """Fusion knobs: a number is a JSON number (``true`` is not 1, NaN not a weight)."""
 
+    KNOBS: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def _unknown(cls, data: Mapping[Any, Any]) -> list[str]:
+        """The keys of ``data`` that are neither ``method`` nor one of :attr:`KNOBS` or the fields."""
+        allowed = {"method", *cls.KNOBS, *(cls.model_fields)}
+        return [str(key) for key in data if key not in allowed]
+
     @model_validator(mode="before")
     @classmethod
     def _plain_numbers(cls, data: Any) -> Any:
@@ -104,17 +112,12 @@ class _Knobs(Model):
 class _Choice(_Knobs):
     """One method's parameters; unknown knobs are refused naming the method's own."""
 
-    KNOBS: ClassVar[tuple[str, ...]] = ()
-
     @model_validator(mode="before")
     @classmethod
     def _own_knobs(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            allowed = {"method", *cls.KNOBS, *(cls.model_fields)}
-            unknown = [str(key) for key in data if key not in allowed]
-            if unknown:
-                method = cls.model_fields["method"].default
-                raise ValueError(knob_error(method, unknown, cls.KNOBS, where=" (fusion object)"))
+        if isinstance(data, Mapping) and (unknown := cls._unknown(data)):
+            method = cls.model_fields["method"].default
+            raise ValueError(knob_error(method, unknown, cls.KNOBS, where=" (fusion object)"))
         return data
 
     def apply(self, settings: FusionSettings) -> FusionSettings:  # pragma: no cover - abstract
@@ -246,15 +249,12 @@ class SavedMethodFusion(_Knobs):
     @model_validator(mode="before")
     @classmethod
     def _fusion_knobs(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            allowed = {"method", *cls.KNOBS, *(cls.model_fields)}
-            unknown = [str(key) for key in data if key not in allowed]
-            if unknown:
-                verb = "is not a knob" if len(unknown) == 1 else "are not knobs"
-                raise ValueError(
-                    f"{', '.join(unknown)} {verb} of any fusion method (between them they take "
-                    f"{', '.join(cls.KNOBS)})"
-                )
+        if isinstance(data, Mapping) and (unknown := cls._unknown(data)):
+            verb = "is not a knob" if len(unknown) == 1 else "are not knobs"
+            raise ValueError(
+                f"{', '.join(unknown)} {verb} of any fusion method (between them they take "
+                f"{', '.join(cls.KNOBS)})"
+            )
         return data
 
     def given(self) -> dict[str, Any]:
