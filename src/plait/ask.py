@@ -71,7 +71,7 @@ from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.markdown import plain_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.models import CARD_SCOPE
-from plait.retrieval.request import plain_number
+from plait.retrieval.request import plain_number, validation_message
 from plait.search import MAX_QUERY_CHARS
 from plait.staleness import searchable_count
 from plait.stores.base import SearchScopeStore
@@ -189,11 +189,7 @@ def _validated(request: AskRequest | Mapping[str, Any]) -> AskRequest:
     try:
         return AskRequest.model_validate(dict(request))
     except PydanticValidationError as exc:
-        parts = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
-            for e in exc.errors()
-        ]
-        raise ValidationError("; ".join(parts)) from None
+        raise ValidationError(validation_message(exc)) from None
 
 
 def passes_gate(hit: Hit, question_stems: frozenset[str], gate: Gate, *, lexical_ran: bool = True) -> bool:

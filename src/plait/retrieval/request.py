@@ -29,6 +29,7 @@ __all__ = [
     "SearchRequest",
     "plain_number",
     "validated",
+    "validation_message",
 ]
 
 MAX_QUERY_CHARS = 4096
@@ -169,6 +170,15 @@ class SearchRequest(Model):
         return value
 
 
+def validation_message(exc: PydanticValidationError) -> str:
+    """Every error of a request model's ``exc`` as ``field: message``, joined by ``; ``
+    (``request`` for an error about the whole request; pydantic's ``Value error,`` dropped)."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )
+
+
 def validated(request: SearchRequest | Mapping[str, Any]) -> SearchRequest:
     """``request`` as a :class:`SearchRequest`; a camelCase mapping is validated (one clear message)."""
     if isinstance(request, SearchRequest):
@@ -176,10 +186,6 @@ def validated(request: SearchRequest | Mapping[str, Any]) -> SearchRequest:
     try:
         return SearchRequest.model_validate(dict(request))
     except PydanticValidationError as exc:  # → one clear message
-        parts = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
-            for e in exc.errors()
-        ]
-        raise ValidationError("; ".join(parts)) from None
+        raise ValidationError(validation_message(exc)) from None
     except (TypeError, ValueError) as exc:  # not a mapping at all
         raise ValidationError(str(exc)) from None
