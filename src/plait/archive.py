@@ -55,7 +55,7 @@ import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from plait.analysis import analyse
-from plait.carried_model import VectorModel, carried_embedder
+from plait.carried_model import VectorModel, carried_embedder, collection_embedder
 from plait.collection_settings import portable_settings, restore_settings, write_settings
 from plait.copying import read_source
 from plait.errors import ConflictError, NotFoundError, PlaitError, ValidationError
@@ -135,10 +135,7 @@ def export_collection(
         raise NotFoundError(f"collection {collection!r} does not exist")
     settings = portable_settings(store, collection)
     if embedder is not None:
-        model = VectorModel(info.embedder_provider, info.embedder_model, info.dimension, settings.get("embedder"))
-        record = carried_embedder(
-            embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action="an export"
-        )
+        record = collection_embedder(store, collection, embedder, action="an export")
         if record is not None:  # a collection never embedded
             settings = {**settings, "embedder": embedder.strip().lower()}
     target = Path(path)

@@ -21,7 +21,7 @@ from plait.stores.base import Store
 if TYPE_CHECKING:
     from plait.embeddings.base import Embedder
 
-__all__ = ["VectorModel", "carried_embedder", "check_copy_embedder"]
+__all__ = ["VectorModel", "carried_embedder", "check_copy_embedder", "collection_embedder"]
 
 
 @dataclass(frozen=True)
@@ -80,19 +80,24 @@ def carried_embedder(name: str, model: VectorModel, *, vectors: str, owner: str,
     )
 
 
-def check_copy_embedder(source: Store, collection: str, embedder: str) -> Embedder | None:
-    """The embedder called ``embedder``, checked for a copy of ``collection`` (see the
-    module docstring): None when it is the model of the collection's vectors (or the
-    collection does not exist: the copy says so), the embedder to record on the copy
-    when the collection was never embedded. Raises
-    :class:`~plait.errors.ModelMismatchError` for another model, or ``"none"`` for a
-    collection with vectors; writes nothing."""
-    info = source.get_collection(collection)
+def collection_embedder(store: Store, collection: str, embedder: str, *, action: str) -> Embedder | None:
+    """The embedder called ``embedder``, checked against the vectors of ``collection`` for
+    ``action`` (``"a copy"``, ``"an export"``), as :func:`carried_embedder`: None when it
+    is their model (or the collection does not exist: the caller says so), the embedder to
+    record when the collection was never embedded. Writes nothing."""
+    info = store.get_collection(collection)
     if info is None:
         return None
     model = VectorModel(
-        info.embedder_provider, info.embedder_model, info.dimension, read_settings(source, collection).embedder
+        info.embedder_provider, info.embedder_model, info.dimension, read_settings(store, collection).embedder
     )
     return carried_embedder(
-        embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action="a copy"
+        embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action=action
     )
+
+
+def check_copy_embedder(source: Store, collection: str, embedder: str) -> Embedder | None:
+    """:func:`collection_embedder` for a copy of ``collection`` (see the module docstring):
+    raises :class:`~plait.errors.ModelMismatchError` for another model, or ``"none"`` for a
+    collection with vectors."""
+    return collection_embedder(source, collection, embedder, action="a copy")
