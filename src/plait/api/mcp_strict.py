@@ -21,6 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
 
 from plait.api.messages import describe_validation, one_line
 
@@ -48,18 +49,13 @@ def snake_named(message: str, takes: list[str]) -> str:
     >>> snake_named("minTermCoverage: Input should be ≤ 1; k: bad", ["question", "k", "min_term_coverage"])
     'min_term_coverage: Input should be ≤ 1; k: bad'
     """
-    camel = {_camel(name): name for name in takes if "_" in name}
+    camel = {to_camel(name): name for name in takes if "_" in name}  # the request models' aliases
     parts = message.split("; ")
     for i, part in enumerate(parts):
         field, colon, rest = part.partition(":")
         if colon and field in camel:
             parts[i] = f"{camel[field]}:{rest}"
     return "; ".join(parts)
-
-
-def _camel(name: str) -> str:
-    head, *tail = name.split("_")
-    return head + "".join(word.capitalize() for word in tail)
 
 
 class StrictMCPServer(MCPServer[Any]):
