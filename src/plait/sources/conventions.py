@@ -25,7 +25,9 @@ from collections.abc import Sequence
 from plait.markdown import headings
 from plait.sources.base import Scan
 
-__all__ = ["ADR_FOLDERS", "DEFAULT_SCOPE_RULES", "convention_scope", "looks_like_adr", "path_scope", "scope_of"]
+__all__ = [
+    "ADR_FOLDERS", "DEFAULT_SCOPE_RULES", "convention_scope", "looks_like_adr", "path_scope", "scope_for", "scope_of",
+]
 
 #: The rules a source uses when none are given; with them, conventions decide.
 DEFAULT_SCOPE_RULES: tuple[tuple[str, str], ...] = (("docs/adr/", "adr"), ("", "docs"))
@@ -78,28 +80,34 @@ def convention_scope(relative: str, text: str) -> tuple[str, str | None]:
     return "docs", None
 
 
+def _conventional(rules: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``rules`` are the default ones, under which the conventions decide."""
+    return tuple((str(p), str(s)) for p, s in rules) == DEFAULT_SCOPE_RULES
+
+
+def scope_for(relative: str, rules: Sequence[tuple[str, str]]) -> str:
+    """The scope of the first rule whose prefix the POSIX path starts with (``docs`` if none does)."""
+    for prefix, scope in rules:
+        if relative.startswith(prefix):
+            return scope
+    return "docs"
+
+
 def path_scope(relative: str, rules: Sequence[tuple[str, str]]) -> str:
     """The scope a file's path alone gives it (an ADR-shaped file outside the ADR folders
     is ``docs`` here: its text decides): what a skipped file, whose text is unknown, is
     counted in."""
-    if tuple((str(p), str(s)) for p, s in rules) == DEFAULT_SCOPE_RULES:
+    if _conventional(rules):
         return "adr" if _folder_match(relative) is not None else "docs"
-    for prefix, scope in rules:
-        if relative.startswith(prefix):
-            return scope
-    return "docs"
+    return scope_for(relative, rules)
 
 
 def scope_of(relative: str, text: str, rules: Sequence[tuple[str, str]], scan: Scan) -> str:
     """The scope of a file: by convention under the default rules (counting each
-    folder that made a file ``adr`` in ``scan.conventions``), else the first rule
-    whose prefix the path starts with (``docs`` if none does)."""
-    if tuple((str(p), str(s)) for p, s in rules) == DEFAULT_SCOPE_RULES:
+    folder that made a file ``adr`` in ``scan.conventions``), else :func:`scope_for`."""
+    if _conventional(rules):
         scope, folder = convention_scope(relative, text)
         if folder is not None:
             scan.conventions[folder] = scan.conventions.get(folder, 0) + 1
         return scope
-    for prefix, scope in rules:
-        if relative.startswith(prefix):
-            return scope
-    return "docs"
+    return scope_for(relative, rules)

@@ -23,7 +23,7 @@ from pathlib import Path
 from plait.errors import SourceError
 from plait.markdown import document_title
 from plait.sources.base import Scan, SourceDocument, SourcePart
-from plait.sources.conventions import DEFAULT_SCOPE_RULES, path_scope, scope_of
+from plait.sources.conventions import DEFAULT_SCOPE_RULES, path_scope, scope_for, scope_of
 from plait.types import FileOrigin, SkippedSource
 
 __all__ = [
@@ -44,14 +44,6 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 DEFAULT_GLOBS: tuple[str, ...] = ("*.md", "*.markdown", "*.txt", "*.rst")
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 _MARKDOWN = (".md", ".markdown")
-
-
-def scope_for(relative_path: str, rules: Sequence[tuple[str, str]]) -> str:
-    """The scope of the first rule whose prefix the POSIX path starts with."""
-    for prefix, scope in rules:
-        if relative_path.startswith(prefix):
-            return scope
-    return "docs"
 
 
 #: decode_text's reason for a binary file: a file that *became* binary lost its text for
