@@ -15,7 +15,6 @@ import resource
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_keys import CHECK, GENERATION
 from plait.testing.pg import postgres_dsn, throwaway_schema
+from plait.testing.pg_wire import round_trips
 from plait.types import SearchResult
 from slow_queries import SlowQueries
 
@@ -196,31 +196,6 @@ def test_the_sources_count_follows_writes_by_another_store(pg_dsn: str, schema: 
     reader.close()
 
 
-@contextmanager
-def _pipelines(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
-    """The statements of every pipeline opened meanwhile, one list per pipeline."""
-    pipelines: list[list[str]] = []
-    execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
-
-    def counted(self: psycopg.Connection, query: Any, *args: Any, **kwargs: Any) -> Any:
-        text = query if isinstance(query, str) else query.as_string(self)
-        if self._pipeline is not None and pipelines:
-            pipelines[-1].append(text)
-        return execute(self, query, *args, **kwargs)
-
-    def counted_pipeline(self: psycopg.Connection) -> Any:
-        if self._pipeline is None:
-            pipelines.append([])
-        return pipeline(self)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", counted)
-    monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
-    try:
-        yield pipelines
-    finally:
-        monkeypatch.undo()
-
-
 def test_after_a_write_the_lexical_index_advances_in_the_arms_round_trip(
     pg_dsn: str, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -233,8 +208,9 @@ def test_after_a_write_the_lexical_index_advances_in_the_arms_round_trip(
         indexer.index(_corpus(tmp_path), collection="c")
         before = plait.search("alpha retrieval", collection="c", k=3, mode="lexical")
         indexer.index(_docs(tmp_path, "z", ["alpha retrieval zebra alpha"]), collection="c")
-        with _pipelines(monkeypatch) as pipelines:
+        with round_trips() as wire:
             after = plait.search("alpha retrieval", collection="c", k=3, mode="lexical")
+        pipelines = wire.pipelines
         arms = [p for p in pipelines if any("plait_changes" in q for q in p)]
         assert len(arms) == 1 and any(q == CHECK for q in arms[0]), pipelines  # the search's check
         assert not any(q == GENERATION for p in pipelines for q in p)  # no second read of the key
@@ -257,8 +233,9 @@ def test_a_query_reading_postings_after_a_write_reads_them_once_in_one_round_tri
         indexer.index(_corpus(tmp_path), collection="c")
         assert reader.lexical_search("c", ["alpha"], [], limit=3)  # cached: the index and "alpha"
         indexer.index(_docs(tmp_path, "z", ["alpha retrieval zebra alpha"]), collection="c")
-        with _pipelines(monkeypatch) as pipelines:
+        with round_trips() as wire:
             got = reader.lexical_search("c", ["alpha", "zebra"], [], limit=3)  # "zebra": not cached
+        pipelines = wire.pipelines
         postings = [q for p in pipelines for q in p if "plait_postings" in q]
         assert len(pipelines) == 1 and len(postings) == 1, pipelines
         assert any("plait_changes" in q for q in pipelines[0]) and not any(q == GENERATION for q in pipelines[0])

@@ -28,6 +28,7 @@ from plait.stores.sqlite import SQLiteStore
 from plait.stores.sqlite_snapshot import DenseMatrix
 from plait.testing.contract import make_chunk
 from plait.testing.pg import postgres_dsn, store_opener, throwaway_schema
+from plait.testing.pg_wire import round_trips
 
 DIM = 16
 
@@ -102,16 +103,9 @@ def test_a_warm_dense_arm_sends_no_dense_sql(open_pg: Callable[..., PostgresStor
     _fill(pg)
     query = _queries()[0]
     pg.vector_search("c", query, limit=5)
-    sent: list[str] = []
-    execute = psycopg.Connection.execute
-
-    def spy(self: psycopg.Connection, q: Any, *a: Any, **k: Any) -> Any:
-        sent.append(q if isinstance(q, str) else q.as_string(self))
-        return execute(self, q, *a, **k)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(psycopg.Connection, "execute", spy)
+    with round_trips() as wire:
         pg.vector_search("c", query, limit=5)
+    sent = wire.statements
     assert len(sent) == 1 and "FROM plait_collections" in sent[0], sent
 
 
@@ -214,33 +208,11 @@ def test_the_matrix_is_loaded_in_one_snapshot_with_its_key(open_pg: Callable[...
     (``COPY``, binary)."""
     pg = open_pg()
     _fill(pg)
-    pipelines: list[list[str]] = []
-    execute, pipeline, copy = psycopg.Connection.execute, psycopg.Connection.pipeline, psycopg.Cursor.copy
-
-    def spy(self: psycopg.Connection, q: Any, *a: Any, **k: Any) -> Any:
-        text = q if isinstance(q, str) else q.as_string(self)
-        if self._pipeline is None:
-            pipelines.append([text])
-        else:
-            pipelines[-1].append(text)
-        return execute(self, q, *a, **k)
-
-    def spy_pipeline(self: psycopg.Connection) -> Any:
-        if self._pipeline is None:
-            pipelines.append([])
-        return pipeline(self)
-
-    def spy_copy(self: psycopg.Cursor[Any], statement: Any, *a: Any, **k: Any) -> Any:
-        pipelines.append([statement if isinstance(statement, str) else statement.as_string(self.connection)])
-        return copy(self, statement, *a, **k)
-
     pg.vector_search("c", _queries()[0], limit=3)  # learns the collection's id and size
     pg._dense.drop(pg._known["c"][0])
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(psycopg.Connection, "execute", spy)
-        mp.setattr(psycopg.Connection, "pipeline", spy_pipeline)
-        mp.setattr(psycopg.Cursor, "copy", spy_copy)
+    with round_trips() as wire:
         got = pg.vector_search("c", _queries()[0], limit=3)
+    pipelines = wire.trips
     assert len(pipelines) == 3, pipelines
     assert len(pipelines[0]) == 1 and "plait_collections" in pipelines[0][0]
     assert "REPEATABLE READ" in pipelines[1][0] and "revision" in pipelines[1][1] and "int8send" in pipelines[1][2]

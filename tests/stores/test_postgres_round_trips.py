@@ -19,21 +19,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
-import plait.stores.postgres_ahead as ahead
 from plait.collection_settings import write_settings
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import NotFoundError
 from plait.service import Plait
 from plait.stores.postgres import PostgresStore
 from plait.testing.pg import postgres_dsn
+from plait.testing.pg_wire import round_trips
 
 
 @pytest.fixture(scope="module")
@@ -50,46 +48,6 @@ def store(pg_dsn: str) -> Iterator[PostgresStore]:
     s.close()  # idempotent: a Plait closes its store
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
-class _Wire:
-    """Statements sent and round trips made by every psycopg connection meanwhile."""
-
-    def __init__(self) -> None:
-        self.trips: list[list[str]] = []
-
-
-@contextmanager
-def _counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Wire]:
-    wire = _Wire()
-    execute = psycopg.Connection.execute
-    pipeline = psycopg.Connection.pipeline
-
-    def counted_execute(self: psycopg.Connection, query: Any, *args: Any, **kwargs: Any) -> Any:
-        text = query if isinstance(query, str) else query.as_string(self)
-        if self._pipeline is None:
-            wire.trips.append([text])
-        else:
-            wire.trips[-1].append(text)
-        return execute(self, query, *args, **kwargs)
-
-    @contextmanager
-    def counted_pipeline(self: psycopg.Connection) -> Iterator[Any]:
-        if self._pipeline is None:
-            wire.trips.append([])
-        with pipeline(self) as p:
-            yield p
-
-    def counted_send(conn: psycopg.Connection, params: Any, *, prepared: bool) -> None:
-        wire.trips.append([ahead.STATEMENT])  # the collection's read, sent by libpq itself
-        send(conn, params, prepared=prepared)
-
-    send = ahead.send
-    monkeypatch.setattr(psycopg.Connection, "execute", counted_execute)
-    monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
-    monkeypatch.setattr(ahead, "send", counted_send)
-    yield wire
-    monkeypatch.undo()
 
 
 def _corpus(tmp_path: Path) -> Path:
@@ -109,7 +67,7 @@ def test_a_warm_hybrid_search_is_one_round_trip(
     with Plait(store) as plait:  # the embedder comes from the collection's recorded settings
         first = plait.search("alpha retrieval", collection="c", k=3)
         plait.search("alpha retrieval", collection="c", k=3)  # warm
-        with _counting(monkeypatch) as wire:
+        with round_trips() as wire:
             result = plait.search("alpha retrieval", collection="c", k=3)
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in first.hits]
     assert len(result.hits) == 3 and result.vector_available
@@ -126,7 +84,7 @@ def test_outside_a_search_scope_the_arms_and_rows_check_the_key(store: PostgresS
         vector = embedder.embed_query("alpha")
         store.search_arms("c", ["alpha"], [], vector, limit=3)
         store.get_chunks("c", ["x"])
-        with _counting(monkeypatch) as wire:
+        with round_trips() as wire:
             lexical, dense = store.search_arms("c", ["alpha"], [], vector, limit=3)
             store.get_chunks("c", [i for i, _ in dense])
     assert len(lexical) == 3 and len(dense) == 3
@@ -194,7 +152,7 @@ def test_a_warm_ask_reads_its_collection_once_and_is_one_round_trip(
     with Plait(store, embedder="fake", llm="none") as plait:
         plait.index(_corpus(tmp_path), collection="c")
         plait.ask("What is alpha retrieval engine number 3?", collection="c")  # warm
-        with _counting(monkeypatch) as wire:
+        with round_trips() as wire:
             plait.ask("What is alpha retrieval engine number 3?", collection="c")
     # the collection's row (get_collection, collection_with_settings) or its settings;
     # not the lexical arm's generation checks (one per content word of unknown_terms)

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import gc
 import sys
-import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
-from typing import Any
 
-import psycopg
 import pytest
 
 from plait.errors import NotFoundError
@@ -22,6 +19,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.postgres_rows import CHUNK_OVERHEAD, RowCache, _deep_size
 from plait.testing.contract import make_chunk
 from plait.testing.pg import postgres_dsn, store_opener, throwaway_schema
+from plait.testing.pg_wire import round_trips
 
 
 @pytest.fixture(scope="module")
@@ -43,21 +41,10 @@ def _write(store: PostgresStore, texts: dict[str, str], *, metadata: dict[str, o
 
 
 def _statements(run: Callable[[], object]) -> list[str]:
-    """The statements ``run`` sends from this thread (the pool's own thread may be opening
-    and configuring a connection meanwhile: its statements are not ``run``'s)."""
-    sent: list[str] = []
-    execute = psycopg.Connection.execute
-    caller = threading.get_ident()
-
-    def spy(self: psycopg.Connection, q: Any, *a: Any, **k: Any) -> Any:
-        if threading.get_ident() == caller:
-            sent.append(q if isinstance(q, str) else q.as_string(self))
-        return execute(self, q, *a, **k)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(psycopg.Connection, "execute", spy)
+    """The statements ``run`` sends (from this thread: see :mod:`plait.testing.pg_wire`)."""
+    with round_trips() as wire:
         run()
-    return sent
+    return wire.statements
 
 
 def test_cached_chunks_cost_only_the_key_check(open_pg: Callable[..., PostgresStore]) -> None:

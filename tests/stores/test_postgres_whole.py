@@ -10,15 +10,12 @@ A real PostgreSQL: ``PLAIT_PG_DSN`` when set, else a private ``pgserver``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
 
-import plait.stores.postgres_ahead as ahead
 from plait.analysis import analyse_query
 from plait.embeddings.fake import FakeEmbedder
 from plait.service import Plait
@@ -27,6 +24,7 @@ from plait.stores.postgres import PostgresStore
 from plait.stores.sqlite import SQLiteStore
 from plait.testing.contract import make_chunk
 from plait.testing.pg import postgres_dsn, store_opener, throwaway_schema
+from plait.testing.pg_wire import round_trips
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu", "ledger", "payment", "refund", "invoice"]
 
@@ -56,46 +54,13 @@ def _corpus(tmp_path: Path, name: str = "docs", count: int = 30, seed: int = 7) 
     return docs
 
 
-@contextmanager
-def _counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
-    """Round trips on the wire: a statement outside a pipeline, a pipeline, or the
-    statement sent ahead, each one."""
-    trips: list[list[str]] = []
-    execute, pipeline, send = psycopg.Connection.execute, psycopg.Connection.pipeline, ahead.send
-
-    def counted_execute(self: psycopg.Connection, query: Any, *args: Any, **kwargs: Any) -> Any:
-        text = query if isinstance(query, str) else query.as_string(self)
-        if self._pipeline is None:
-            trips.append([text])
-        else:
-            trips[-1].append(text)
-        return execute(self, query, *args, **kwargs)
-
-    @contextmanager
-    def counted_pipeline(self: psycopg.Connection) -> Iterator[Any]:
-        if self._pipeline is None:
-            trips.append([])
-        with pipeline(self) as p:
-            yield p
-
-    def counted_send(conn: psycopg.Connection, params: Any, *, prepared: bool) -> None:
-        trips.append([ahead.STATEMENT])
-        send(conn, params, prepared=prepared)
-
-    with monkeypatch.context() as mp:
-        mp.setattr(psycopg.Connection, "execute", counted_execute)
-        mp.setattr(psycopg.Connection, "pipeline", counted_pipeline)
-        mp.setattr(ahead, "send", counted_send)
-        yield trips
-
-
 def _new_query_trips(plait: Plait, monkeypatch: pytest.MonkeyPatch, queries: list[str]) -> list[int]:
     counts = []
     for query in queries:
-        with _counting(monkeypatch) as trips:
+        with round_trips() as wire:
             result = plait.search(query, collection="c", k=3)
         assert result.hits
-        counts.append(len(trips))
+        counts.append(len(wire.trips))
     return counts
 
 
