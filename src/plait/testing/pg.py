@@ -8,7 +8,11 @@ and pytest prunes old base folders under concurrent runs.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pwd
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +25,30 @@ from plait.config import Settings
 if TYPE_CHECKING:
     from plait.stores.postgres import PostgresStore
 
-__all__ = ["postgres_dsn", "private_postgres", "store_opener", "streaming_standby", "throwaway_schema"]
+__all__ = ["ensure_server_user", "postgres_dsn", "private_postgres", "store_opener", "streaming_standby", "throwaway_schema"]
+
+
+#: The system user ``pgserver`` runs the server as when started by root.
+SERVER_USER = "pgserver"
+#: The lock every process creating that user takes first.
+SERVER_USER_LOCK = Path(tempfile.gettempdir()) / "plait-pgserver-user.lock"
+
+
+def ensure_server_user(name: str = SERVER_USER) -> None:
+    """Create ``pgserver``'s system user (``name``), once, under a lock, when running as root.
+
+    ``pgserver`` creates it itself, but outside its lock: two processes starting their
+    first servers at once on a fresh machine (two test workers) both ran ``useradd``,
+    and one's ``initdb`` then failed ("could not change permissions of directory"):
+    one or two of a parallel run's PostgreSQL test modules errored at setup."""
+    if os.geteuid() != 0:
+        return
+    with SERVER_USER_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "-s", "/bin/bash", name], check=True, capture_output=True, text=True)
 
 
 @contextmanager
@@ -30,6 +57,7 @@ def private_postgres(prefix: str = "plait-pg-") -> Iterator[str]:
     stop it and delete the folder afterwards."""
     import pgserver
 
+    ensure_server_user()
     root = Path(tempfile.mkdtemp(prefix=prefix))
     start = pgserver.get_server  # type: ignore[attr-defined]  # exported without __all__
     server = start(root / "data", cleanup_mode="delete")
