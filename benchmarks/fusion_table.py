@@ -59,8 +59,8 @@ from plait.evaluation.runner import Arms, collect_arms, doc_ranking, machine_inf
 from plait.evaluation.slices import classify
 from plait.fusion import Fused, linear, resolve_fusion, rrf
 from plait.fusion_adaptive import ADAPT_MAX, ADAPT_MIN
-from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first, query_identifiers
-from plait.retrieval.pipeline import fuse
+from plait.retrieval.identifier_first import PRECEDENCE_DEPTH, holder_text, identifier_first
+from plait.retrieval.pipeline import fuse, precedence_identifiers
 from plait.retrieval.plan import lexical_terms
 from plait.service import Plait
 from plait.stores import open_store
@@ -289,11 +289,12 @@ def _median(values: Sequence[float]) -> float:
 _STORES: dict[str, Store] = {}
 
 
-def _identifiers_first(data: RunData, qid: str, fused: list[Fused]) -> list[Fused]:
-    """``fused`` after search's identifier precedence (hybrid runs only; the chunk texts are
-    read from the run's kept store)."""
-    identifiers = query_identifiers(data.texts[qid])
-    if not identifiers or not fused or data.arms.dense is None:
+def _identifiers_first(data: RunData, qid: str, settings: FusionSettings, fused: list[Fused]) -> list[Fused]:
+    """``fused`` after search's identifier precedence (:func:`precedence_identifiers`: hybrid
+    runs only; the chunk texts are read from the run's kept store, which pickled arms of
+    earlier runs do not carry)."""
+    identifiers = precedence_identifiers(data.texts[qid], settings, hybrid=data.arms.dense is not None)
+    if not identifiers or not fused:
         return fused
     store = _kept_store(data.store_path)
     collection = "default" if data.dataset.startswith("realrepo/") else store.list_collections()[0].name
@@ -360,7 +361,7 @@ def mode_rankings(data: RunData, mode: str) -> tuple[dict[str, list[str]], list[
             if resolved.dense_weight_used is not None:
                 used.append(resolved.dense_weight_used)
             if mode == "default":  # as search does: plait.retrieval.identifier_first
-                fused = _identifiers_first(data, qid, fused)
+                fused = _identifiers_first(data, qid, settings, fused)
             ids = [f.chunk_id for f in fused]
         rankings[qid] = doc_ranking(ids, data.arms.doc_of, DEPTH)
     return rankings, used

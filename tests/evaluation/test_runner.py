@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConfigError
 from plait.evaluation.prepare import prepared
-from plait.evaluation.runner import doc_ranking, evaluate
+from plait.evaluation.runner import doc_ranking, evaluate, saved_fusion
+from plait.evaluation.tuner import score_candidates
 from plait.rerank.base import Candidate, RerankOutcome
 from plait.service import Plait
 
@@ -106,3 +108,61 @@ def test_adaptive_settings_name_the_collection_estimate_they_use(tiny_beir: Path
     adaptive, minmax = (outcome.report.strategy(name) for name in ("adaptive", "minmax"))
     assert settings_text(adaptive) == "adaptive base=0.6011 (collection estimate, per query) overfetch=100"
     assert settings_text(minmax) == "minmax dense_weight=0.4 overfetch=100"  # minmax ignores the estimate
+
+
+PRECEDENCE_CORPUS = [
+    {"_id": "d1", "title": "Errors", "text": "ERR-4012 is raised by the gateway."},
+    {"_id": "d2", "title": "Payment timeout", "text": "A payment timeout during checkout: the payment gateway timed out, see ERR-4013 for the payment timeout."},
+    {"_id": "d3", "title": "Fallback", "text": "AUTHENTICATION_FALLBACK switches sign in to the old provider."},
+    {"_id": "d4", "title": "Jobseeker sign in fallback", "text": "Sign in for jobseekers falls back to the old provider when AUTHENTICATION_FALLBACK_FOR_JOBSEEKERS is set; sign in fallback provider for jobseekers."},
+    {"_id": "d5", "title": "Music", "text": "A marimba is a percussion instrument."},
+]
+PRECEDENCE_QUERIES = {
+    "q1": "ERR-4012 payment timeout gateway",
+    "q2": "AUTHENTICATION_FALLBACK sign in fallback for jobseekers provider",
+    "q3": "marimba percussion",
+}
+
+
+def _beir(root: Path, corpus: list[dict[str, str]], queries: dict[str, str], qrels: list[tuple[str, str]]) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()), encoding="utf-8"
+    )
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels), encoding="utf-8"
+    )
+    return root
+
+
+def test_every_fused_strategy_is_what_search_returns_identifier_precedence_included(tmp_path: Path) -> None:
+    """Regression (stop 43's noticed list): eval and tune fused the arms and stopped there,
+    while search then moves the chunks holding the query's identifiers ahead
+    (plait.retrieval.identifier_first). Here fusion puts d2 (ERR-4013, and the query's
+    other words) above d1 (ERR-4012) and d4 (AUTHENTICATION_FALLBACK_FOR_JOBSEEKERS)
+    above d3 (AUTHENTICATION_FALLBACK): eval ranked d2 and d4 first, search d1 and d3."""
+    root = _beir(tmp_path / "prec", PRECEDENCE_CORPUS, PRECEDENCE_QUERIES, [("q1", "d1"), ("q2", "d3"), ("q3", "d5")])
+    methods = ["rrf", "weighted", "minmax", "dbsf", "adaptive"]
+    embedder = FakeEmbedder()
+    with prepared(root, embedder=embedder, use_cache=False) as ready:
+        outcome = evaluate(
+            ready.dataset, store=ready.store, collection=ready.collection, embedder=ready.embedder, strategies=methods
+        )
+        engine = Plait(ready.store, embedder=embedder)
+        moved = set()
+        for qid, text in PRECEDENCE_QUERIES.items():
+            for method in methods:
+                result = engine.search(text, collection=ready.collection, k=100, overfetch=100, fusion=method)
+                assert outcome.rankings[method][qid] == list(dict.fromkeys(hit.metadata["docId"] for hit in result.hits))
+                if result.fusion.identifier_reason is not None:
+                    moved.add(qid)
+        assert moved == {"q1", "q2"}  # the precedence reordered both identifier queries in search
+        assert [outcome.rankings["adaptive"][q][0] for q in ("q1", "q2", "q3")] == ["d1", "d3", "d5"]
+        for method in methods:  # each relevant document first: nDCG@10 1.0 (was 1/log2(3) for q1, q2)
+            assert outcome.report.metric(method, "ndcg@10") == pytest.approx(1.0)
+        arms = outcome.arms
+        assert arms is not None
+        settings = saved_fusion(ready.store, ready.collection).model_copy(update={"method": "rrf"})
+        scores = score_candidates(arms, ready.dataset.qrels, [settings], measure="ndcg@10")[0]
+        assert scores == pytest.approx({"q1": 1.0, "q2": 1.0, "q3": 1.0})  # the tuner orders as search too

@@ -6,7 +6,9 @@ as ``plait index`` does). Then, per query, each arm is asked **once** for its
 candidates through the search pipeline's own stages: a
 :class:`~plait.retrieval.plan.QueryPlan` per query (the terms, the vector, the settings
 resolved for the query) and :func:`plait.retrieval.pipeline.run_arms`; every fused
-strategy is :func:`plait.retrieval.pipeline.fuse` of those lists (the over-fetch tier).
+strategy orders those lists as search does (:func:`plait.retrieval.pipeline.ranked_as_search`:
+the fusion of the over-fetch tier, then, in a hybrid run, the identifier precedence), so a
+strategy's figures are those of ``plait search`` with that fusion method.
 
 The strategies are built from those two lists:
 
@@ -51,7 +53,8 @@ from plait.evaluation.metrics import MEASURES, mean_scores, per_query, run_from_
 from plait.evaluation.models import Comparison, EvalReport, SliceMetrics, StrategyResult
 from plait.evaluation.slices import SLICES, slice_ids
 from plait.retrieval.diversity import doc_ranking
-from plait.retrieval.pipeline import fuse, run_arms
+from plait.retrieval.identifier_first import holder_text, query_identifiers
+from plait.retrieval.pipeline import fuse, ranked_as_search, run_arms
 from plait.retrieval.plan import lexical_terms, plan_for_text
 from plait.retrieval.plan import saved_fusion as _saved_fusion
 from plait.stores.base import Store
@@ -106,11 +109,29 @@ class Arms:
     #: each query's text and the embedder's declared languages, for the language prior
     texts: dict[str, str] = field(default_factory=dict)
     languages: frozenset[str] | None = None
+    #: chunk id → the text the identifier precedence reads (:func:`holder_text`), for the
+    #: candidates of the queries that name identifiers
+    holders: dict[str, str] = field(default_factory=dict)
 
     def query_settings(self, settings: FusionSettings, qid: str) -> FusionSettings:
         """``settings`` for one query as search makes them (its language, the embedder's cover)."""
         text = self.texts.get(qid)
         return settings if text is None else plan_for_text(text, settings, languages=self.languages).settings
+
+    def ranked(self, settings: FusionSettings, qid: str) -> list[str]:
+        """Chunk ids in the order search returns them for query ``qid`` with ``settings``:
+        the fusion of the over-fetch cut, then, in a hybrid run, the identifier precedence
+        (:func:`plait.retrieval.pipeline.ranked_as_search`)."""
+        dense = None if self.dense is None else self.dense.get(qid)
+        _, fused = ranked_as_search(
+            self.texts.get(qid, ""),
+            self.query_settings(settings, qid),
+            self.lexical[qid],
+            dense or [],
+            hybrid=dense is not None,
+            holders=self.holders,
+        )
+        return [item.chunk_id for item in fused]
 
 
 def collect_arms(
@@ -149,6 +170,8 @@ def collect_arms(
             ids.update(cid for cid, _ in ranked)
     chunks = store.get_chunks(collection, sorted(ids))
     doc_of = {cid: chunk.source_id for cid, chunk in chunks.items()}
+    named = [qid for qid, text in queries.items() if query_identifiers(text)]
+    candidates = {cid for qid in named for lists in (lexical, dense or {}) for cid, _ in lists.get(qid, [])}
     return Arms(
         lexical=lexical,
         dense=dense,
@@ -157,12 +180,14 @@ def collect_arms(
         limit=limit,
         texts=dict(queries),
         languages=embedder_languages(embedder) if embedder is not None else None,
+        holders={cid: holder_text(chunks[cid]) for cid in sorted(candidates) if cid in chunks},
     )
 
 
 def fused_chunk_ids(settings: FusionSettings, lexical: Ranked, dense: Ranked) -> list[str]:
-    """Chunk ids in fused order, each arm cut to ``settings.overfetch`` first (as search does:
-    the pipeline's fusion, its first tier)."""
+    """Chunk ids in fused order, each arm cut to ``settings.overfetch`` first (the pipeline's
+    fusion, its first tier), before search's identifier precedence: for studies of fusion
+    alone. What search returns is :meth:`Arms.ranked`."""
     return [item.chunk_id for item in fuse(settings, lexical, dense, need=0)[1]]
 
 
@@ -246,10 +271,7 @@ def _strategy_chunks(
         return {q: [c for c, _ in r] for q, r in dense.items()}, None
     method = FUSED_STRATEGIES[name]
     settings = base.model_copy(update={"method": method, "overfetch": max(base.overfetch, depth)})
-    return {
-        q: fused_chunk_ids(arms.query_settings(settings, q), arms.lexical[q], dense.get(q, []))
-        for q in arms.lexical
-    }, settings
+    return {q: arms.ranked(settings, q) for q in arms.lexical}, settings
 
 
 def _slice_metrics(scores: Mapping[str, Mapping[str, float]], slices: Mapping[str, list[str]]) -> list[SliceMetrics]:

@@ -10,8 +10,9 @@ all queries; their all-query score is selection-biased and is not reported as a 
 
 Ties go to the earlier candidate, and the defaults come first, so a tuner that finds
 nothing better keeps the defaults. Each arm is asked once per query (at the deepest
-over-fetch of the grid); every candidate is fused from those lists, exactly as the
-search service would fuse them, and scored by ir-measures.
+over-fetch of the grid); every candidate is fused from those lists and ordered exactly as
+the search service orders them (:meth:`~plait.evaluation.runner.Arms.ranked`: the
+identifier precedence included), and scored by ir-measures.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from plait.errors import ConfigError
 from plait.evaluation.metrics import MEASURES, per_query, run_from_rankings
 from plait.evaluation.models import FoldResult, TuneReport
-from plait.evaluation.runner import Arms, doc_ranking, fused_chunk_ids
+from plait.evaluation.runner import Arms, doc_ranking
 from plait.types import FusionMethod, FusionSettings
 
 __all__ = [
@@ -169,11 +170,7 @@ def score_candidates(
     table = []
     for settings in candidates:
         rankings = {
-            q: doc_ranking(
-                fused_chunk_ids(arms.query_settings(settings, q), arms.lexical[q], arms.dense.get(q, [])),
-                arms.doc_of,
-                depth,
-            )
+            q: doc_ranking(arms.ranked(settings, q), arms.doc_of, depth)
             for q in qrels
         }
         table.append(per_query(qrels, run_from_rankings(rankings), measures={measure: MEASURES[measure]})[measure])

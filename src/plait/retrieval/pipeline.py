@@ -33,6 +33,8 @@ __all__ = [
     "fuse",
     "hits_for",
     "pending_chunks",
+    "precedence_identifiers",
+    "ranked_as_search",
     "rerank_order",
     "run",
     "run_arms",
@@ -254,7 +256,8 @@ def run(
     dense: Ranked = []
     pending: frozenset[str] = frozenset()
     ran_depth: int | None = -1  # the depth the arms last ran at (-1: not yet)
-    identifiers = _precedence_identifiers(plan)  # once per search, not per fusion round
+    hybrid = plan.lexical_runs and plan.vector is not None
+    identifiers = precedence_identifiers(plan.query, plan.settings, hybrid=hybrid)  # once per search
     window = PRECEDENCE_DEPTH if identifiers else 0
     while True:
         if depth != ran_depth:  # a deeper page that needs no deeper arm only fuses deeper
@@ -335,11 +338,30 @@ def run(
     )
 
 
-def _precedence_identifiers(plan: QueryPlan) -> tuple[str, ...]:
+def precedence_identifiers(query: str, settings: FusionSettings, *, hybrid: bool) -> tuple[str, ...]:
     """The identifiers the precedence moves chunks for: the query's code-shaped ones, in a
     hybrid search (both arms ran) whose settings keep it on; else none."""
-    hybrid = plan.lexical_runs and plan.vector is not None
-    return query_identifiers(plan.query) if hybrid and plan.settings.identifier_precedence else ()
+    return query_identifiers(query) if hybrid and settings.identifier_precedence else ()
+
+
+def ranked_as_search(
+    query: str,
+    settings: FusionSettings,
+    lexical: Ranked,
+    dense: Ranked,
+    *,
+    hybrid: bool,
+    holders: Mapping[str, str],
+) -> tuple[FusionSettings, list[Fused]]:
+    """The order :func:`run` gives these arms' candidates: the fusion of the over-fetch cut,
+    then the identifier precedence (``holders``: chunk id → :func:`holder_text`, for the
+    window's chunks; one that is missing holds nothing). For the evaluation harness and
+    the tuner, which fuse the arms' answers many times without a store."""
+    resolved, fused, _ = fuse(settings, lexical, dense, need=0)
+    identifiers = precedence_identifiers(query, settings, hybrid=hybrid)
+    if identifiers:
+        fused = identifier_first(fused, holders, identifiers)[0]
+    return resolved, fused
 
 
 def _identifiers_first(
@@ -353,7 +375,7 @@ def _identifiers_first(
     timings: dict[str, float],
 ) -> tuple[FusionSettings, list[Fused], dict[str, Chunk]]:
     """:func:`~plait.retrieval.identifier_first.identifier_first` on the fused order when the
-    query names identifiers (``identifiers``: :func:`_precedence_identifiers`). The window's chunks are read together with the rest of the
+    query names identifiers (``identifiers``: :func:`precedence_identifiers`). The window's chunks are read together with the rest of the
     page (``need``), so hydration asks the store for nothing more. Hybrid searches only:
     a one-arm search (``mode`` lexical or vector, or the dense arm down) returns that arm's
     own order."""
