@@ -1,7 +1,9 @@
 """Extractive answers: the sentences of the gated sources that answer the question.
 
-Each source is read as Markdown (:func:`plait.markdown.prose_blocks`): paragraphs and
-list items are split into sentences; headings and code are not candidates; a table body
+Each source is read as it was indexed (:func:`plait.fields.reads_as_markdown`): a
+Markdown file as Markdown (:func:`plait.markdown.prose_blocks`), anything else (a JSONL
+record, a text file, a session event) as plain text, its paragraphs separated by blank
+lines. Paragraphs and list items are split into sentences; headings and code are not candidates; a table body
 row is a candidate only when it holds the answer (at least ``ROW_SHARE`` of the
 question's content words, or every identifier the question names), so a table is never
 pasted whole. A sentence ending in ``:`` introduces what follows (a lead-in) and is never
@@ -58,7 +60,8 @@ from markdown_it import MarkdownIt
 from plait.chunking import ChunkSettings
 from plait.embeddings.base import Embedder
 from plait.errors import ProviderError
-from plait.markdown import plain_text, prose_blocks
+from plait.fields import reads_as_markdown
+from plait.markdown import MarkdownBlock, plain_text, prose_blocks
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
 from plait.refinery.sentence_split import terminal
 from plait.retrieval.plan import lexical_terms
@@ -123,6 +126,15 @@ def _parser() -> MarkdownIt:
 
 
 @lru_cache(maxsize=256)
+def plain_blocks(text: str) -> list[MarkdownBlock]:
+    """The paragraphs of plain text (separated by blank lines), each on one line.
+
+    >>> [b.text for b in plain_blocks("```\\nx = 1\\n```\\nIt runs.\\n\\n# not a heading\\n")]
+    ['``` x = 1 ``` It runs.', '# not a heading']
+    """
+    return [MarkdownBlock("text", " ".join(part.split())) for part in _PARAGRAPH_BREAK.split(text) if part.strip()]
+
+
 def navigation(content: str, fence: str | None = None) -> frozenset[str]:
     """The visible text of every paragraph or list item of ``content`` that holds nothing
     but links and images (whitespace and punctuation between them aside): a table of
@@ -160,7 +172,8 @@ def _cut(hit: Hit, chunking: ChunkSettings) -> tuple[bool, bool]:
     is ``chunking``'s target and its cut window holds no paragraph break."""
     content = hit.content
     start = hit.metadata.get("charStart")
-    starts_cut = isinstance(start, int) and start > 0 and _HEADING_START.match(content) is None
+    heading = reads_as_markdown(hit.metadata, hit.origin) and _HEADING_START.match(content) is not None
+    starts_cut = isinstance(start, int) and start > 0 and not heading
     slack = min(_CUT_SLACK, chunking.window)
     low = max(0, chunking.target - chunking.window)
     ends_cut = abs(len(content) - chunking.target) <= slack and not _PARAGRAPH_BREAK.search(content, low)
@@ -181,8 +194,11 @@ def candidates(
         table = hit.metadata.get("table")  # the header of a table the chunk continues
         fence = hit.metadata.get("fence")  # the opening run of a code block it continues
         fence = fence if isinstance(fence, str) else None
-        blocks = prose_blocks(hit.content, table=table if isinstance(table, str) else None, fence=fence)
-        links = navigation(hit.content, fence)
+        if reads_as_markdown(hit.metadata, hit.origin):
+            blocks = prose_blocks(hit.content, table=table if isinstance(table, str) else None, fence=fence)
+            links = navigation(hit.content, fence)
+        else:  # cut as plain text: a code fence or a '#' line in it is text, not Markdown
+            blocks, links = plain_blocks(hit.content), frozenset()
         starts_cut, ends_cut = _cut(hit, chunking)
         starts_cut = starts_cut and fence is None  # cut inside code: its first prose is whole
         for index, block in enumerate(blocks):

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from plait.errors import ConfigError, NotFoundError, ValidationError
-from plait.fields import is_markdown_path
+from plait.fields import reads_as_markdown
 from plait.retrieval.pipeline import Trace
 from plait.sources.roots import root_key
 from plait.stores.base import Store
@@ -254,8 +254,7 @@ def chunk_view(store: Store, collection: str, chunk_id: str) -> ChunkView:
     chunk = store.get_chunks(collection, [chunk_id]).get(chunk_id)
     if chunk is None:
         raise missing_chunk(collection, chunk_id)
-    path = chunk.metadata.get("path")
-    markdown = not isinstance(path, str) or is_markdown_path(path)
+    markdown = reads_as_markdown(chunk.metadata, chunk.origin)
     return ChunkView(
         chunk_id=chunk.id,
         source_id=chunk.source_id,

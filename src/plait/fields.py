@@ -35,12 +35,12 @@ The chunk's ``content`` stays the raw slice of the file.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from plait.markdown import plain_text
 from plait.types import Chunk, FileOrigin, heading_path
 
-__all__ = ["embedding_text", "hash_text", "is_markdown_path", "lexical_text", "path_words"]
+__all__ = ["embedding_text", "hash_text", "is_markdown_path", "lexical_text", "path_words", "reads_as_markdown"]
 
 _MARKDOWN_SUFFIXES = (".md", ".markdown")
 _WORD = re.compile(r"[^\W_]+")
@@ -49,6 +49,27 @@ _SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 
 def is_markdown_path(path: str) -> bool:
     return path.lower().endswith(_MARKDOWN_SUFFIXES)
+
+
+def reads_as_markdown(metadata: Mapping[str, object], origin: object = None) -> bool:
+    """Is a chunk with this metadata and origin Markdown, to every reader? Only a chunk of
+    a file with a Markdown suffix: the file's ``path`` (folder and git sources record it),
+    else its origin's ``source_path`` (a document given in code as ``guide.md``). That is
+    what the chunker cut as Markdown. A JSONL record (``corpus.jsonl#42``), a text file, a
+    session event or an FAQ card was cut and indexed as plain text, and is read as plain
+    text (ask, the chunk view).
+
+    >>> reads_as_markdown({"path": "docs/adr/0001.md"}), reads_as_markdown({"path": "notes.txt"})
+    (True, False)
+    >>> reads_as_markdown({"docId": "42"}, FileOrigin(source_path="corpus.jsonl#42"))
+    False
+    >>> reads_as_markdown({}, FileOrigin(source_path="pool.md"))
+    True
+    """
+    path = metadata.get("path")
+    if not isinstance(path, str):
+        path = getattr(origin, "source_path", None)
+    return isinstance(path, str) and is_markdown_path(path)
 
 
 def path_words(path: str) -> list[str]:
