@@ -173,3 +173,19 @@ def test_a_report_path_that_cannot_be_written_is_one_line_before_the_run(tiny_be
     result = runner.invoke(app, ["eval", str(tiny_beir), "--embedder", "none", "--report", str(blocker / "r.html")])
     assert result.exit_code == 1
     assert result.output.strip() == f"error: --report {blocker / 'r.html'}: cannot write in {blocker}"
+
+
+def test_a_shallow_run_labels_its_recall_by_its_depth(tiny_beir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (stop 43's noticed list): with --depth 3 the runs hold 3 documents, so the
+    column said R@100 for what is recall@3."""
+    monkeypatch.setenv("COLUMNS", "200")
+    report = tmp_path / "report.html"
+    result = runner.invoke(
+        app, ["eval", str(tiny_beir), "--embedder", "fake", "--cache", str(tmp_path / "c"), "--depth", "3",
+              "--strategies", "bm25", "--report", str(report)],
+    )
+    assert result.exit_code == 0, result.output
+    (header,) = [line for line in result.stdout.splitlines() if "nDCG@10" in line and "strategy" in line]
+    assert " R@3 " in header and "R@100" not in header
+    html = report.read_text(encoding="utf-8")
+    assert "<th>recall@3</th>" in html and "recall@100<" not in html

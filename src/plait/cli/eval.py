@@ -20,6 +20,7 @@ from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.collection_settings import read_settings, write_settings
 from plait.errors import ConfigError
+from plait.evaluation.metrics import measure_label
 from plait.evaluation.models import EvalReport, TuneReport
 from plait.evaluation.prepare import prepared
 from plait.evaluation.report import check_report_path, describe, settings_text, write_html
@@ -65,7 +66,8 @@ def _print_eval(report: EvalReport) -> None:
         highlight=False,
     )
     table = Table()
-    for column in ("strategy", "slice", "n", "nDCG@10", "R@10", "R@100", "MRR@10", "settings"):
+    recall = measure_label("recall@100", report.depth, short=True)  # R@20 for --depth 20
+    for column in ("strategy", "slice", "n", "nDCG@10", "R@10", recall, "MRR@10", "settings"):
         table.add_column(column)
     for result in report.strategies:
         if not result.available:

@@ -26,6 +26,7 @@ __all__ = [
     "MEASURES",
     "Run",
     "mean_scores",
+    "measure_label",
     "per_query",
     "run_from_rankings",
 ]
@@ -39,6 +40,20 @@ MEASURES: dict[str, str] = {
     "recall@100": "R@100",
     "mrr@10": "RR@10",
 }
+
+def measure_label(measure: str, depth: int, *, short: bool = False) -> str:
+    """What a table calls report measure ``measure`` (``short``: ir-measures' name, as
+    ``R@100``). A run cut at ``depth`` < 100 documents has recall@100 equal to recall at
+    that depth, and is labelled so.
+
+    >>> measure_label("recall@100", 100), measure_label("recall@100", 20), measure_label("recall@100", 20, short=True)
+    ('recall@100', 'recall@20', 'R@20')
+    """
+    name = MEASURES[measure] if short else measure
+    if measure == "recall@100" and depth < 100:
+        return name.replace("100", str(depth))
+    return name
+
 
 Run = dict[str, dict[str, float]]
 """query id → {document id → score}; a higher score ranks first."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from plait.errors import ConfigError
-from plait.evaluation.metrics import EVAL_INSTALL_HINT, MEASURES
+from plait.evaluation.metrics import EVAL_INSTALL_HINT, MEASURES, measure_label
 from plait.evaluation.models import EvalReport, StrategyResult
 from plait.evaluation.slices import SLICES
 from plait.types import FusionSettings
@@ -72,7 +72,8 @@ def _rows(report: EvalReport) -> list[list[str]]:
     return rows
 
 
-_HEADER = ["strategy", "slice", "queries", *MEASURES, "settings"]
+def _header(depth: int) -> list[str]:
+    return ["strategy", "slice", "queries", *(measure_label(m, depth) for m in MEASURES), "settings"]
 
 
 def render_markdown(report: EvalReport) -> str:
@@ -85,8 +86,8 @@ def render_markdown(report: EvalReport) -> str:
         "",
         f"embedder: `{report.embedder or 'none'}` · depth {report.depth} · metrics: {report.metric_provider}",
         "",
-        "| " + " | ".join(_HEADER) + " |",
-        "|" + "|".join("---" for _ in _HEADER) + "|",
+        "| " + " | ".join(_header(report.depth)) + " |",
+        "|" + "|".join("---" for _ in _header(report.depth)) + "|",
     ]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(report)]
     if report.comparisons:
@@ -123,7 +124,7 @@ def plot_png(report: EvalReport, *, measures: Sequence[str] = _PLOTTED) -> bytes
             ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
         ax.set_xticks(range(len(available)), [r.strategy for r in available], fontsize=8)
         ax.set_ylim(0, 1.05)
-        ax.set_title(f"{report.dataset}: {measure}", fontsize=10)
+        ax.set_title(f"{report.dataset}: {measure_label(measure, report.depth)}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="lower left")
     fig.tight_layout()
@@ -177,7 +178,7 @@ def render_html(report: EvalReport, *, png: bytes | None = None) -> str:
         f"<h1>plait retrieval quality — {html.escape(report.dataset)}</h1>",
         _table([], context),
         "<h2>Strategies per slice</h2>",
-        _table(_HEADER, _rows(report)),
+        _table(_header(report.depth), _rows(report)),
         f"<img alt='metrics per strategy and slice' src='data:image/png;base64,{encoded}'>",
     ]
     if comparisons:
