@@ -136,3 +136,17 @@ def test_a_fractional_grade_is_refused_not_truncated(tmp_path: Path) -> None:
     assert result.output.strip() == (
         f"error: {root / 'qrels' / 'test.tsv'}:2: score '0.5' is not a whole number (grades are integers)"
     )
+
+
+def test_a_pair_graded_twice_differently_is_refused_and_a_repeated_line_is_not(tmp_path: Path) -> None:
+    """Regression (stop 43's noticed list): the later line won silently, so q1's d3 (grade 2
+    on line 3) became a 0 when line 6 repeated the pair with grade 0."""
+    conflicting = _write(tmp_path / "twice", qrels=[*QRELS, ("q1", "d3", 0)])
+    result = runner.invoke(app, ["eval", str(conflicting), "--embedder", "none"])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: {conflicting / 'qrels' / 'test.tsv'}:7: query 'q1', document 'd3' is graded 0 here "
+        "and 2 on line 3; keep one judgement"
+    )
+    repeated = _write(tmp_path / "repeated", qrels=[*QRELS, ("q1", "d3", 2)])
+    _assert_hand_counted(_bm25(repeated)[1])

@@ -47,7 +47,10 @@ class BeirDataset:
 
 
 def _read_qrels(path: Path) -> Qrels:
+    """The judgements of ``path``; a pair judged twice must be judged alike (a repeated
+    line is harmless, two grades for one pair are a mistake in the file: which is meant?)."""
     qrels: Qrels = {}
+    first_line: dict[tuple[str, str], int] = {}
     with path.open(encoding="utf-8-sig") as handle:  # a byte-order mark is not part of the header
         for number, line in enumerate(handle, start=1):
             parts = line.rstrip("\n").split("\t")
@@ -67,7 +70,14 @@ def _read_qrels(path: Path) -> Qrels:
             if not value.is_integer():  # int() would make 0.5 a 0: not relevant, silently
                 raise SourceError(f"{path}:{number}: score {score!r} is not a whole number (grades are integers)")
             grade = int(value)
-            qrels.setdefault(qid, {})[did] = grade
+            judged = qrels.setdefault(qid, {})
+            if did in judged and judged[did] != grade:
+                raise SourceError(
+                    f"{path}:{number}: query {qid!r}, document {did!r} is graded {grade} here "
+                    f"and {judged[did]} on line {first_line[(qid, did)]}; keep one judgement"
+                )
+            first_line.setdefault((qid, did), number)
+            judged[did] = grade
     return qrels
 
 
