@@ -122,20 +122,28 @@ def _vector_text(vector: np.ndarray | None) -> str | None:
 
 
 def export_collection(
-    store: Store, collection: str, path: str | Path, *, overwrite: bool = False, embedder: str | None = None
+    store: Store,
+    collection: str,
+    path: str | Path,
+    *,
+    overwrite: bool = False,
+    embedder: str | None = None,
+    embedder_is_default: bool = False,
 ) -> ArchiveReport:
     """Write ``collection`` to an archive at ``path`` (``.zst``: zstd-compressed); an
     existing file there is replaced only with ``overwrite``.
 
     ``embedder`` (a name, as ``--embedder``) must be the model of the collection's vectors
     (:class:`~plait.errors.ModelMismatchError` otherwise, nothing written); a collection
-    never embedded records it as its embedder in the archive (see the module docstring)."""
+    never embedded records it as its embedder in the archive (see the module docstring).
+    ``embedder_is_default``: it is ``PLAIT_EMBEDDER``'s, not named for this export; another
+    model is then left out (:mod:`plait.carried_model`)."""
     info = store.get_collection(collection)
     if info is None:
         raise NotFoundError(f"collection {collection!r} does not exist")
     settings = portable_settings(store, collection)
     if embedder is not None:
-        record = collection_embedder(store, collection, embedder, action="an export")
+        record = collection_embedder(store, collection, embedder, action="an export", default=embedder_is_default)
         if record is not None:  # a collection never embedded
             settings = {**settings, "embedder": embedder.strip().lower()}
     target = Path(path)
@@ -327,13 +335,15 @@ def _validate(path: Path) -> dict[str, Any]:
     return header
 
 
-def _embedder_to_record(path: Path, header: dict[str, Any], name: str) -> Embedder | None:
+def _embedder_to_record(path: Path, header: dict[str, Any], name: str, *, default: bool) -> Embedder | None:
     """The embedder called ``name`` when it fits the archive (see the module docstring):
     None for the archive's own model (nothing to record), the embedder to record for an
     archive with no model. Raises :class:`ModelMismatchError` when it does not fit."""
     model = header["embedder"]
     carried = VectorModel(model.get("provider"), model.get("model"), model.get("dimension"), header["settings"].get("embedder"))
-    return carried_embedder(name, carried, vectors=f"{path}: the archive's vectors", owner="the archive's", action="an import")
+    return carried_embedder(
+        name, carried, vectors=f"{path}: the archive's vectors", owner="the archive's", action="an import", default=default
+    )
 
 
 def import_collection(
@@ -343,15 +353,18 @@ def import_collection(
     collection: str | None = None,
     replace: bool = False,
     embedder: str | None = None,
+    embedder_is_default: bool = False,
 ) -> ArchiveReport:
     """Import an archive into ``store`` (as ``collection``, default the archive's name).
 
     ``embedder`` (a name, as ``--embedder``) must be the model of the archive's vectors
     (:class:`ModelMismatchError` otherwise, nothing written); an archive with no model
-    records it as the collection's embedder (see the module docstring)."""
+    records it as the collection's embedder (see the module docstring).
+    ``embedder_is_default``: it is ``PLAIT_EMBEDDER``'s, not named for this import; another
+    model is then left out (:mod:`plait.carried_model`)."""
     source = Path(path)
     header = _validate(source)
-    record = None if embedder is None else _embedder_to_record(source, header, embedder)
+    record = None if embedder is None else _embedder_to_record(source, header, embedder, default=embedder_is_default)
     name = collection or header["collection"]
     existing = store.get_collection(name)
     if existing is not None and (existing.chunks or existing.sources) and not replace:

@@ -7,6 +7,12 @@ they come from — the recorded provider and model, and the dimension where the 
 knows one before a call. :func:`carried_embedder` says whether it is, and refuses it with
 a one-line :class:`~plait.errors.ModelMismatchError` when it is not (a collection's vectors
 come from one model).
+
+Only a name given to the command is checked so. ``PLAIT_EMBEDDER`` alone (``default``) is
+the model the user indexes and searches with, not a statement about these vectors: a
+global ``PLAIT_EMBEDDER=e5`` must not refuse to copy a MiniLM collection. Another model is
+then left out (the vectors keep their own); it is still recorded for a collection that
+was never embedded, as a first index would record it.
 """
 
 from __future__ import annotations
@@ -50,12 +56,16 @@ def _fits(embedder: Embedder | None, model: VectorModel) -> bool:
     return same and (None in dimensions or dimensions[0] == dimensions[1])
 
 
-def carried_embedder(name: str, model: VectorModel, *, vectors: str, owner: str, action: str) -> Embedder | None:
+def carried_embedder(
+    name: str, model: VectorModel, *, vectors: str, owner: str, action: str, default: bool = False
+) -> Embedder | None:
     """The embedder called ``name``, checked against the vectors' ``model``: None when it
     is their model (nothing to record), the embedder itself (None for ``"none"``) when there
     is no model (the caller may record it, as a first index would). Raises
-    :class:`ModelMismatchError` when it is another model, or ``"none"`` for vectors;
-    an unknown name is a :class:`~plait.errors.ConfigError`. Nothing is loaded here.
+    :class:`ModelMismatchError` when it is another model, or ``"none"`` for vectors, unless
+    ``default`` (the name is ``PLAIT_EMBEDDER``'s, not the command's: see the module
+    docstring), which returns None then; an unknown name is a
+    :class:`~plait.errors.ConfigError`. Nothing is loaded here.
 
     The message reads "{vectors} are from M; embedder 'X' is N. A collection's vectors come
     from one model and {action} embeds nothing: leave the embedder out, or name {owner},
@@ -65,7 +75,7 @@ def carried_embedder(name: str, model: VectorModel, *, vectors: str, owner: str,
     embedder = make_embedder(name)  # an unknown name: ConfigError; nothing is loaded here
     if model.model is None:
         return embedder
-    if _fits(embedder, model):
+    if _fits(embedder, model) or default:
         return None
     wanted = "none (no vectors)" if embedder is None else _identity(embedder.provider, embedder.model, embedder.dimension)
     recorded = model.recorded
@@ -80,11 +90,14 @@ def carried_embedder(name: str, model: VectorModel, *, vectors: str, owner: str,
     )
 
 
-def collection_embedder(store: Store, collection: str, embedder: str, *, action: str) -> Embedder | None:
+def collection_embedder(
+    store: Store, collection: str, embedder: str, *, action: str, default: bool = False
+) -> Embedder | None:
     """The embedder called ``embedder``, checked against the vectors of ``collection`` for
-    ``action`` (``"a copy"``, ``"an export"``), as :func:`carried_embedder`: None when it
-    is their model (or the collection does not exist: the caller says so), the embedder to
-    record when the collection was never embedded. Writes nothing."""
+    ``action`` (``"a copy"``, ``"an export"``), as :func:`carried_embedder` (``default``:
+    it is ``PLAIT_EMBEDDER``'s): None when it is their model (or the collection does not
+    exist: the caller says so), the embedder to record when the collection was never
+    embedded. Writes nothing."""
     info = store.get_collection(collection)
     if info is None:
         return None
@@ -92,12 +105,13 @@ def collection_embedder(store: Store, collection: str, embedder: str, *, action:
         info.embedder_provider, info.embedder_model, info.dimension, read_settings(store, collection).embedder
     )
     return carried_embedder(
-        embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action=action
+        embedder, model, vectors=f"the vectors of collection {collection!r}", owner="the collection's", action=action,
+        default=default,
     )
 
 
-def check_copy_embedder(source: Store, collection: str, embedder: str) -> Embedder | None:
+def check_copy_embedder(source: Store, collection: str, embedder: str, *, default: bool = False) -> Embedder | None:
     """:func:`collection_embedder` for a copy of ``collection`` (see the module docstring):
     raises :class:`~plait.errors.ModelMismatchError` for another model, or ``"none"`` for a
-    collection with vectors."""
-    return collection_embedder(source, collection, embedder, action="a copy")
+    collection with vectors, unless ``default``."""
+    return collection_embedder(source, collection, embedder, action="a copy", default=default)

@@ -318,6 +318,7 @@ def copy_collection(
     batch_chunks: int = 2000,
     progress: CopyProgress | None = None,
     embedder: str | None = None,
+    embedder_is_default: bool = False,
 ) -> CopyReport:
     """Copy ``collection`` from ``source`` to ``target`` (as ``target_name``, default the
     same name); see the module docstring. Raises :class:`ConflictError` for a non-empty
@@ -327,11 +328,13 @@ def copy_collection(
 
     ``embedder`` (a name, as ``--embedder``) must be the model of the collection's vectors
     (:class:`~plait.errors.ModelMismatchError` otherwise, nothing written); a collection
-    never embedded records it on the copy (:func:`check_copy_embedder`)."""
+    never embedded records it on the copy (:func:`check_copy_embedder`).
+    ``embedder_is_default``: it is ``PLAIT_EMBEDDER``'s, not named for this copy; another
+    model is then left out (:mod:`plait.carried_model`)."""
     name = target_name or collection
     if batch_chunks < 1:
         raise ValidationError(f"batch_chunks must be at least 1, got {batch_chunks}")
-    record = None if embedder is None else check_copy_embedder(source, collection, embedder)  # reads only
+    record = None if embedder is None else check_copy_embedder(source, collection, embedder, default=embedder_is_default)
     sameness = store_sameness(source, target)
     shared = sameness == "same"
     if shared and name == collection:

@@ -257,16 +257,19 @@ class Plait(IndexingMixin, QueryingMixin):
         replace: bool = False,
         verify: bool = True,
         progress: CopyProgress | None = None,
+        embedder: str | None = None,
     ) -> CopyReport:
         """Copy a collection from this engine's store to ``target`` (a store or its URL)
-        with no embedding call, resumably, verified at the end (:mod:`plait.copying`)."""
+        with no embedding call, resumably, verified at the end (:mod:`plait.copying`).
+        ``embedder`` (a name) must be the model of the collection's vectors; a collection
+        never embedded records it on the copy."""
         from plait.copying import copy_collection
 
         opened = open_store(target) if isinstance(target, str) else target
         try:
             return copy_collection(
                 self.store, opened, collection, target_name=target_collection,
-                replace=replace, verify=verify, progress=progress,
+                replace=replace, verify=verify, progress=progress, embedder=embedder,
             )
         finally:
             if isinstance(target, str):

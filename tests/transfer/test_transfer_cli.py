@@ -224,8 +224,8 @@ def test_import_of_an_archive_without_vectors_records_the_embedder(tmp_path: Pat
 
 def test_copy_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
     """``plait copy --embedder X`` was accepted and ignored (``del embedder``): the vectors
-    went over whatever X was. A copy embeds nothing, so X (or ``PLAIT_EMBEDDER``) must be
-    the model of every copied collection's vectors; another one is a one-line error before
+    went over whatever X was. A copy embeds nothing, so X must be the model of every
+    copied collection's vectors; another one is a one-line error before
     the target is opened — no store file left, no collection copied, a --replace target
     untouched. A matching one copies as before."""
     source = str(tmp_path / "from.db")
@@ -249,8 +249,6 @@ def test_copy_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
         "fake/hash-64 (64-d). A collection's vectors come from one model and a copy embeds nothing: leave "
         "the embedder out\n",
     ), everything.output
-    from_env = runner.invoke(app, ["copy", "--from", source, "--to", str(target), "-c", "kb"], env={"PLAIT_EMBEDDER": "none"})
-    assert from_env.exit_code == 1 and "embedder 'none' is none (no vectors)" in from_env.stderr
     assert not target.exists()  # nothing written, no store left behind
     with Plait(str(target), embedder="fake") as engine:
         engine.index_documents(documents({"z": "zebra crossing"}), collection="kb")
@@ -268,8 +266,7 @@ def test_copy_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
 
 def test_export_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
     """``plait export --embedder X`` was accepted and ignored (``del embedder``): the archive
-    carried the collection's vectors whatever X was. X (or ``PLAIT_EMBEDDER``) must be their
-    model; another one is a one-line error with no file written or replaced. A matching one
+    carried the collection's vectors whatever X was. X must be their model; another one is a one-line error with no file written or replaced. A matching one
     exports as before; a collection never embedded takes X, and an import of its archive
     embeds with it."""
     source = str(tmp_path / "from.db")
@@ -283,8 +280,6 @@ def test_export_embedder_must_be_the_collections_model(tmp_path: Path) -> None:
         "local/multilingual-e5-small (384-d). A collection's vectors come from one model and an export embeds "
         "nothing: leave the embedder out, or name the collection's, 'fake'\n",
     ), done.output
-    from_env = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive)], env={"PLAIT_EMBEDDER": "none"})
-    assert from_env.exit_code == 1 and "embedder 'none' is none (no vectors)" in from_env.stderr
     assert not archive.exists()  # no file left behind
     notes = tmp_path / "notes.jsonl"
     notes.write_text("my notes\n", encoding="utf-8")
@@ -335,3 +330,61 @@ def test_backup_refuses_collection_and_embedder_flags_not_their_env(tmp_path: Pa
     assert json.loads(done.stdout)["bytes"] == snap.stat().st_size
     with Plait(str(snap), embedder=FakeEmbedder(dimension=16)) as restored:
         assert [(c.name, c.chunks) for c in restored.collections()] == [("kb", 5), ("other", 1)]
+
+
+def test_plait_embedder_alone_does_not_refuse_another_model_s_vectors(tmp_path: Path) -> None:
+    """Regression (stop 43's noticed list): ``PLAIT_EMBEDDER`` was checked as if named on
+    the command, so a global ``PLAIT_EMBEDDER=e5`` (the model one indexes with) refused to
+    copy, export or import a collection of fake/hash-64 vectors. Alone it only records the
+    embedder of a collection never embedded; ``--embedder`` is still checked."""
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder="fake") as engine:  # fake/hash-64, 64-d
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    with Plait(source, embedder="none") as engine:  # never embedded
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="plain")
+    env = {"PLAIT_EMBEDDER": "e5"}
+    copied = runner.invoke(app, ["copy", "--from", source, "--to", str(tmp_path / "to.db"), "--json"], env=env)
+    assert copied.exit_code == 0, copied.output
+    assert [(r["collection"], r["vectorsCopied"], r["verification"]["ok"]) for r in json.loads(copied.stdout)] == [
+        ("kb", 5, True), ("plain", 0, True)
+    ]
+    archive = tmp_path / "kb.jsonl"
+    exported = runner.invoke(app, ["export", "--store", source, "-c", "kb", "-o", str(archive), "--json"], env=env)
+    assert exported.exit_code == 0, exported.output
+    imported = runner.invoke(app, ["import", str(archive), "--store", str(tmp_path / "in.db"), "--json"], env=env)
+    assert imported.exit_code == 0, imported.output
+    for store in (tmp_path / "to.db", tmp_path / "in.db"):  # the vectors keep their own model
+        infos = json.loads(runner.invoke(app, ["collections", "--store", str(store), "--json"]).stdout)
+        kb = next(i for i in infos if i["name"] == "kb")
+        assert (kb["embedderProvider"], kb["embedderModel"], kb["dimension"]) == ("fake", "hash-64", 64)
+    [plain] = [i for i in json.loads(runner.invoke(app, ["collections", "--store", str(tmp_path / "to.db"), "--json"]).stdout)
+               if i["name"] == "plain"]
+    assert (plain["embedderProvider"], plain["embedderModel"]) == ("local", "multilingual-e5-small")  # recorded
+    named = runner.invoke(app, ["copy", "--from", source, "--to", str(tmp_path / "x.db"), "-c", "kb", "--embedder", "e5"])
+    assert named.exit_code == 1 and "embedder 'e5' is local/multilingual-e5-small (384-d)" in named.stderr
+
+
+def test_copy_of_a_named_collection_the_source_lacks_copies_nothing(tmp_path: Path) -> None:
+    """Regression (stop 43's noticed list): ``plait copy -c kb -c typo`` copied kb, then
+    failed on typo, leaving half of what was asked done."""
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder="fake") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+    target = tmp_path / "to.db"
+    done = runner.invoke(app, ["copy", "--from", source, "--to", str(target), "-c", "kb", "-c", "typo", "-c", "gone"])
+    assert (done.exit_code, done.stderr) == (1, "error: collections 'typo', 'gone' do not exist in the source store; nothing copied\n")
+    assert not target.exists()
+    twice = runner.invoke(app, ["copy", "--from", source, "--to", str(target), "-c", "kb", "-c", "kb", "--json"])
+    assert twice.exit_code == 0, twice.output
+    assert [r["collection"] for r in json.loads(twice.stdout)] == ["kb"]  # named twice, copied once
+
+
+def test_the_python_copy_takes_an_embedder_as_the_cli_does(tmp_path: Path) -> None:
+    """``Plait.copy_collection`` had no ``embedder``: a never-embedded collection could not
+    be given its model on a copy from Python, as ``plait copy --embedder`` gives it."""
+    with Plait(str(tmp_path / "from.db"), embedder="none") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="plain")
+        report = engine.copy_collection(str(tmp_path / "to.db"), collection="plain", embedder="fake")
+    assert report.verification is not None and report.verification.ok
+    with Plait(str(tmp_path / "to.db")) as copied:
+        assert copied.embedder_for("plain")[1] == "fake"

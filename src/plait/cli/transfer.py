@@ -58,7 +58,9 @@ def copy(
     from_store: Annotated[str | None, typer.Option("--from", help="Source store (default --store / PLAIT_STORE).")] = None,
     to_store: Annotated[str, typer.Option("--to", help="Target store URL (SQLite path, postgresql://…, milvus://…).")] = "",
     collection: Annotated[
-        list[str] | None, typer.Option("--collection", "-c", help="Collection(s) to copy (default: all of them).")
+        list[str] | None, typer.Option(
+            "--collection", "-c", help="Collection(s) to copy (default: all of them; PLAIT_COLLECTION does not narrow a copy)."
+        )
     ] = None,
     target_name: Annotated[
         str | None,
@@ -71,7 +73,8 @@ def copy(
         typer.Option(
             "--embedder",
             help="Must be the model of the copied collections' vectors (a copy embeds nothing); a "
-            "collection never embedded records it on the copy (env PLAIT_EMBEDDER).",
+            "collection never embedded records it on the copy. PLAIT_EMBEDDER alone only records: "
+            "it does not refuse another model's vectors.",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -86,14 +89,20 @@ def copy(
     if target_name is not None and len(collection or []) != 1:
         fail("--as NAME needs exactly one --collection")
     settings = Settings.resolve(store=from_store or store, embedder=embedder)
-    chosen = settings.embedder
+    chosen, default = settings.embedder, embedder is None  # default: PLAIT_EMBEDDER's, not the flag's
     with _opened(debug, settings.store, create=False) as source:
-        names = collection or [c.name for c in source.list_collections()]
+        names = list(dict.fromkeys(collection or [c.name for c in source.list_collections()]))
+        missing = [name for name in names if source.get_collection(name) is None]
+        if missing:  # before anything is copied: 'copy -c a -c typo' copied a, then failed
+            which = f"collection {missing[0]!r} does" if len(missing) == 1 else f"collections {', '.join(map(repr, missing))} do"
+            fail(f"{which} not exist in the source store; nothing copied")
         if chosen is not None:  # every collection is checked before the target is opened
             for name in names:
-                _run(debug, partial(check_copy_embedder, source, name, chosen))
+                _run(debug, partial(check_copy_embedder, source, name, chosen, default=default))
         with _opened(debug, to_store, create=True) as target:
-            reports = _copy_each(debug, source, target, names, target_name, replace, chosen, as_json=as_json)
+            reports = _copy_each(
+                debug, source, target, names, target_name, replace, chosen, default=default, as_json=as_json
+            )
     if as_json:
         _print_json([to_json(r) for r in reports])
         return
@@ -124,6 +133,7 @@ def _copy_each(
     replace: bool,
     embedder: str | None,
     *,
+    default: bool,
     as_json: bool,
 ) -> list[CopyReport]:
     """Copy the collections ``names`` one by one, with a progress bar on a terminal."""
@@ -143,7 +153,8 @@ def _copy_each(
 
             def one(name: str = name, tick: CopyProgress = tick) -> CopyReport:
                 return copy_collection(
-                    source, target, name, target_name=target_name, replace=replace, progress=tick, embedder=embedder
+                    source, target, name, target_name=target_name, replace=replace, progress=tick, embedder=embedder,
+                    embedder_is_default=default,
                 )
 
             reports.append(_run(debug, one))
@@ -160,7 +171,8 @@ def export(
         typer.Option(
             "--embedder",
             help="Must be the model of the collection's vectors (an export embeds nothing); a "
-            "collection never embedded records it in the archive (env PLAIT_EMBEDDER).",
+            "collection never embedded records it in the archive. PLAIT_EMBEDDER alone only "
+            "records: it does not refuse another model's vectors.",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -174,7 +186,8 @@ def export(
         debug,
         settings.store,
         lambda opened: export_collection(
-            opened, settings.collection, output, overwrite=overwrite, embedder=settings.embedder
+            opened, settings.collection, output, overwrite=overwrite, embedder=settings.embedder,
+            embedder_is_default=embedder is None,
         ),
         create=False,
     )
@@ -189,13 +202,20 @@ def import_(
     archive: Annotated[Path, typer.Argument(help="An archive written by plait export.")],
     replace: ReplaceOpt = False,
     store: StoreOpt = None,
-    collection: CollectionOpt = None,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection", "-c",
+            help="Import under this name (default: the archive's collection; PLAIT_COLLECTION does not rename it).",
+        ),
+    ] = None,
     embedder: Annotated[
         str | None,
         typer.Option(
             "--embedder",
             help="Must be the model of the archive's vectors (an import embeds nothing); an archive "
-            "without vectors records it as the collection's embedder (env PLAIT_EMBEDDER).",
+            "without vectors records it as the collection's embedder. PLAIT_EMBEDDER alone only "
+            "records: it does not refuse another model's vectors.",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -209,7 +229,8 @@ def import_(
         debug,
         settings.store,
         lambda opened: import_collection(
-            opened, archive, collection=collection, replace=replace, embedder=settings.embedder
+            opened, archive, collection=collection, replace=replace, embedder=settings.embedder,
+            embedder_is_default=embedder is None,
         ),
         create=True,
     )
