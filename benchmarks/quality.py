@@ -14,11 +14,14 @@ to a single arm. It writes, per run, ``benchmarks/results/quality-<dataset>-<emb
 ``.json`` (everything) and ``.html`` (table + plot), and for all runs
 ``quality-summary.md`` and ``quality-summary.json`` (tables, targets, losses).
 
-The default runs are ``scifact:none scifact:minilm faquad-pt:e5 faquad-pt:minilm``: the
-committed figures. ``scifact:e5`` (the default embedder on SciFact) is left out of the
-default because on 2 shared CPU cores e5 embeds SciFact's 9,121 chunks at about 1 per
-second (2.5 hours) the first time; add it with ``--runs scifact:e5``. MiniLM took 42
-minutes for the same corpus; with a warm cache a SciFact run takes about a minute.
+The default runs are ``scifact:none scifact:e5-minilm faquad-pt:e5-minilm scifact:e5
+scifact:minilm faquad-pt:e5 faquad-pt:minilm``: the committed figures, the default embedder
+(``e5-minilm``) first. ``e5-minilm`` is e5 and MiniLM side by side, and the cache keeps each
+model's vectors under its own name, so its runs and the e5 and MiniLM runs of the same
+dataset embed each passage once per model whichever comes first; each run's seconds (indexing
+included) are in the summary. Each run records the commit it measured (``+dirty`` when
+``src/`` or ``benchmarks/``, results aside, differ from it) and the load average at its start
+and end.
 Results of runs given on the command line replace only those runs' files; the summary
 is rebuilt from every ``quality-*.json`` present.
 """
@@ -27,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,7 +51,10 @@ from plait.evaluation.tuner import OVERFETCH, tune
 from plait.types import FusionSettings, to_json
 
 RESULTS = ROOT / "benchmarks" / "results"
-DEFAULT_RUNS = ("scifact:none", "scifact:minilm", "faquad-pt:e5", "faquad-pt:minilm")
+DEFAULT_RUNS = (
+    "scifact:none", "scifact:e5-minilm", "faquad-pt:e5-minilm", "scifact:e5", "scifact:minilm",
+    "faquad-pt:e5", "faquad-pt:minilm",
+)
 #: Published BM25 nDCG@10 on SciFact test (BEIR paper; Pyserini flat index).
 #: The hybrid strategy the targets apply to: the engine's default fusion method.
 DEFAULT_HYBRID = FusionSettings().method.value
@@ -123,7 +131,8 @@ def loss_analysis(outcome: EvalOutcome, qrels: dict[str, dict[str, int]], querie
 def run_one(dataset: str, embedder: str, *, data: Path, cache: Path | None, folds: int) -> dict[str, Any]:
     """Evaluate (and tune, with a dense arm) one dataset with one embedder."""
     started = time.perf_counter()
-    print(f"[{dataset}:{embedder}] indexing…", flush=True)
+    load_start, commit = os.getloadavg()[0], _commit()
+    print(f"[{dataset}:{embedder}] indexing at {commit}…", flush=True)
     with prepared(data / dataset, split="test", embedder=embedder, cache=cache) as ready:
         print(f"[{dataset}:{embedder}] indexed: {ready.index.chunks_added} chunks, cache {ready.cache}", flush=True)
         outcome = evaluate(
@@ -157,10 +166,26 @@ def run_one(dataset: str, embedder: str, *, data: Path, cache: Path | None, fold
         "tune": to_json(tuned) if tuned else None,
         "losses": losses,
         "seconds": round(time.perf_counter() - started, 1),
+        "commit": commit,
+        "loadAverage": {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)},
     }
     (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"[{dataset}:{embedder}] done in {payload['seconds']}s", flush=True)
     return payload
+
+
+def _commit() -> str:
+    """The short commit the run measures, ``+dirty`` when tracked code differs from it."""
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+        except OSError:
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks", ":(exclude)benchmarks/results")
+    return head + ("+dirty" if changed else "")
 
 
 def _reranker() -> Any:
@@ -230,9 +255,12 @@ def summary(payloads: list[dict[str, Any]]) -> str:
         report = EvalReport.model_validate(payload["report"])
         lines += ["", f"## `{payload['run']}`", "", render_markdown(report).rstrip()]
         machine = report.machine
+        load = payload.get("loadAverage")
         measured = (
-            f"Measured {report.date} on {machine.get('cpu')} ({machine.get('cores')} cores), "
-            f"{payload['seconds']} s including indexing; embedding cache {report.cache or 'not used'}."
+            f"Measured {report.date} at commit {payload.get('commit', 'unrecorded')} on {machine.get('cpu')} "
+            f"({machine.get('cores')} cores), {payload['seconds']} s including indexing"
+            + (f" (1-minute load average {load['start']} at the start, {load['end']} at the end)" if load else "")
+            + f"; embedding cache {report.cache or 'not used'}."
         )
         lines += ["", measured]
         tuned = payload.get("tune")
