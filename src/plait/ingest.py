@@ -53,7 +53,7 @@ from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.events import EngineEvents
 from plait.fields import embedding_text
-from plait.sources.base import Scan, SourceDocument, kept_skip
+from plait.sources.base import Scan, SourceDocument, Subtree, kept_skip
 from plait.stored_chunk import stored_chunk
 from plait.stores.base import ChunkState, SourceInfo, Store
 from plait.types import (
@@ -357,6 +357,7 @@ class Indexer:
         progress: Progress | None = None,
         root: str | None = None,
         scope: str | None = None,
+        subtree: Subtree | None = None,
         allow_empty: bool = False,
         backfill: bool = True,
         embed_progress: BackfillProgress | None = None,
@@ -365,7 +366,8 @@ class Indexer:
         """Index every document; never raises for a provider failure.
 
         ``root`` (a recorded root's key) makes the run a sync of that root: see the
-        module docstring. ``scope`` restricts the run, deletions included, to one scope.
+        module docstring. ``scope`` restricts the run, deletions included, to one scope;
+        ``subtree`` (source ids as paths) to part of the root, skipped files included.
         A root that yields no source where the index holds some (a moved or emptied
         folder, an emptied JSONL file), or whose walk hit an unreadable folder, deletes
         nothing unless ``allow_empty``: the kept sources are reported as skipped. A
@@ -397,13 +399,14 @@ class Indexer:
         if root is not None:
             run.sources = {s.source_id: s for s in self.store.list_sources(collection)}
         owners = {k: s.root for k, s in (run.sources or {}).items()}
+        inside: Callable[[str], bool] = subtree.holds if subtree is not None else lambda _path: True
         conflicts: list[SkippedSource] = []
         yielded: set[str] = set()
         in_scope = 0
         batch: list[tuple[SourceDocument, list[Chunk]]] = []
         pending = 0
         for doc in documents:
-            if scope is not None and doc.scope != scope:
+            if (scope is not None and doc.scope != scope) or not inside(doc.source_id):
                 continue
             in_scope += 1
             owner = owners.get(doc.source_id, "")
@@ -429,10 +432,11 @@ class Indexer:
         unread = documents.unread if isinstance(documents, Scan) else set()
         held: set[str] = set()
         if root is not None:
-            stale = [s for s in self.store.list_sources(collection, scope, root=root) if s.source_id not in yielded]
+            stored = self.store.list_sources(collection, scope, root=root)
+            stale = [s for s in stored if s.source_id not in yielded and inside(s.source_id)]
             held = {s.source_id for s in stale if s.source_id in unread}
             stale = [s for s in stale if s.source_id not in held]
-            walk_failed = isinstance(documents, Scan) and bool(documents.walk_errors)
+            walk_failed = isinstance(documents, Scan) and any(inside(f"{f}/") for f in documents.walk_errors)
             if stale and not allow_empty and (walk_failed or in_scope == 0):
                 why = (
                     "part of the root could not be read"
@@ -458,10 +462,10 @@ class Indexer:
         skipped = [kept_skip(item) if item.path in held else item for item in skipped]
         if scope is not None and isinstance(documents, Scan):
             skipped = [item for item in skipped if _skipped_scope(item.path, documents, run) in (None, scope)]
-        skipped += conflicts
+        skipped = [item for item in skipped if inside(item.path)] + conflicts
         by_type = dict(documents.skipped_by_type) if isinstance(documents, Scan) else {}
         seen = documents.seen if isinstance(documents, Scan) else run.docs
-        if scope is not None:
+        if scope is not None or subtree is not None:
             seen = in_scope + len(skipped) - len(conflicts)
         skipped += kept
         now = datetime.now(UTC).isoformat(timespec="seconds")

@@ -169,13 +169,20 @@ class EngineBase:
         return chosen
 
     def _walker(self, collection: str) -> Callable[[Mapping[str, Any]], RootWalk]:
-        """What a recorded root yields now, from the walk cache (see :mod:`plait.sources.walks`)."""
+        """What a recorded root yields now, from the walk cache (see :mod:`plait.sources.walks`):
+        what its runs read, the folders of the recorded roots nested inside it left out
+        (:func:`plait.sources.nesting.subtree_of`)."""
         from plait.coverage import _chunk_keys
+        from plait.sources.nesting import subtree_of
 
         state = collection_state(self.store, collection)
         keys = _chunk_keys(self.chunk_settings)
+        recorded = self.recorded_roots(collection)
 
         def walk(root: Mapping[str, Any]) -> RootWalk:
-            return self.walks.get(root, state=state, chunk_keys=keys, settings_key=self.chunk_settings)
+            subtree, _ = subtree_of(root, recorded)
+            return self.walks.get(
+                root, state=state, chunk_keys=keys, settings_key=self.chunk_settings, subtree=subtree
+            )
 
         return walk

@@ -18,6 +18,7 @@ from plait.service_base import CUSTOM as _CUSTOM
 from plait.service_base import NONE as _NONE
 from plait.service_base import EngineBase
 from plait.sources.base import Scan, SourceDocument
+from plait.sources.nesting import check_part, enclosing_root, relative_folder, subtree_of
 from plait.sources.roots import describe_root, open_root, root_key
 from plait.sources.sessions import DEFAULT_SESSION_SCOPE
 from plait.types import IndexReport
@@ -74,29 +75,41 @@ class IndexingMixin(EngineBase):
     def _index_root(
         self,
         collection: str,
-        root: dict[str, Any],
+        root: Mapping[str, Any],
         progress: Progress | None,
         *,
+        under: str = "",
         allow_empty: bool = False,
         backfill: bool,
         embed_progress: BackfillProgress | None,
         stop: threading.Event | None,
     ) -> IndexReport:
-        scan = open_root(root).scan()
+        """Index ``root`` and record it; with ``under`` (a folder of it, ending in ``/``)
+        only that folder, as part of the recorded ``root``. Either way the folders of the
+        recorded roots nested inside are left to them (:mod:`plait.sources.nesting`)."""
+        subtree, left = subtree_of(root, self._recorded(collection), under=under)
+        scan = open_root(root, subtree).scan()
         indexer, name = self._indexer(collection)
         self.store.ensure_collection(collection)
-        self._remember(collection, name, root)
+        self._remember(collection, name, None if under else root)
         report = indexer.index(
             collection,
             scan,
             progress=progress,
             root=root_key(root),
+            subtree=subtree,
             allow_empty=allow_empty,
             backfill=backfill,
             embed_progress=embed_progress,
             stop=stop,
         )
+        part_of = str(root.get("path")) if under else None
+        report = report.model_copy(update={"part_of_root": part_of, "nested_roots_left": left})
         return self._estimate_arms(collection, report)
+
+    def _recorded(self, collection: str) -> list[dict[str, Any]]:
+        """The collection's recorded roots; none when it does not exist yet."""
+        return self.recorded_roots(collection) if self.store.get_collection(collection) is not None else []
 
     def _estimate_arms(self, collection: str, report: IndexReport, *, force: bool = False) -> IndexReport:
         """After a run: count the chunks it changed (``chunkChanges``, :mod:`plait.staleness`),
@@ -200,12 +213,25 @@ class IndexingMixin(EngineBase):
         recorded, and indexing it again deletes the chunks of files it no longer has —
         unless it now yields none at all or part of it cannot be read (then nothing is
         deleted and the kept sources are reported as skipped; ``allow_empty`` deletes).
+
+        A file is indexed once, under one recorded root (:mod:`plait.sources.nesting`): a
+        folder inside a recorded root of the same kind and ref is indexed as part of it —
+        its options, its source ids, the run (deletions included) restricted to the folder,
+        the report's ``part_of_root`` naming it; options that differ from the root's are
+        refused (:class:`~plait.errors.ConflictError`) — and a root's runs leave the
+        folders of the recorded roots inside it to them (``nested_roots_left``).
         """
-        root = describe_root(
+        root: Mapping[str, Any] = describe_root(
             path, ref=ref, globs=globs, scope_rules=scope_rules, max_bytes=max_bytes, scope=scope
         )
+        outer = enclosing_root(root, self._recorded(collection))
+        if outer is not None:
+            check_part(root, outer, collection=collection)
+            root, under = outer, relative_folder(str(root["path"]), outer)
+        else:
+            under = ""
         return self._index_root(
-            collection, root, progress, allow_empty=allow_empty, backfill=backfill,
+            collection, root, progress, under=under, allow_empty=allow_empty, backfill=backfill,
             embed_progress=embed_progress, stop=stop,
         )
 
@@ -334,12 +360,13 @@ class IndexingMixin(EngineBase):
         embedded (``backfill``, ``embed_progress`` and ``stop`` as for :meth:`index`).
 
         Unchanged chunks keep their vectors (no embedding call); sources a root no longer
-        yields lose their chunks. ``scope`` and ``source`` (a recorded root's path) narrow
-        the run. ``full`` embeds every chunk of the selected roots' sources (of ``scope``
-        when given) again, unchanged ones included, reusing no stored vector; each source
-        is still replaced in one store write, old chunks and vectors or new, so a run
-        killed at any point leaves no source empty or half-written, and running it again
-        completes. Its report counts chunks as an incremental run does (``chunksUnchanged``
+        yields lose their chunks; a root leaves the folders of the recorded roots nested
+        inside it to them (``nested_roots_left``, :mod:`plait.sources.nesting`). ``scope``
+        and ``source`` (a recorded root's path) narrow the run. ``full`` embeds every chunk
+        of the selected roots' sources (of ``scope`` when given) again, unchanged ones
+        included, reusing no stored vector; each source is still replaced in one store
+        write, old chunks and vectors or new, so a run killed at any point leaves no source
+        empty or half-written, and running it again completes. Its report counts chunks as an incremental run does (``chunksUnchanged``
         for same id and content, whose vectors were overwritten) and ``embedding.embedded``
         says how many texts were embedded; it is not ``complete`` when the embedder failed
         before everything was embedded again. A root that yields no source where the
@@ -375,21 +402,24 @@ class IndexingMixin(EngineBase):
                     f"{', '.join(known) or 'none'}); a reindex without a scope picks up new sources of any scope"
                 )
         roots = self.recorded_roots(collection, source=source)
+        recorded = self.recorded_roots(collection) if source is not None else roots
         indexer, _ = self._indexer(collection, reuse_vectors=not full)
         if roots:
             self._remember(collection, None, None)
         report: IndexReport | None = None
         for root in roots:
-            scan = open_root(root).scan()
+            subtree, left = subtree_of(root, recorded)  # the roots nested inside keep their files
+            scan = open_root(root, subtree).scan()
             part = indexer.index(
                 collection,
                 scan,
                 progress=progress,
                 root=root_key(root),
                 scope=scope,
+                subtree=subtree,
                 allow_empty=allow_empty,
                 backfill=False,
-            )
+            ).model_copy(update={"nested_roots_left": left})
             report = part if report is None else _merge(report, part)
         if backfill or report is None:
             filled = indexer.backfill_report(collection, progress=embed_progress, stop=stop)
@@ -506,6 +536,8 @@ def _merge(a: IndexReport, b: IndexReport) -> IndexReport:
         skipped_by_type=by_type,
         adr_folders=adr_folders,
         untracked=[*a.untracked, *b.untracked],
+        part_of_root=a.part_of_root or b.part_of_root,
+        nested_roots_left=[*a.nested_roots_left, *b.nested_roots_left],
         added_sources=[*a.added_sources, *b.added_sources],
         changed_sources=[*a.changed_sources, *b.changed_sources],
         deleted_sources=[*a.deleted_sources, *b.deleted_sources],

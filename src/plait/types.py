@@ -401,7 +401,9 @@ class IndexReport(Model):
     many sources under it (:mod:`plait.sources.conventions`). ``untracked`` lists a git
     working tree's files that match the globs but that git neither tracks nor ignores: a
     git root reads tracked files only, so they were not indexed (``git add`` them); they
-    do not make a run incomplete either.
+    do not make a run incomplete either. ``part_of_root`` and ``nested_roots_left`` say
+    how the run applied the rule that a file is indexed once, under one recorded root
+    (:mod:`plait.sources.nesting`).
     """
 
     collection: str
@@ -413,6 +415,12 @@ class IndexReport(Model):
     adr_folders: dict[str, int] = Field(default_factory=dict)
     untracked: list[str] = Field(default_factory=list)
     """Files of a git root that git does not track (not indexed; see above)."""
+    part_of_root: str | None = None
+    """The recorded root the indexed folder lies inside, which this run indexed it as part
+    of (that root's options and source ids; no root recorded for the folder)."""
+    nested_roots_left: list[str] = Field(default_factory=list)
+    """Recorded roots inside the run's root whose files this run left to them (neither
+    indexed again nor deleted)."""
     added_sources: list[str] = Field(default_factory=list)
     """Sources this run wrote for the first time."""
     changed_sources: list[str] = Field(default_factory=list)

@@ -56,6 +56,17 @@ def _print_report(report: IndexReport) -> None:
     if emb.reason:
         vec += f" — {emb.reason}"
     console.print(vec, highlight=False)
+    if report.part_of_root:
+        console.print(
+            f"indexed as part of the recorded root {safe(report.part_of_root)}, with its options "
+            "(the folder lies inside it; no root recorded for the folder)",
+            highlight=False,
+        )
+    if report.nested_roots_left:
+        console.print(
+            f"left to the recorded roots inside (not indexed again here): {_listed(report.nested_roots_left)}",
+            highlight=False,
+        )
     if report.sources_deleted:
         console.print(f"{report.sources_deleted} vanished sources deleted", highlight=False)
     if report.skipped_by_type:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from plait.types import FileOrigin, SessionOrigin, SkippedSource
 
-__all__ = ["Scan", "Source", "SourceDocument", "SourcePart", "kept_skip"]
+__all__ = ["WHOLE", "Scan", "Source", "SourceDocument", "SourcePart", "Subtree", "kept_skip"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,32 @@ class Scan:
 
     def __iter__(self) -> Iterator[SourceDocument]:
         return iter(self.documents)
+
+
+@dataclass(frozen=True, slots=True)
+class Subtree:
+    """The part of a folder or git root a run reads: the paths under ``under`` (``""``: the
+    whole root), less those under each ``exclude`` prefix; both relative to the root, each
+    ending in ``/`` (:mod:`plait.sources.nesting`: a folder indexed as part of the recorded
+    root around it, a root leaving the roots recorded inside it alone)."""
+
+    under: str = ""
+    exclude: tuple[str, ...] = ()
+
+    def holds(self, path: str) -> bool:
+        """Whether the run reads ``path``: a source id relative to the root, or a folder
+        ending in ``/`` (``""`` or ``/``: the root) that is in the subtree or holds part
+        of it (an unreadable folder above the subtree holds back its deletions too)."""
+        if not path or path.endswith("/"):
+            folder = path.strip("/")
+            path = f"{folder}/" if folder else ""
+            if self.under.startswith(path):
+                return True
+        return path.startswith(self.under) and not any(path.startswith(prefix) for prefix in self.exclude)
+
+
+WHOLE = Subtree()
+"""All of a root."""
 
 
 class Source(Protocol):

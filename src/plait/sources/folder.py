@@ -22,7 +22,7 @@ from pathlib import Path
 
 from plait.errors import SourceError
 from plait.markdown import document_title
-from plait.sources.base import Scan, SourceDocument, SourcePart
+from plait.sources.base import WHOLE, Scan, SourceDocument, SourcePart, Subtree
 from plait.sources.conventions import DEFAULT_SCOPE_RULES, path_scope, scope_for, scope_of
 from plait.types import FileOrigin, SkippedSource
 
@@ -111,12 +111,15 @@ def title_of(text: str, fallback: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class FolderSource:
-    """Every matching file under ``root`` (hidden folders ignored)."""
+    """Every matching file under ``root`` (hidden folders ignored); only those of
+    ``subtree`` when given (the walk starts at its folder and skips its excluded ones),
+    their ids still relative to ``root``."""
 
     root: Path
     globs: Sequence[str] = DEFAULT_GLOBS
     scope_rules: Sequence[tuple[str, str]] = DEFAULT_SCOPE_RULES
     max_bytes: int = DEFAULT_MAX_BYTES
+    subtree: Subtree = WHOLE
 
     def _paths(self, scan: Scan) -> Iterator[Path]:
         def unreadable(exc: OSError) -> None:
@@ -131,8 +134,13 @@ class FolderSource:
                 SkippedSource(path=f"{folder}/", reason=f"unreadable folder: {exc.strerror or exc}")
             )
 
-        for dirpath, dirnames, filenames in os.walk(self.root, onerror=unreadable, followlinks=False):
+        top = self.root / self.subtree.under
+        for dirpath, dirnames, filenames in os.walk(top, onerror=unreadable, followlinks=False):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            if self.subtree.exclude:
+                here = Path(dirpath).relative_to(self.root).as_posix()
+                prefix = "" if here == "." else f"{here}/"
+                dirnames[:] = [d for d in dirnames if self.subtree.holds(f"{prefix}{d}/")]
             for name in sorted(filenames):
                 if any(fnmatch.fnmatch(name, g) for g in self.globs):
                     yield Path(dirpath) / name

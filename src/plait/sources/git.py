@@ -30,7 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from plait.errors import SourceError
-from plait.sources.base import Scan, SourceDocument, SourcePart
+from plait.sources.base import WHOLE, Scan, SourceDocument, SourcePart, Subtree
 from plait.sources.conventions import path_scope, scope_of
 from plait.sources.folder import (
     DEFAULT_GLOBS,
@@ -113,15 +113,19 @@ class _Entry:
 
 @dataclass(frozen=True, kw_only=True)
 class GitSource:
-    """Tracked files of a repository (working tree, or the commit ``ref`` names)."""
+    """Tracked files of a repository (working tree, or the commit ``ref`` names); only
+    those of ``subtree`` when given, their ids still relative to ``root``."""
 
     root: Path
     ref: str | None = None
     globs: Sequence[str] = DEFAULT_GLOBS
     scope_rules: Sequence[tuple[str, str]] = DEFAULT_SCOPE_RULES
     max_bytes: int = DEFAULT_MAX_BYTES
+    subtree: Subtree = WHOLE
 
     def _wanted(self, relative: str) -> bool:
+        if not self.subtree.holds(relative):
+            return False
         name = posixpath.basename(relative)
         return any(fnmatch.fnmatch(name, g) or fnmatch.fnmatch(relative, g) for g in self.globs)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from plait.errors import ConfigError, SourceError
-from plait.sources.base import Source
+from plait.sources.base import WHOLE, Source, Subtree
 from plait.sources.folder import DEFAULT_GLOBS, DEFAULT_MAX_BYTES, DEFAULT_SCOPE_RULES, FolderSource
 from plait.sources.git import GitSource, is_git_work_tree
 from plait.sources.jsonl import JsonlSource
@@ -108,19 +108,21 @@ def root_key(root: Mapping[str, Any]) -> str:
     return f"{key}@{root['ref']}" if root.get("ref") else key
 
 
-def open_root(root: Mapping[str, Any]) -> Source:
-    """The source a root record describes."""
+def open_root(root: Mapping[str, Any], subtree: Subtree | None = None) -> Source:
+    """The source a root record describes; of a folder or git root, only ``subtree`` when
+    given (:func:`plait.sources.nesting.subtree_of`)."""
     kind = root.get("kind")
     path = Path(str(root.get("path")))
     if kind in ("folder", "git"):
         globs = tuple(root.get("globs") or DEFAULT_GLOBS)
         rules = tuple((str(p), str(s)) for p, s in root.get("scopeRules") or DEFAULT_SCOPE_RULES)
         max_bytes = int(root.get("maxBytes") or DEFAULT_MAX_BYTES)
+        part = subtree or WHOLE
         if kind == "git":
             return GitSource(
-                root=path, ref=root.get("ref"), globs=globs, scope_rules=rules, max_bytes=max_bytes
+                root=path, ref=root.get("ref"), globs=globs, scope_rules=rules, max_bytes=max_bytes, subtree=part
             )
-        return FolderSource(root=path, globs=globs, scope_rules=rules, max_bytes=max_bytes)
+        return FolderSource(root=path, globs=globs, scope_rules=rules, max_bytes=max_bytes, subtree=part)
     if kind == "jsonl":
         return JsonlSource(path=path, scope=str(root.get("scope") or "docs"))
     if kind == "sessions":

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait.errors import ConfigError, SourceError
+from plait.sources.base import Subtree
 from plait.sources.roots import open_root
 from plait.types import SkippedSource
 
@@ -63,12 +64,14 @@ def collection_state(store: Any, collection: str) -> Hashable:
     return (info.chunks, info.chunks_without_vector, info.sources, info.embedder_model, scopes)
 
 
-def walk_root(root: Mapping[str, Any], chunk_keys: ChunkKeys) -> RootWalk:
-    """Read ``root`` once; ``chunk_keys(doc)`` gives a document's (chunk id, content hash) set."""
+def walk_root(root: Mapping[str, Any], chunk_keys: ChunkKeys, subtree: Subtree | None = None) -> RootWalk:
+    """Read ``root`` (only ``subtree`` of it when given: what its runs read,
+    :func:`plait.sources.nesting.subtree_of`) once; ``chunk_keys(doc)`` gives a document's
+    (chunk id, content hash) set."""
     scopes: dict[str, str] = {}
     chunks: dict[str, frozenset[tuple[str, str]]] = {}
     try:
-        scan = open_root(root).scan()
+        scan = open_root(root, subtree).scan()
         for doc in scan:
             scopes[doc.source_id] = doc.scope
             chunks[doc.source_id] = chunk_keys(doc)
@@ -94,7 +97,7 @@ class WalkCache:
         self.max_age = float(max_age)
         self._clock = clock
         self._lock = threading.Lock()
-        self._walks: dict[tuple[str, Hashable], tuple[Hashable, float, RootWalk]] = {}
+        self._walks: dict[tuple[str, Hashable, Subtree | None], tuple[Hashable, float, RootWalk]] = {}
         self.walks = 0
         """How many walks were actually taken (for reports)."""
 
@@ -105,15 +108,17 @@ class WalkCache:
         state: Hashable,
         chunk_keys: ChunkKeys,
         settings_key: Hashable = None,
+        subtree: Subtree | None = None,
     ) -> RootWalk:
-        """The walk of ``root`` taken at collection ``state``, walking again when stale."""
-        key = (json.dumps(dict(root), sort_keys=True, default=str), settings_key)
+        """The walk of ``root`` (of its ``subtree``) taken at collection ``state``, walking
+        again when stale."""
+        key = (json.dumps(dict(root), sort_keys=True, default=str), settings_key, subtree)
         now = self._clock()
         with self._lock:
             cached = self._walks.get(key)
             if cached is not None and cached[0] == state and now - cached[1] < self.max_age:
                 return cached[2]
-        walk = walk_root(root, chunk_keys)
+        walk = walk_root(root, chunk_keys, subtree)
         with self._lock:
             self.walks += 1
             self._walks[key] = (state, now, walk)
