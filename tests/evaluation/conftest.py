@@ -8,10 +8,11 @@ that must never be evaluated on the test split.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from beir_files import write_beir
 
 CORPUS = [
     {"_id": "d1", "title": "Checkout errors", "text": "ERR-4012 means the payment gateway timed out during checkout."},
@@ -32,14 +33,4 @@ TEST_QRELS = [("q1", "d1"), ("q2", "d2"), ("q3", "d3"), ("q4", "d5")]
 
 @pytest.fixture
 def tiny_beir(tmp_path: Path) -> Path:
-    root = tmp_path / "tiny"
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS), encoding="utf-8")
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()), encoding="utf-8"
-    )
-    (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in TEST_QRELS), encoding="utf-8"
-    )
-    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nqt\td4\t1\n", encoding="utf-8")
-    return root
+    return write_beir(tmp_path / "tiny", CORPUS, QUERIES, {"test": TEST_QRELS, "train": [("qt", "d4")]})

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from beir_files import write_beir
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import ConfigError
 from plait.evaluation.prepare import prepared
@@ -124,25 +124,15 @@ PRECEDENCE_QUERIES = {
 }
 
 
-def _beir(root: Path, corpus: list[dict[str, str]], queries: dict[str, str], qrels: list[tuple[str, str]]) -> Path:
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()), encoding="utf-8"
-    )
-    (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels), encoding="utf-8"
-    )
-    return root
-
-
 def test_every_fused_strategy_is_what_search_returns_identifier_precedence_included(tmp_path: Path) -> None:
     """Regression (stop 43's noticed list): eval and tune fused the arms and stopped there,
     while search then moves the chunks holding the query's identifiers ahead
     (plait.retrieval.identifier_first). Here fusion puts d2 (ERR-4013, and the query's
     other words) above d1 (ERR-4012) and d4 (AUTHENTICATION_FALLBACK_FOR_JOBSEEKERS)
     above d3 (AUTHENTICATION_FALLBACK): eval ranked d2 and d4 first, search d1 and d3."""
-    root = _beir(tmp_path / "prec", PRECEDENCE_CORPUS, PRECEDENCE_QUERIES, [("q1", "d1"), ("q2", "d3"), ("q3", "d5")])
+    root = write_beir(
+        tmp_path / "prec", PRECEDENCE_CORPUS, PRECEDENCE_QUERIES, {"test": [("q1", "d1"), ("q2", "d3"), ("q3", "d5")]}
+    )
     methods = ["rrf", "weighted", "minmax", "dbsf", "adaptive"]
     embedder = FakeEmbedder()
     with prepared(root, embedder=embedder, use_cache=False) as ready:
