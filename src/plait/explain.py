@@ -226,6 +226,13 @@ def _ingestion_miss(
         for item in seen.skipped:
             if item.path == wanted or item.path.startswith(f"{wanted}:"):
                 return True, f"{item.path} was skipped when indexing {key}: {item.reason}", key
+        if target["kind"] != "chunk" and wanted in seen.uncommitted_deletions:
+            return (
+                False,
+                f"{wanted} is not indexed from {key}: it is deleted from the working tree (git still "
+                "tracks it: the deletion is not committed)",
+                key,
+            )
         if root.get("kind") == "git" and target["kind"] == "path" and wanted in seen.untracked:
             return True, f"{wanted} is not indexed from {key}: git does not track it (git add it, then reindex)", key
         if root.get("kind") in ("folder", "git") and target["kind"] == "path":

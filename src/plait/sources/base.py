@@ -61,6 +61,11 @@ class Scan:
     untracked: list[str] = field(default_factory=list)
     """A git working tree's files that match the globs but git neither tracks nor ignores
     (relative paths, sorted): not indexed, by design (``git add`` them), and said so."""
+    uncommitted_deletions: list[str] = field(default_factory=list)
+    """A git working tree's tracked files (matching the globs) that are gone from it:
+    deleted, the deletion not committed (relative paths). Neither read nor skipped: the
+    working tree does not have them, so a run deletes what the index holds of them, as of
+    any file a root no longer has; explain says so."""
     unread: set[str] = field(default_factory=set)
     """Skipped paths that are still there but whose content could not be used this time
     (not valid UTF-8, over the size limit, a read error; not a file that became binary

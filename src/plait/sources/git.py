@@ -2,8 +2,11 @@
 
 Only files git tracks are read; the working tree's other files that match the globs and
 that git does not ignore are listed in ``Scan.untracked`` (an index report and explain name
-them: ``git add`` indexes them). Without ``ref`` the files of the working tree are read
-from disk (``git ls-files``), so uncommitted edits of tracked files are indexed; with
+them: ``git add`` indexes them). A tracked file deleted from the working tree, the deletion
+not committed, is gone: not read, not skipped, listed in ``Scan.uncommitted_deletions``
+(the indexer deletes what it held of it; explain says it is deleted). Without ``ref`` the
+files of the working tree are read from disk (``git ls-files``), so uncommitted edits of
+tracked files are indexed; with
 ``ref`` (a commit, branch or tag) the blobs of that commit are read straight from the
 object database (``git ls-tree`` + ``git cat-file --batch``): nothing is checked out, and
 the repository may be bare.
@@ -138,7 +141,10 @@ class GitSource:
             if _git(root, "rev-parse", "--is-inside-work-tree").strip() != b"true":
                 raise SourceError(f"{self.root} is not inside a git working tree; pass a ref to index a commit")
             listing = _git(root, "ls-files", "-z", "--cached")
-            paths = sorted({os.fsdecode(p) for p in listing.split(b"\0") if p})
+            # tracked, but deleted from the working tree (not committed): gone, not skipped
+            gone = {os.fsdecode(p) for p in _git(root, "ls-files", "-z", "--deleted").split(b"\0") if p}
+            scan.uncommitted_deletions = sorted(p for p in gone if self._wanted(p))
+            paths = sorted({os.fsdecode(p) for p in listing.split(b"\0") if p} - gone)
             scan.total = sum(1 for p in paths if self._wanted(p))
             others = _git(root, "ls-files", "-z", "--others", "--exclude-standard")
             scan.untracked = sorted(p for p in {os.fsdecode(p) for p in others.split(b"\0") if p} if self._wanted(p))
@@ -176,8 +182,9 @@ class GitSource:
                 resolved = resolve_path(path)
                 if not resolved.is_relative_to(root):
                     reason = f"resolves outside the indexed root ({resolved})"
-                elif not path.exists():
-                    reason = "tracked by git but missing from the working tree"
+                elif not os.path.lexists(path):  # deleted since the listing: as above
+                    scan.uncommitted_deletions.append(relative)
+                    continue
                 elif not resolved.is_file():
                     reason = "not a regular file"
                 else:

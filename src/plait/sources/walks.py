@@ -47,6 +47,7 @@ class RootWalk:
     skipped_by_type: dict[str, int] = field(default_factory=dict)
     unmatched: frozenset[str] = frozenset()
     untracked: frozenset[str] = frozenset()
+    uncommitted_deletions: frozenset[str] = frozenset()  # a git working tree's (Scan.uncommitted_deletions)
     unread: frozenset[str] = frozenset()  # skipped but still there (Scan.unread): indexing keeps them
     error: str | None = None
 
@@ -84,6 +85,7 @@ def walk_root(root: Mapping[str, Any], chunk_keys: ChunkKeys, subtree: Subtree |
         skipped_by_type=dict(scan.skipped_by_type),
         unmatched=frozenset(scan.unmatched),
         untracked=frozenset(scan.untracked),
+        uncommitted_deletions=frozenset(scan.uncommitted_deletions),
         unread=frozenset(scan.unread),
     )
 
