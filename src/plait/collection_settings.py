@@ -79,6 +79,9 @@ class CollectionSettings(BaseModel):
     """The chunk sizes its last index run cut with (:class:`plait.chunking.ChunkSettings`:
     ``target``, ``overlap``, ``window``; :func:`recorded_chunking`); None before any run
     recorded them. Ask tells a sentence the chunker cut by them (:mod:`plait.ask_extract`)."""
+    kept_versions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Source id → the older version its root's last run kept because it could not read the
+    current file (:class:`plait.kept_versions.KeptVersion`, camelCase): explain says so."""
 
 
 _FIELDS = {name: (info.alias or name) for name, info in CollectionSettings.model_fields.items()}

@@ -58,6 +58,7 @@ from plait.explain_models import (
     diagnose,
 )
 from plait.fields import lexical_text
+from plait.kept_versions import kept_message, kept_versions
 from plait.retrieval.pipeline import Ranked, Trace, run_arms
 from plait.retrieval.request import SearchRequest
 from plait.retrieval.request import validated as _validated
@@ -379,7 +380,9 @@ def explain(
             source_ids=sources,
             chunks=len(chunks),
             chunks_with_vector=with_vector,
-            message=f"{len(chunks)} chunks indexed, {with_vector} with a vector",
+            kept_versions=(kept := kept_versions(store, collection, sources)),
+            message=f"{len(chunks)} chunks indexed, {with_vector} with a vector"
+            + "".join(f"; {kept_message(source_id, record)}" for source_id, record in kept.items()),
         )
     else:
         skipped, message, key = _ingestion_miss(roots, target, walk)
@@ -466,6 +469,14 @@ def explain(
                 "message": diagnosis.message + " — dense: no vector yet (the backfill has not "
                 f"reached it; {int(plan.vector_coverage * 100)}% of chunks have one): it is scored "
                 "as if the dense arm agreed with its lexical rank, not penalised"
+            }
+        )
+    for source_id, record in ingestion.kept_versions.items():
+        diagnosis = diagnosis.model_copy(
+            update={
+                "message": diagnosis.message + f" — ingestion: what is searched is the version of {source_id} "
+                f"indexed {record.indexed_at} (the current file could not be read: {record.reason}; fix it "
+                "and reindex)"
             }
         )
     return ExplainResult(

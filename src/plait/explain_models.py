@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import Field
 
 from plait.ask_gate import Gate, GateVerdict
+from plait.kept_versions import KeptVersion
 from plait.retrieval.request import MAX_K, SearchRequest
 from plait.types import FusionMethod, FusionSettings, Model, SearchMode
 
@@ -122,6 +123,9 @@ class IngestionStage(Model):
     skipped: bool = False
     skip_reason: str | None = None
     root: str | None = None
+    kept_versions: dict[str, KeptVersion] = Field(default_factory=dict)
+    """Its sources whose chunks are an older version, kept because the last run of their
+    root could not read the current file (:mod:`plait.kept_versions`), by source id."""
     message: str
 
 

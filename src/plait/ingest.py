@@ -53,6 +53,7 @@ from plait.embeddings.base import Embedder
 from plait.errors import ModelMismatchError, ProviderError
 from plait.events import EngineEvents
 from plait.fields import embedding_text
+from plait.kept_versions import remember_kept
 from plait.sources.base import Scan, SourceDocument, Subtree, kept_skip
 from plait.stored_chunk import stored_chunk
 from plait.stores.base import ChunkState, SourceInfo, Store
@@ -471,6 +472,17 @@ class Indexer:
         now = datetime.now(UTC).isoformat(timespec="seconds")
         for name in sorted(run.scopes):
             self.store.mark_scope_indexed(collection, name, now)
+        if root is not None:  # explain says what is kept and why (plait.kept_versions)
+            remember_kept(
+                self.store,
+                collection,
+                root,
+                held=held,
+                skipped=documents.skipped if isinstance(documents, Scan) else [],
+                sources=run.sources or {},
+                read=(yielded | set(run.deleted_sources)) - held,
+                at=now,
+            )
         if self.embedder is not None and run.available:
             if backfill:
                 self.backfill(collection, run, progress=embed_progress, stop=stop)
