@@ -144,6 +144,9 @@ def test_rerank_demoted(tmp_path: Path) -> None:
     assert (result.rerank.rank_before, result.rerank.rank_after) == (1, 5)  # the LLM reversed 5 candidates
     assert result.fusion.returned is False
     assert result.diagnosis.code == "rerank-demoted" and result.diagnosis.stage == "rerank"
+    # the rerank line names the chunk it is about, and the chunk says why it was cut
+    (journey,) = result.chunks
+    assert result.rerank.chunk_id == journey.chunk_id and journey.dropped_by == "rerank"
 
 
 # -- case 4: absent from both arms → ingestion ----------------------------------------------
@@ -328,6 +331,47 @@ def test_cli_text_names_each_stages_chunk_when_a_documents_stages_found_differen
     with console.capture() as captured:
         _print_explain(same)
     assert "· chunk" not in captured.get()
+
+
+def test_each_chunk_says_its_source_size_and_why_it_was_cut(tmp_path: Path) -> None:
+    """Per chunk, what the page's chunk table shows: "chunk 2 of 3" and the stage that kept it
+    off the page (the document's ``droppedBy`` rule for that chunk alone); and the chunk the
+    lexical terms are held against when no chunk matched a word."""
+    from plait.sources.base import SourceDocument, SourcePart
+    from plait.types import FileOrigin
+
+    query = "ERR-4012 cart"
+    texts = {"a": "ERR-4012 rejects the cart", "b": "billing notes about refunds", "c": "unrelated words only"}
+    origin = FileOrigin(source_path="kb.md", title="KB")
+    doc = SourceDocument(
+        source_id="kb.md", scope="docs", metadata={"docId": "kb"},
+        parts=tuple(SourcePart(text=text, origin=origin, key=key) for key, text in texts.items()),
+    )
+    fillers = {f"f-{i}": f"inventory filler note {chr(97 + i)}" for i in range(4)}
+    # dense: b (1°), the fillers (20°–23°), a (80°), c (85°); lexical: a alone
+    overrides = {query: angle(0), texts["a"]: angle(80), texts["b"]: angle(1), texts["c"]: angle(85)}
+    overrides |= {text: angle(20 + i) for i, text in enumerate(fillers.values())}
+    overrides["quantum flux"] = angle(0)
+    with engine_with(tmp_path, fillers, overrides) as engine:
+        engine.index_documents([doc])
+        # each arm read 6 deep: c (dense 7) is never fused. RRF: a 1/61 + 1/66, b 1/61,
+        # f-0 1/62 …; one chunk per source: a and f-0 on the page of 2, b left out
+        result = engine.explain(query, doc="kb", k=2, fusion="rrf", overfetch=6, max_per_source=1)
+        unmatched = engine.explain("quantum flux", doc="kb", k=2, fusion="rrf")
+    a, b, c = result.chunks
+    assert [j.ordinal for j in result.chunks] == [0, 1, 2]
+    assert [j.source_chunks for j in result.chunks] == [3, 3, 3]
+    assert (a.lexical_rank, a.dense_rank, a.fused_rank) == (1, 6, 1)
+    assert (b.lexical_rank, b.dense_rank, b.fused_rank) == (None, 1, 2)
+    assert (c.lexical_rank, c.dense_rank, c.fused_rank) == (None, 7, None)
+    assert (a.returned, a.dropped_by) == (True, None)
+    assert (b.cut_by_max_per_source, b.dropped_by) == (True, "max-per-source")
+    assert c.dropped_by == "overfetch"
+    assert result.fusion.returned and result.fusion.dropped_by is None
+    assert result.lexical.terms_chunk_id == result.lexical.chunk_id == a.chunk_id
+    # no chunk holds a query word: the terms are held against the fused-best chunk, b
+    assert unmatched.lexical.chunk_id is None
+    assert unmatched.lexical.terms_chunk_id == unmatched.fusion.chunk_id == unmatched.chunks[1].chunk_id
 
 
 # -- the advice names knobs the search's fusion takes, and the ask-gate line its chunk ---------

@@ -370,8 +370,11 @@ def explain(
 
     # ingestion -----------------------------------------------------------------
     states: dict[str, bool] = {}
+    source_chunks: dict[str, int] = {}
     for source_id in dict.fromkeys(c.source_id for c in chunks):
-        states.update({cid: s.has_vector for cid, s in store.chunk_states(collection, source_id).items()})
+        source_states = store.chunk_states(collection, source_id)
+        source_chunks[source_id] = len(source_states)
+        states.update({cid: s.has_vector for cid, s in source_states.items()})
     with_vector = sum(1 for c in chunks if states.get(c.id))
     if chunks:
         sources = sorted({c.source_id for c in chunks})
@@ -410,6 +413,7 @@ def explain(
                 source_id=c.source_id,
                 scope=c.scope,
                 ordinal=c.ordinal,
+                source_chunks=source_chunks.get(c.source_id),
                 heading_path=heading_path(c.origin),
                 has_vector=bool(states.get(c.id)),
                 passes_filters=_passes(c, filters),
@@ -427,6 +431,9 @@ def explain(
             )
         )
 
+    # each chunk's own verdict: the document's rule (dropped_by) applied to it alone
+    journeys = [j.model_copy(update={"dropped_by": dropped_by(trace, [j])}) for j in journeys]
+
     def best(key: str) -> ChunkJourney | None:
         ranked = [j for j in journeys if getattr(j, key) is not None]
         return min(ranked, key=lambda j: getattr(j, key)) if ranked else None
@@ -434,6 +441,7 @@ def explain(
     best_lex, best_dense, best_fused = best("lexical_rank"), best("dense_rank"), best("fused_rank")
     focus = best_fused or best_lex or best_dense or (journeys[0] if journeys else None)
     depth = trace.fused_depth
+    shown = best_lex or focus  # the chunk the query words are held against
     lexical_stage = LexicalStage(
         ran=trace.lexical_ran,
         reason=None if trace.lexical_ran else "mode 'vector': the lexical arm does not run",
@@ -445,7 +453,8 @@ def explain(
         within_overfetch=best_lex is not None and (best_lex.lexical_rank or depth + 1) <= depth,
         exact_terms=list(plan.exact),
         stem_terms=list(plan.stems),
-        terms=shown.terms if (shown := best_lex or focus) is not None else [],
+        terms=shown.terms if shown is not None else [],
+        terms_chunk_id=shown.chunk_id if shown is not None else None,
     )
     dense_stage = ArmStage(
         ran=trace.dense_ran,
@@ -513,6 +522,7 @@ def _rerank_stage(trace: Trace, journeys: Sequence[ChunkJourney]) -> RerankStage
         reason=rerank.reason,
         k_overfetch=trace.plan.k_overfetch,
         in_pool=chosen is not None,
+        chunk_id=chosen.chunk_id if chosen else None,
         rank_before=chosen.fused_rank if chosen else None,
         rank_after=(
             (rerank.ranks.get(chosen.chunk_id) or rerank.order.index(chosen.chunk_id) + 1) if chosen else None

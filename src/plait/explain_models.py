@@ -94,6 +94,10 @@ class ChunkJourney(Model):
     source_id: str
     scope: str
     ordinal: int
+    """Its position in its source, from 0."""
+    source_chunks: int | None = None
+    """How many chunks its source has (ordinals 0 to this − 1): "chunk 3 of 7" (None from a
+    server that predates the field)."""
     heading_path: list[str] = Field(default_factory=list)
     has_vector: bool
     passes_filters: bool
@@ -110,6 +114,9 @@ class ChunkJourney(Model):
     cut_by_max_per_source: bool = False
     """Fused, but left out by ``maxPerSource``: its source had that many chunks fused above it."""
     returned: bool = False
+    dropped_by: DroppedBy | None = None
+    """The stage that kept this chunk out of the page, as :attr:`FusionStage.dropped_by`
+    says it for the whole document (None: returned)."""
     terms: list[TermMatch] = Field(default_factory=list)
 
 
@@ -149,6 +156,9 @@ class LexicalStage(ArmStage):
     exact_terms: list[str] = Field(default_factory=list)
     stem_terms: list[str] = Field(default_factory=list)
     terms: list[TermMatch] = Field(default_factory=list)
+    terms_chunk_id: str | None = None
+    """The chunk ``terms`` are held against: ``chunkId``, else (no chunk ranked lexically)
+    the chunk the fusion stage is about, else the best dense one, else the first."""
 
 
 class FusionStage(Model):
@@ -173,6 +183,8 @@ class RerankStage(Model):
     reason: str | None = None
     k_overfetch: int
     in_pool: bool
+    chunk_id: str | None = None
+    """The chunk the ranks are about: the document's best fused chunk in the rerank pool."""
     rank_before: int | None = None
     rank_after: int | None = None
 
