@@ -324,8 +324,9 @@ def test_explain_shows_the_ask_gate_verdict(served: Served, page: Page) -> None:
     )
     page.keyboard.press("Escape")
 
-    # Two chunks: the verdict is the first that passes, named as the chunk table names it.
-    # Chunk 0 holds none of the words (cosine 0.0175 at 89°), chunk 1 all three (at 80°).
+    # Two chunks: the verdict is the first that passes, named as the page names a chunk
+    # (counted from 1, out of its source's chunks). The first holds none of the words
+    # (cosine 0.0175 at 89°), the second all three (at 80°).
     intro, body = "Opening hours of the returns desk.", "Card refunds are declined after ninety days."
     embedder.overrides.update({intro: np.asarray(angle(89, 64), dtype=np.float32)})
     embedder.overrides.update({body: np.asarray(angle(80, 64), dtype=np.float32)})
@@ -337,7 +338,7 @@ def test_explain_shows_the_ask_gate_verdict(served: Served, page: Page) -> None:
     page.get_by_test_id("explain-path").fill("kb-108")
     page.get_by_test_id("explain-submit").click()
     expect(stage.locator(".gate-verdict")).to_have_text(
-        "chunk 1: passed: term coverage 1.00 (3 of 3 words) ≥ 0.50 (setting)."
+        "chunk 2 of 2: passed: term coverage 1.00 (3 of 3 words) ≥ 0.50 (setting)."
     )
     expect(result.locator("details.chunks tbody tr td:last-child")).to_have_text(["✗ fails", "✓ passes"])
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plait[server]'")
@@ -193,6 +194,103 @@ def test_why_not_found_shows_the_api_trace_with_completion(server: Server, watch
     field.fill(chunk_id)
     page.get_by_test_id("explain-submit").click()
     expect(result.locator(".diagnosis")).to_contain_text("Diagnosis (found): returned at position 1")
+    assert watched.problems == []
+
+
+WIDGET = (
+    "# Widget guide\n\n## Overview\n\nThe widget keeps inventory counts in step across warehouses.\n\n"
+    "## Setup\n\nInstall the widget daemon, then set the sync interval in widget.toml.\n\n"
+    "## Troubleshooting\n\nWhen counts drift, restart the daemon and check the logs.\n"
+)
+WIDGET_QUERY = "install sync interval"  # its three words are in §Setup alone
+
+
+def test_why_not_found_names_each_stages_chunk_in_a_multi_chunk_document(
+    server: Server, watched: Watched, tmp_path: Path
+) -> None:
+    """The explain view said "rank 1" for the lexical arm, the dense arm and fusion without
+    saying of which chunk, and its chunk table left out the scores and why a chunk was cut:
+    in widget.md the lexical arm's best chunk (§Setup) is not the dense arm's (§Overview)."""
+    from angles import angle
+    from plait.collection_settings import write_settings
+    from plait.fields import embedding_text
+    from plait.types import heading_path
+
+    engine = server.engine
+    embedder, _ = engine.embedder_for("f")
+    assert isinstance(embedder, FakeEmbedder)
+    # The texts the dense arm embeds for widget.md's chunks, read off a scratch collection;
+    # then placed: the query at 0°, §Overview at 10°, §Setup at 20°, §Troubleshooting at 30°.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "widget.md").write_text(WIDGET, encoding="utf-8")
+    engine.index(scratch, collection="scratch")
+    stored = engine.store.get_chunks("scratch", engine.store.chunk_ids("scratch", "widget.md"))
+    texts = {heading_path(c.origin)[-1]: embedding_text(c) for c in stored.values()}
+    placed = {WIDGET_QUERY: 0, texts["Overview"]: 10, texts["Setup"]: 20, texts["Troubleshooting"]: 30}
+    embedder.overrides.update({text: np.asarray(angle(deg, 64), dtype=np.float32) for text, deg in placed.items()})
+    (server.root / "widget.md").write_text(WIDGET, encoding="utf-8")
+    engine.index(server.root, collection="f")
+    write_settings(engine.store, "f", ask={"minCosine": 0.95, "minTermCoverage": 0.5})
+    overview, setup, troubleshooting = engine.store.chunk_ids("f", "widget.md")
+
+    page = watched.page
+    page.goto(server.url + "/")
+    _key(page, server.tokens["reader"])
+    page.locator("#fusion").select_option("rrf")
+    _search(page, WIDGET_QUERY, k=1)
+    page.get_by_test_id("explain-path").fill("widget.md")
+    page.get_by_test_id("explain-submit").click()
+    result = page.get_by_test_id("explain-result")
+    stages = result.locator(".stages > li")
+    expect(stages.locator("h3")).to_have_text(["Ingestion", "Lexical arm", "Dense arm", "Fusion and cut", "Ask gate"])
+    # Each stage names its chunk (the id on hover): BM25 ranks §Setup first (1 of 1: no
+    # other chunk holds a query word), the vectors §Overview (cos 10° = 0.9848), and RRF
+    # fuses §Setup first: 1/61 + 1/62 = 0.0325 over §Overview's 1/61; of RRF's best, 2/61: 0.9919.
+    named = "About chunk {} of 3 (Widget guide › {})"
+    expect(stages.nth(1).locator(".stage-chunk")).to_have_text(named.format(2, "Setup"))
+    expect(stages.nth(1)).to_contain_text("BM25: rank 1 of 1 (score ")
+    expect(stages.nth(1).locator("table.terms caption")).to_have_text(
+        "Each query word against the two lexical fields of chunk 2 of 3 (Widget guide › Setup)"
+    )
+    expect(stages.nth(2).locator(".stage-chunk")).to_have_text(named.format(1, "Overview"))
+    expect(stages.nth(2)).to_contain_text("Vectors: rank 1 of 8 (score 0.9848), within the over-fetch of 50.")
+    expect(stages.nth(3).locator(".stage-chunk")).to_have_text(named.format(2, "Setup"))
+    expect(stages.nth(3)).to_contain_text("Fused rank 1 (rrf, score 0.0325, 0.9919 of the best).")
+    for n, chunk_id in ((1, setup), (2, overview), (3, setup)):
+        expect(stages.nth(n).locator(".chunk-ref")).to_have_attribute("title", f"chunk id {chunk_id}")
+    # The ask gate: §Overview is the first chunk to pass (cosine 0.9848 ≥ 0.95).
+    expect(stages.nth(4).locator(".gate-verdict")).to_have_text(
+        "chunk 1 of 3 (Widget guide › Overview): passed: cosine 0.9848 ≥ 0.9500 (setting)."
+    )
+
+    # The chunk table, open: ranks with scores in each arm, fusion, and the cut with its reason.
+    table = result.locator("details.chunks")
+    expect(table).to_have_attribute("open", "")
+    expect(table.locator("thead th")).to_have_text(
+        ["chunk", "headings", "stages about it", "lexical (BM25)", "dense (cosine)", "fused (score)", "page",
+         "vector", "ask gate"]
+    )
+    rows = table.locator("tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0).locator("th, td")).to_have_text(
+        ["1 of 3", "Widget guide › Overview", "dense, ask gate", "—", "#1 · 0.9848", "#2 · 0.0164",
+         "✗ top-k: fused past the top 1", "yes", "✓ passes"]
+    )
+    lexical = engine.explain(WIDGET_QUERY, path="widget.md", collection="f", k=1, fusion="rrf").lexical
+    assert lexical.chunk_id == setup and lexical.score is not None
+    expect(rows.nth(1).locator("th, td")).to_have_text(
+        ["2 of 3", "Widget guide › Setup", "lexical, fused", f"#1 · {lexical.score:.4f}", "#2 · 0.9397",
+         "#1 · 0.0325", "✓ returned", "yes", "✓ passes"]
+    )
+    expect(rows.nth(2).locator("th, td")).to_have_text(
+        ["3 of 3", "Widget guide › Troubleshooting", "—", "—", "#3 · 0.8660", "#3 · 0.0159",
+         "✗ top-k: fused past the top 1", "yes", "✗ fails"]
+    )
+    for n, chunk_id in enumerate((overview, setup, troubleshooting)):
+        expect(rows.nth(n).locator("th .chunk-ref")).to_have_attribute("title", f"chunk id {chunk_id}")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#explain-section").screenshot(path=str(ARTIFACTS / "web-why-not-found-chunks.png"))
     assert watched.problems == []
 
 

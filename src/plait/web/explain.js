@@ -52,7 +52,10 @@ function armLine(name, arm, depthNote) {
 function stage(title, lines, extra) {
   const li = el("li", "stage");
   li.append(el("h3", null, title));
-  for (const line of lines) li.append(typeof line === "string" ? el("p", null, line) : line);
+  for (const line of lines) {
+    if (line === null) continue;
+    li.append(typeof line === "string" ? el("p", null, line) : line);
+  }
   if (extra) li.append(extra);
   return li;
 }
@@ -66,12 +69,83 @@ function calibrationNote(gate) {
   return "; calibrated " + gate.calibratedAt + " " + by + since;
 }
 
-// A chunk of the document as the chunks table names it: its ordinal and headings.
-function chunkName(r, chunkId) {
-  const c = (r.chunks || []).find((j) => j.chunkId === chunkId);
-  if (!c) return "chunk " + chunkId;
+// A chunk of the document as the page names it: "chunk 2 of 3 (Guide › Setup)", its
+// source first when the document spans several. The API's ordinal counts from 0.
+function chunkLabel(r, c) {
+  const several = ((r.ingestion && r.ingestion.sourceIds) || []).length > 1;
   const headings = (c.headingPath || []).join(" › ");
-  return "chunk " + c.ordinal + (headings ? " (" + headings + ")" : "");
+  return (several ? c.sourceId + ": " : "") + "chunk " + (c.ordinal + 1)
+    + (c.sourceChunks ? " of " + c.sourceChunks : "") + (headings ? " (" + headings + ")" : "");
+}
+
+// The chunk as a named reference, its id on hover.
+function chunkRef(r, chunkId, text) {
+  const c = (r.chunks || []).find((j) => j.chunkId === chunkId);
+  const ref = el("span", "chunk-ref", text || (c ? chunkLabel(r, c) : "chunk " + chunkId));
+  ref.title = "chunk id " + chunkId;
+  ref.dataset.chunk = chunkId;
+  return ref;
+}
+
+// Which chunk a stage's line is about, when the document has more than one.
+function aboutChunk(r, chunkId) {
+  if (!chunkId || (r.chunks || []).length < 2) return null;
+  const line = el("p", "stage-chunk", "About ");
+  line.append(chunkRef(r, chunkId));
+  return line;
+}
+
+// The stages whose lines are about a chunk, for its row in the chunk table.
+function stagesAbout(r, chunkId) {
+  const named = [
+    ["lexical", r.lexical.chunkId], ["dense", r.dense.chunkId], ["fused", r.fusion.chunkId],
+    ["rerank", r.rerank && r.rerank.chunkId], ["ask gate", r.askGate && r.askGate.verdict && r.askGate.verdict.chunkId],
+  ];
+  return named.filter(([, id]) => id === chunkId).map(([name]) => name).join(", ") || "—";
+}
+
+// Why a chunk was not on the page: the API's droppedBy for it, in words.
+function cutText(c, cut) {
+  if (c.returned) return "✓ returned";
+  const words = {
+    filters: "outside the requested scopes or metadata",
+    hidden: "hidden: its scope is searched only when named",
+    overfetch: "not in either arm's over-fetch: fusion never saw it",
+    threshold: "dropped by the weighted threshold",
+    "max-per-source": "its source already had maxPerSource chunks above it",
+    "top-k": "fused past the top " + cut,
+    rerank: "moved out of the page by rerank",
+  }[c.droppedBy];
+  return "✗ " + (c.droppedBy ? c.droppedBy + (words ? ": " + words : "") : "not returned");
+}
+
+function ranked(rank, score, digits) {
+  return rank === null || rank === undefined ? "—" : "#" + rank + " · " + fmt(score, digits);
+}
+
+// Every chunk of the document: where each stage put it, and whether it was cut and why.
+function chunksTable(r) {
+  const checks = new Map(((r.askGate && r.askGate.checks) || []).map((check) => [check.chunkId, check]));
+  const cut = r.fusion.offset + r.fusion.k;
+  const reranked = Boolean(r.rerank);
+  const rows = r.chunks.map((c) => {
+    const check = checks.get(c.chunkId);
+    const row = [
+      chunkRef(r, c.chunkId, String(c.ordinal + 1) + (c.sourceChunks ? " of " + c.sourceChunks : "")),
+      (c.headingPath || []).join(" › ") || "—",
+      stagesAbout(r, c.chunkId),
+      ranked(c.lexicalRank, c.lexicalScore, 4),
+      ranked(c.denseRank, c.cosine, 4),
+      ranked(c.fusedRank, c.fusedScore, 4),
+    ];
+    if (reranked) row.push(c.rerankRank === null || c.rerankRank === undefined ? "—" : "#" + c.rerankRank);
+    row.push(cutText(c, cut), c.hasVector ? "yes" : "no", check ? yes(check.passed, check.passed ? "passes" : "fails") : "—");
+    return row;
+  });
+  const columns = ["chunk", "headings", "stages about it", "lexical (BM25)", "dense (cosine)", "fused (score)"]
+    .concat(reranked ? ["rerank"] : [], ["page", "vector", "ask gate"]);
+  return table("Exact ranks and scores, even past the over-fetch (— = not ranked); hover a chunk for its id",
+    columns, rows, "detail chunk-table");
 }
 
 // Would ask's relevance gate pass the document: the gate, and the verdict the API reports
@@ -89,8 +163,10 @@ function askGateStage(r) {
   }
   const v = g.verdict;
   if (v) {
-    const named = (r.chunks || []).length > 1 ? chunkName(r, v.chunkId) + ": " : "";
-    lines.push(el("p", "gate-verdict gate-" + (v.passed ? "passed" : "failed"), named + v.reason + "."));
+    const verdict = el("p", "gate-verdict gate-" + (v.passed ? "passed" : "failed"));
+    if ((r.chunks || []).length > 1) verdict.append(chunkRef(r, v.chunkId), document.createTextNode(": "));
+    verdict.append(document.createTextNode(v.reason + "."));
+    lines.push(verdict);
   } else {
     lines.push(el("p", "gate-verdict", "No chunk of the document to judge."));
   }
@@ -113,12 +189,17 @@ export function renderExplain(container, r, options) {
     ]));
   }
   const lex = r.lexical;
-  const terms = lex.terms && lex.terms.length ? termsTable(lex.terms, "Each query word against the best chunk's two lexical fields") : null;
+  // several chunks: the caption names the one the words are held against (the API's
+  // termsChunkId: the lexical arm's best chunk, else the one the fusion stage is about)
+  const termsChunk = (r.chunks || []).length > 1 && r.chunks.find((c) => c.chunkId === lex.termsChunkId);
+  const caption = termsChunk ? "Each query word against the two lexical fields of " + chunkLabel(r, termsChunk)
+    : "Each query word against the best chunk's two lexical fields";
+  const terms = lex.terms && lex.terms.length ? termsTable(lex.terms, caption) : null;
   const searched = "searched: exact [" + (lex.exactTerms || []).join(", ") + "], stems [" + (lex.stemTerms || []).join(", ") + "]";
-  stages.append(stage("Lexical arm", [armLine("BM25", lex, ""), searched], terms));
-  stages.append(stage("Dense arm", [armLine("Vectors", r.dense, "")]));
+  stages.append(stage("Lexical arm", [aboutChunk(r, lex.chunkId), armLine("BM25", lex, ""), searched], terms));
+  stages.append(stage("Dense arm", [aboutChunk(r, r.dense.chunkId), armLine("Vectors", r.dense, "")]));
   const f = r.fusion;
-  const fusionLines = [];
+  const fusionLines = [aboutChunk(r, f.chunkId)];
   if (f.rank === null || f.rank === undefined) fusionLines.push("Not in the fused list (" + f.settings.method + ").");
   else {
     fusionLines.push("Fused rank " + f.rank + " (" + f.settings.method + ", score " + fmt(f.score, 4)
@@ -132,6 +213,7 @@ export function renderExplain(container, r, options) {
   if (r.rerank) {
     const rr = r.rerank;
     stages.append(stage("Rerank", [
+      aboutChunk(r, rr.chunkId),
       rr.method + (rr.reranked ? " reranked the top " + rr.kOverfetch : " kept the fused order (" + (rr.reason || "no reason") + ")") + ".",
       rr.inPool ? "In the pool: fused " + (rr.rankBefore || "—") + " → rerank " + (rr.rankAfter || "—") + "." : "Not in the rerank pool.",
     ]));
@@ -140,14 +222,9 @@ export function renderExplain(container, r, options) {
   container.append(stages);
   if (!compact && r.chunks && r.chunks.length) {
     const details = el("details", "chunks");
+    details.open = r.chunks.length > 1; // one chunk: the stage lines above already say it all
     details.append(el("summary", null, "Each chunk of the document (" + r.chunks.length + ")"));
-    const checks = new Map(((r.askGate && r.askGate.checks) || []).map((check) => [check.chunkId, check]));
-    const rows = r.chunks.map((c) => [
-      String(c.ordinal), (c.headingPath || []).join(" › ") || "—", c.lexicalRank, c.denseRank, c.fusedRank,
-      yes(c.returned), c.hasVector ? "yes" : "no",
-      checks.has(c.chunkId) ? yes(checks.get(c.chunkId).passed, checks.get(c.chunkId).passed ? "passes" : "fails") : "—",
-    ]);
-    details.append(table("Exact ranks, even past the over-fetch (— = not ranked)", ["chunk", "headings", "lexical", "dense", "fused", "returned", "vector", "ask gate"], rows));
+    details.append(chunksTable(r));
     container.append(details);
   }
 }
