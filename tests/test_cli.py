@@ -166,10 +166,10 @@ def test_dense_weight_flag_is_the_fusion_objects_dense_weight(tmp_path: Path) ->
     # what does not fit is the service's one-line error, as over HTTP
     refused = {
         ("--fusion", "rrf", "--dense-weight", "0.5"):
-            "fusion: denseWeight does not apply to fusion 'rrf' (fusion object): it takes k, lexicalWeight (and overfetch)",
+            "fusion: denseWeight does not apply to fusion 'rrf' (fusion object): it takes k, lexicalWeight",
         ("--fusion", "minmax", "--dense-weight", "1.5"): "fusion: denseWeight: Input should be less than or equal to 1",
         ("--fusion", "minmax", "--dense-weight", "0.5", "--lexical-weight", "0.3"):
-            "fusion: lexicalWeight does not apply to fusion 'minmax' (fusion object): it takes denseWeight (and overfetch)",
+            "fusion: lexicalWeight does not apply to fusion 'minmax' (fusion object): it takes denseWeight",
     }
     for flags, message in refused.items():
         for command in ("search", "explain"):

@@ -83,16 +83,17 @@ def test_the_default_adaptive_says_what_was_asked_and_what_was_decided(indexed: 
     [
         (
             {"lexical_weight": 0.1},
-            "lexicalWeight does not apply to fusion 'adaptive' (the default): it takes languagePrior (and overfetch)",
+            "lexicalWeight does not apply to fusion 'adaptive' (the default): it takes languagePrior; "
+            "overfetch applies to every method",
         ),
         ({"lexical_weight": "auto"}, "lexicalWeight does not apply to fusion 'adaptive' (the default)"),
         (
             {"fusion": "rrf", "threshold": 0.3},
-            "threshold does not apply to fusion 'rrf': it takes rrfK, lexicalWeight (and overfetch)",
+            "threshold does not apply to fusion 'rrf': it takes rrfK, lexicalWeight; overfetch applies to every method",
         ),
         (
             {"fusion": "minmax", "rrf_k": 3, "language_prior": False},
-            "rrfK, languagePrior do not apply to fusion 'minmax': it takes no knobs (and overfetch)",
+            "rrfK, languagePrior do not apply to fusion 'minmax': it takes no knobs; overfetch applies to every method",
         ),
         (
             {"fusion": "weighted", "language_prior": True},
@@ -119,6 +120,30 @@ def test_object_knobs_are_the_methods_own(indexed: Plait) -> None:
         indexed.search_request("default", {"query": "x", "fusion": {"k": 3}})
     with pytest.raises(ValidationError, match="fusion: a fusion object's method is 'rrf', .* \\(got 'mixed'\\)"):
         indexed.search_request("default", {"query": "x", "fusion": {"method": "mixed"}})
+
+
+def test_a_whole_request_error_is_its_message_alone(indexed: Plait) -> None:
+    """Knobs that do not fit the method are no one field's error: the engine said
+    'request: threshold does not apply …' (MCP and the CLI passed it on), HTTP 'body: …'."""
+    with pytest.raises(ValidationError) as caught:
+        indexed.search_request("default", {"query": "ERR-4012", "fusion": "rrf", "threshold": 0.3})
+    assert str(caught.value) == (
+        "threshold does not apply to fusion 'rrf': it takes rrfK, lexicalWeight; overfetch applies to every method"
+    )
+
+
+def test_overfetch_inside_a_fusion_object_is_told_it_goes_beside(indexed: Plait) -> None:
+    """overfetch is a request field beside fusion, never a fusion object's knob: put inside
+    one, it was refused with 'it takes k, lexicalWeight (and overfetch)'."""
+    with pytest.raises(ValidationError) as caught:
+        indexed.search_request("default", {"query": "ERR-4012", "fusion": {"method": "rrf", "overfetch": 5}})
+    assert str(caught.value) == (
+        "fusion: overfetch does not apply to fusion 'rrf' (fusion object): it takes k, lexicalWeight; "
+        "overfetch goes beside fusion, not inside it"
+    )
+    beside = indexed.search_request("default", {"query": "ERR-4012", "fusion": {"method": "rrf"}, "overfetch": 5})
+    assert beside.fusion_decided is not None
+    assert beside.fusion_decided.parameters == {"k": 60, "lexicalWeight": 0.5, "overfetch": 5}
 
 
 def test_the_collections_saved_method_decides_which_knobs_apply(indexed: Plait) -> None:

@@ -294,8 +294,8 @@ def test_fusion_objects_and_explain_under_the_searchs_fusion(store: str) -> None
         "Error executing tool search: fusion: fusion is a method name ('rrf', 'weighted', 'minmax', 'dbsf' or "
         "'adaptive') or a fusion object",
         "Error executing tool explain: fusion: denseWeight does not apply to fusion 'rrf' (fusion object): "
-        "it takes k, lexicalWeight (and overfetch)",
-        "Error executing tool explain: request: lexicalWeight given beside a fusion object: put the knobs inside it "
+        "it takes k, lexicalWeight",
+        "Error executing tool explain: lexicalWeight given beside a fusion object: put the knobs inside it "
         "(fusion 'minmax' takes denseWeight)",
         "Error executing tool search: fusion: denseWeight: expected a finite number, got nan",
     ]

@@ -29,7 +29,9 @@ def one_line(message: str) -> str:
 def describe_validation(errors: Sequence[Mapping[str, Any]], *, skip: Sequence[str] = ("body",)) -> str:
     """One line naming the bad field(s) of pydantic ``errors`` (``ValidationError.errors()``),
     with the value given when it is short; ``skip`` leaves location parts out (FastAPI's
-    ``body``).
+    ``body``). A check of the whole request (a model validator's error, at no location
+    once ``skip`` is left out) is its message alone, as the engine says it
+    (:func:`plait.retrieval.request.validation_message`).
 
     >>> describe_validation([{"type": "int_parsing", "loc": ("k",), "msg": "Input should be a valid integer",
     ...                       "input": "many"}])
@@ -37,6 +39,9 @@ def describe_validation(errors: Sequence[Mapping[str, Any]], *, skip: Sequence[s
     >>> describe_validation([{"type": "value_error", "loc": ("k",), "msg": "Value error, expected a number, got true",
     ...                       "input": True}])
     'k: expected a number, got true'
+    >>> describe_validation([{"type": "value_error", "loc": ("body",), "msg": "Value error, rrfK given beside a fusion object",
+    ...                       "input": {}}])
+    'rrfK given beside a fusion object'
     """
     errors = _unions_merged(errors)
     parts = []
@@ -46,8 +51,13 @@ def describe_validation(errors: Sequence[Mapping[str, Any]], *, skip: Sequence[s
             where = error.get("loc", ("body", "?"))[-1]
             parts.append(f"malformed JSON body (at character {where})")
             continue
-        field = ".".join(loc) or "body"
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        if not loc and error.get("type") == "value_error":
+            # a check of the whole request (knobs that do not fit the fusion method): its
+            # message names the fields itself, and reads the same over HTTP, MCP and the CLI
+            parts.append(message)
+            continue
+        field = ".".join(loc) or "body"
         given = error.get("input")
         short = isinstance(given, (int, float, bool)) or (isinstance(given, str) and len(given) <= 40)
         # a message that already names what it got ('expected a number, got true') says it once

@@ -68,13 +68,27 @@ REQUEST_KNOBS: dict[FusionMethod, tuple[str, ...]] = {
 }
 
 
-def knob_error(method: FusionMethod | str, given: list[str], takes: tuple[str, ...], *, where: str = "") -> str:
-    """``lexicalWeight does not apply to fusion 'adaptive': it takes languagePrior (and overfetch)``."""
+def knob_error(
+    method: FusionMethod | str, given: list[str], takes: tuple[str, ...], *, where: str = "", in_object: bool = False
+) -> str:
+    """Why the knobs ``given`` do not fit ``method``, which takes ``takes``: top-level request
+    knobs, or (``in_object``) the keys of a fusion object. ``overfetch`` is no fusion knob:
+    every method takes it, as a request field beside ``fusion`` (``--overfetch`` on the
+    CLI), never inside a fusion object.
+
+    >>> knob_error(FusionMethod.ADAPTIVE, ["lexicalWeight"], ("languagePrior",))
+    "lexicalWeight does not apply to fusion 'adaptive': it takes languagePrior; overfetch applies to every method"
+    >>> knob_error(FusionMethod.RRF, ["overfetch"], ("k", "lexicalWeight"), where=" (fusion object)", in_object=True)
+    "overfetch does not apply to fusion 'rrf' (fusion object): it takes k, lexicalWeight; overfetch goes beside fusion, not inside it"
+    """
     value = method.value if isinstance(method, FusionMethod) else method
     names = ", ".join(given)
     verb = "does" if len(given) == 1 else "do"
     knobs = ", ".join(takes) if takes else "no knobs"
-    return f"{names} {verb} not apply to fusion {value!r}{where}: it takes {knobs} (and overfetch)"
+    text = f"{names} {verb} not apply to fusion {value!r}{where}: it takes {knobs}"
+    if not in_object:
+        return f"{text}; overfetch applies to every method"
+    return f"{text}; overfetch goes beside fusion, not inside it" if "overfetch" in given else text
 
 
 def first_error(exc: PydanticValidationError) -> str:
@@ -117,7 +131,7 @@ class _Choice(_Knobs):
     def _own_knobs(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and (unknown := cls._unknown(data)):
             method = cls.model_fields["method"].default
-            raise ValueError(knob_error(method, unknown, cls.KNOBS, where=" (fusion object)"))
+            raise ValueError(knob_error(method, unknown, cls.KNOBS, where=" (fusion object)", in_object=True))
         return data
 
     def apply(self, settings: FusionSettings) -> FusionSettings:  # pragma: no cover - abstract

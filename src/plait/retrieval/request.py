@@ -172,11 +172,15 @@ class SearchRequest(Model):
 
 def validation_message(exc: PydanticValidationError) -> str:
     """Every error of a request model's ``exc`` as ``field: message``, joined by ``; ``
-    (``request`` for an error about the whole request; pydantic's ``Value error,`` dropped)."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {str(e['msg']).removeprefix('Value error, ')}"
-        for e in exc.errors()
-    )
+    (pydantic's ``Value error,`` dropped). An error about the whole request (knobs that do
+    not fit the fusion method) is its message alone: it names its fields itself, and reads
+    as over HTTP (:func:`plait.api.messages.describe_validation`)."""
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{field}: {message}" if field else message)
+    return "; ".join(parts)
 
 
 def validated(request: SearchRequest | Mapping[str, Any]) -> SearchRequest:
