@@ -50,16 +50,16 @@ from plait.chunk_build import build_chunks, chunk_id, content_hash, index_text
 from plait.chunking import ChunkSettings
 from plait.collection_settings import read_settings
 from plait.embeddings.base import Embedder
-from plait.errors import ModelMismatchError, ProviderError
+from plait.errors import ProviderError
 from plait.events import EngineEvents
 from plait.fields import embedding_text
 from plait.kept_versions import remember_kept
+from plait.model_guard import check_model
 from plait.sources.base import Scan, SourceDocument, Subtree, kept_skip
 from plait.stored_chunk import stored_chunk
 from plait.stores.base import ChunkState, SourceInfo, Store
 from plait.types import (
     Chunk,
-    CollectionInfo,
     EmbeddingReport,
     IndexReport,
     SkippedSource,
@@ -90,25 +90,6 @@ documents written and the third is None."""
 def _indexed(chunk: Chunk) -> str:
     """What the dense arm embeds (:func:`plait.fields.embedding_text`)."""
     return embedding_text(chunk)
-
-
-def check_model(
-    store: Store, collection: str, embedder: Embedder | None, *, info: CollectionInfo | None = None
-) -> None:
-    """Refuse an embedder whose model differs from the one the collection was indexed with.
-
-    ``info`` is the collection as the caller just read it (saves reading it again).
-    """
-    if info is None:
-        info = store.get_collection(collection)
-    if info is None or embedder is None or info.embedder_model is None:
-        return
-    if (info.embedder_provider, info.embedder_model) != (embedder.provider, embedder.model):
-        raise ModelMismatchError(
-            f"collection {collection!r} was indexed with {info.embedder_provider}/"
-            f"{info.embedder_model} ({info.dimension}-d); refusing {embedder.provider}/"
-            f"{embedder.model}. Use the same embedder, or index into another collection."
-        )
 
 
 def _conflict(source_id: str, owner: str) -> SkippedSource:

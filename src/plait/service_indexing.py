@@ -13,7 +13,8 @@ from plait._text import valid_text
 from plait.backfill import BackfillProgress, vector_coverage
 from plait.collection_settings import chunking_record, read_settings, write_settings
 from plait.errors import NotFoundError, PlaitError, ValidationError
-from plait.ingest import Indexer, Progress, check_model
+from plait.ingest import Indexer, Progress
+from plait.model_guard import check_model
 from plait.service_base import CUSTOM as _CUSTOM
 from plait.service_base import NONE as _NONE
 from plait.service_base import EngineBase

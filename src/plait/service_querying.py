@@ -12,7 +12,7 @@ from plait.collection_settings import CollectionSettings, parse_settings
 from plait.embeddings import Embedder
 from plait.embeddings.guard import GuardedEmbedder
 from plait.errors import NotFoundError
-from plait.ingest import check_model
+from plait.model_guard import check_model
 from plait.request_body import request_body
 from plait.retrieval.request import validated
 from plait.search import SearchRequest
