@@ -97,7 +97,7 @@ def test_tools_over_stdio(store: str) -> None:
     assert missing.is_error
     assert "collection 'nope' does not exist" in missing.content[0].text
     assert invalid.is_error
-    assert invalid.content[0].text == "Error executing tool search: k: Input should be greater than or equal to 1"
+    assert invalid.content[0].text == "Error executing tool search: k: Input should be greater than or equal to 1 (got 0)"
 
 
 def test_no_reindex_leaves_the_tool_out(store: str) -> None:
@@ -187,8 +187,8 @@ def test_ask_and_faq_list_tools(store: str) -> None:
 
 
 SEARCH_TAKES = (
-    "query, collection, k, offset, fusion, lexical_weight, language_prior, scopes, rerank, k_overfetch, "
-    "qa_first, mode, max_per_source, group_by"
+    "query, collection, k, offset, fusion, lexical_weight, rrf_k, threshold, language_prior, overfetch, scopes, "
+    "metadata, rerank, k_overfetch, qa_first, mode, max_per_source, group_by"
 )
 
 
@@ -226,16 +226,15 @@ def test_arguments_are_checked_as_strictly_as_an_http_body(store: str) -> None:
         " (got 'many')",
         "Error executing tool ask: k: expected a number, got true",
         "Error executing tool ask: min_cosine: expected a finite number, got inf",
-        "Error executing tool explain: unknown argument 'offset'; explain takes: query, doc, path, "
-        "chunk, collection, k, fusion, lexical_weight, language_prior, scopes, mode, max_per_source",
+        "Error executing tool explain: offset: expected a number, got false",
         "Error executing tool faq_list: unknown argument 'statuss'; faq_list takes: collection, status",
-        # the engine's check: it read "question: Value error, question is empty"
-        "Error executing tool ask: question: question is empty",
+        # the request model's check: it read "question: Value error, question is empty"
+        "Error executing tool ask: question: question is empty (got ' ')",  # one line: spaces collapse
         # the engine's checks name the HTTP API's fields; they said minTermCoverage,
         # maxPerSource and groupBy, which no tool takes
-        "Error executing tool ask: min_term_coverage: Input should be less than or equal to 1",
-        "Error executing tool search: max_per_source: Input should be greater than or equal to 1; "
-        "group_by: Input should be 'source'",
+        "Error executing tool ask: min_term_coverage: Input should be less than or equal to 1 (got 2)",
+        "Error executing tool search: max_per_source: Input should be greater than or equal to 1 (got 0); "
+        "group_by: Input should be 'source' (got 'file')",
         "Error executing tool search: qa_first: Input should be a valid boolean (got 'yes')",
     ]
     assert not valid.is_error
@@ -292,7 +291,7 @@ def test_fusion_objects_and_explain_under_the_searchs_fusion(store: str) -> None
     assert [r.content[0].text for r in refused] == [
         "Error executing tool search: fusion: denseWeight: expected a number, got true",
         "Error executing tool search: fusion: fusion is a method name ('rrf', 'weighted', 'minmax', 'dbsf' or "
-        "'adaptive') or a fusion object",
+        "'adaptive') or a fusion object (got 3)",
         "Error executing tool explain: fusion: denseWeight does not apply to fusion 'rrf' (fusion object): "
         "it takes k, lexicalWeight",
         "Error executing tool explain: lexicalWeight given beside a fusion object: put the knobs inside it "

@@ -16,6 +16,11 @@ becomes a tool error carrying its one-line message (the agent can read and corre
 it); anything else is reported by the SDK as a crash, with no details. Arguments are
 taken as strictly as the HTTP API takes a body (:mod:`plait.api.mcp_strict`): an
 unknown one, ``true`` for a number, NaN or a wrong type is a one-line tool error naming it.
+``search``, ``explain`` and ``ask`` take the HTTP API's request fields (snake_case: ``rrf_k``
+for ``rrfK``; ``explain`` all of search's but ``qa_first``, which a trace has no use for;
+``ask`` all but ``includeDrafts``, an agent being a reader) and build the HTTP API's
+request model from them (:mod:`plait.api.mcp_arguments`), so a bad value is the 422's own
+one-line message.
 
 The SDK is the ``mcp`` extra: ``pip install 'plait[mcp]'``.
 """
@@ -23,13 +28,33 @@ The SDK is the ``mcp`` extra: ``pip install 'plait[mcp]'``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BeforeValidator, StrictBool, WithJsonSchema
-
+from plait.api.mcp_arguments import (
+    AskK,
+    Fusion,
+    GroupBy,
+    K,
+    KOverfetch,
+    LanguagePrior,
+    LexicalWeight,
+    MaxPerSource,
+    Metadata,
+    MinCosine,
+    MinTermCoverage,
+    Mode,
+    Offset,
+    Overfetch,
+    QaFirst,
+    Rerank,
+    RrfK,
+    Scopes,
+    Threshold,
+    request,
+)
+from plait.ask import AskRequest
 from plait.errors import ConfigError, PermissionDeniedError, PlaitError
-from plait.retrieval.numbers import plain_number
-from plait.retrieval.request import SearchRequest
+from plait.retrieval.request import DEFAULT_K_OVERFETCH, SearchRequest
 from plait.types import to_json
 
 if TYPE_CHECKING:
@@ -40,37 +65,6 @@ if TYPE_CHECKING:
 __all__ = ["create_mcp_server"]
 
 T = TypeVar("T")
-
-# Argument types: the SDK's lax model would read true as 1 and pass NaN on; these refuse
-# them as the HTTP API's request models do. Ranges are the request models' (via the engine).
-Integer = Annotated[int, BeforeValidator(plain_number)]
-Number = Annotated[float, BeforeValidator(plain_number)]
-Weight = Annotated[float | str | None, BeforeValidator(plain_number)]
-"""``lexical_weight``: 0..1 or 'auto'."""
-
-
-def _inlined(schema: Any, defs: dict[str, Any]) -> Any:
-    """``schema`` with each ``$ref`` to ``defs`` replaced by its definition (no discriminator:
-    its mapping names ``$defs`` a tool argument's schema does not have)."""
-    if isinstance(schema, list):
-        return [_inlined(item, defs) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    if "$ref" in schema:
-        return _inlined(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
-    return {key: _inlined(value, defs) for key, value in schema.items() if key != "discriminator"}
-
-
-def _fusion_schema() -> dict[str, Any]:
-    """The HTTP API's ``fusion`` field (a method name or a fusion object), self-contained."""
-    schema = SearchRequest.model_json_schema(by_alias=True)
-    return cast(dict[str, Any], _inlined(schema["properties"]["fusion"], schema.get("$defs", {})))
-
-
-Fusion = Annotated[Any, WithJsonSchema(_fusion_schema())]
-"""``fusion``: a method name or a fusion object, as the HTTP API takes it. Its schema is the
-API's; the SDK passes the value on as given and the engine's request model checks it, so a
-bad one is the HTTP API's own one-line error."""
 
 _INSTRUCTIONS = (
     "plait searches a team's own knowledge (docs, ADRs, session logs) with hybrid "
@@ -114,18 +108,22 @@ def create_mcp_server(
     def search(
         query: str,
         collection: str | None = None,
-        k: Integer = 8,
-        offset: Integer = 0,
+        k: K = 8,
+        offset: Offset = 0,
         fusion: Fusion = None,
-        lexical_weight: Weight = None,
-        language_prior: StrictBool | None = None,
-        scopes: list[str] | None = None,
-        rerank: str | None = None,
-        k_overfetch: Integer | None = None,
-        qa_first: StrictBool = False,
-        mode: str = "hybrid",
-        max_per_source: Integer | None = None,
-        group_by: str | None = None,
+        lexical_weight: LexicalWeight = None,
+        rrf_k: RrfK = None,
+        threshold: Threshold = None,
+        language_prior: LanguagePrior = None,
+        overfetch: Overfetch = None,
+        scopes: Scopes = None,
+        metadata: Metadata = None,
+        rerank: Rerank = None,
+        k_overfetch: KOverfetch = DEFAULT_K_OVERFETCH,
+        qa_first: QaFirst = False,
+        mode: Mode = "hybrid",
+        max_per_source: MaxPerSource = None,
+        group_by: GroupBy = None,
     ) -> dict[str, Any]:
         """Hybrid search. `fusion` is a method name — 'adaptive' (default: min-max
         normalised scores, dense weight chosen per query, echoed in `fusion.denseWeightUsed`
@@ -137,29 +135,34 @@ def create_mcp_server(
         without "method" ({"denseWeight": 0.8}) the knobs are for the collection's own
         method. A knob the method does not take is an error naming the knobs it takes;
         `fusionAsked` echoes what was asked, `fusionDecided` the method, where it came from
-        and the knobs in effect. `lexical_weight` (with fusion 'rrf') 0..1
-        (0.5 weighs both arms equally, 1 is lexical only) or 'auto' (leans lexical when the
-        query holds identifiers); `language_prior` false makes 'adaptive' ignore whether the
-        embedder declares the query's language (`fusion.queryLanguage`,
-        `embedderCoversQuery`); with a fusion object both go inside it instead. `scopes`
-        limits to e.g. ['adr']; `offset` pages (hits are
-        fused positions offset+1 … offset+k); `rerank` is 'llm' or 'cross-encoder' and
-        reorders the fused top max(k, `k_overfetch`) before the cut; `qa_first` answers with
-        a reviewed FAQ card when one matches (`answeredBy`, `card`); `mode` is 'hybrid'
-        (both arms), 'lexical' (BM25 only, no embedding) or 'vector' (dense only, no BM25);
-        `max_per_source` keeps at most N chunks of one file or session (the rest counted in
-        each hit's `moreFromSource`); `group_by` 'source' adds `groups`, one per source.
+        and the knobs in effect. With a method name, its knobs are arguments: 'rrf' takes
+        `rrf_k` (the k in 1/(k + rank)) and `lexical_weight` 0..1 (0.5 weighs both arms
+        equally, 1 is lexical only) or 'auto' (leans lexical when the query holds
+        identifiers); 'weighted' takes `threshold` 0..1 (hits scoring less are dropped);
+        'adaptive' takes `language_prior` (false: ignore whether the embedder declares the
+        query's language, `fusion.queryLanguage`, `embedderCoversQuery`); with a fusion
+        object they go inside it instead. `overfetch` (every method) is the candidates each
+        arm fetches before fusion, beside `fusion`, never inside it. `scopes` limits to e.g.
+        ['adr']; `metadata` keeps hits whose metadata has each key = value ({"lang": "en"});
+        `offset` pages (hits are fused positions offset+1 … offset+k); `rerank` is 'llm' or
+        'cross-encoder' and reorders the fused top max(k, `k_overfetch`) before the cut;
+        `qa_first` answers with a reviewed FAQ card when one matches (`answeredBy`, `card`);
+        `mode` is 'hybrid' (both arms), 'lexical' (BM25 only, no embedding) or 'vector'
+        (dense only, no BM25); `max_per_source` keeps at most N chunks of one file or
+        session (the rest counted in each hit's `moreFromSource`); `group_by` 'source' adds
+        `groups`, one per source. Arguments are the HTTP API's search body, checked as it is.
         Returns hits with content, score, match badge, ranks per arm and origin."""
         name = collection or default_collection
-        request: dict[str, Any] = {
-            "query": query, "k": k, "offset": offset, "fusion": fusion,
-            "lexicalWeight": lexical_weight, "languagePrior": language_prior, "scopes": scopes, "rerank": rerank,
-            "kOverfetch": k_overfetch, "qaFirst": qa_first, "mode": mode,
-            "maxPerSource": max_per_source, "groupBy": group_by,
+        arguments = {
+            "query": query, "k": k, "offset": offset, "fusion": fusion, "lexical_weight": lexical_weight,
+            "rrf_k": rrf_k, "threshold": threshold, "language_prior": language_prior, "overfetch": overfetch,
+            "scopes": scopes, "metadata": metadata, "rerank": rerank, "k_overfetch": k_overfetch,
+            "qa_first": qa_first, "mode": mode, "max_per_source": max_per_source, "group_by": group_by,
         }
-        options = {key: value for key, value in request.items() if value is not None}
         # an agent is a reader: FAQ cards not yet approved stay out of its searches
-        return to_json(call(lambda: engine.search_request(name, options, drafts_visible=False)))
+        return to_json(
+            call(lambda: engine.search_request(name, request(SearchRequest, arguments), drafts_visible=False))
+        )
 
     @server.tool()
     def explain(
@@ -168,45 +171,63 @@ def create_mcp_server(
         path: str | None = None,
         chunk: str | None = None,
         collection: str | None = None,
-        k: Integer = 8,
+        k: K = 8,
+        offset: Offset = 0,
         fusion: Fusion = None,
-        lexical_weight: Weight = None,
-        language_prior: StrictBool | None = None,
-        scopes: list[str] | None = None,
-        mode: str = "hybrid",
-        max_per_source: Integer | None = None,
+        lexical_weight: LexicalWeight = None,
+        rrf_k: RrfK = None,
+        threshold: Threshold = None,
+        language_prior: LanguagePrior = None,
+        overfetch: Overfetch = None,
+        scopes: Scopes = None,
+        metadata: Metadata = None,
+        rerank: Rerank = None,
+        k_overfetch: KOverfetch = DEFAULT_K_OVERFETCH,
+        mode: Mode = "hybrid",
+        max_per_source: MaxPerSource = None,
+        group_by: GroupBy = None,
     ) -> dict[str, Any]:
         """Why did a document (not) come back for `query`? Name it by exactly one of `doc`
         (document id), `path` (source path) or `chunk` (chunk id). Returns every stage for
         it — ingestion, lexical terms that matched or not and why, exact rank in each arm,
-        fused rank and what cut it — and a one-line `diagnosis` naming the stage to fix.
-        The other arguments are the traced search's, as `search` takes them: give the
-        `fusion` (a method name or a fusion object such as {"method": "minmax",
-        "denseWeight": 0.8}), `lexical_weight`, `language_prior`, `k`, `scopes`, `mode` and
-        `max_per_source` a search used to explain that search; `fusion.settings` reports the
-        fusion it ran, `fusion.rank` the document's fused rank under it."""
+        fused rank, rerank and what cut it — and a one-line `diagnosis` naming the stage to
+        fix. The other arguments are the traced search's, as `search` takes them: give the
+        `k`, `offset` (the page), `fusion` (a method name or a fusion object such as
+        {"method": "minmax", "denseWeight": 0.8}), `lexical_weight`, `rrf_k`, `threshold`,
+        `language_prior`, `overfetch`, `scopes`, `metadata`, `rerank`, `k_overfetch`,
+        `mode`, `max_per_source` and `group_by` a search used to explain that search;
+        `fusion.settings` reports the fusion it ran, `fusion.rank` the document's fused rank
+        under it, `fusion.offset` the page, `rerank` its place before and after the rerank."""
         name = collection or default_collection
-        result = call(
-            lambda: engine.explain(
-                query, doc=doc, path=path, chunk=chunk, collection=name, k=k, fusion=fusion,
-                lexical_weight=lexical_weight, language_prior=language_prior, scopes=scopes, mode=mode,
-                max_per_source=max_per_source,
+        arguments = {
+            "query": query, "k": k, "offset": offset, "fusion": fusion, "lexical_weight": lexical_weight,
+            "rrf_k": rrf_k, "threshold": threshold, "language_prior": language_prior, "overfetch": overfetch,
+            "scopes": scopes, "metadata": metadata, "rerank": rerank, "k_overfetch": k_overfetch,
+            "mode": mode, "max_per_source": max_per_source, "group_by": group_by,
+        }
+
+        def traced() -> Any:
+            # the search options as the HTTP API's explain passes them on
+            options = request(SearchRequest, arguments).model_dump(exclude={"query"}, exclude_none=True)
+            return engine.explain(
+                query, doc=doc, path=path, chunk=chunk, collection=name,
                 drafts_visible=False,  # the trace of the agent's own (reader's) search
+                **options,
             )
-        )
-        return to_json(result)
+
+        return to_json(call(traced))
 
     @server.tool()
     def ask(
         question: str,
         collection: str | None = None,
-        k: Integer | None = None,
-        qa_first: StrictBool = False,
-        rerank: str | None = None,
-        scopes: list[str] | None = None,
-        mode: str = "hybrid",
-        min_cosine: Number | None = None,
-        min_term_coverage: Number | None = None,
+        k: AskK = None,
+        qa_first: QaFirst = False,
+        rerank: Rerank = None,
+        scopes: Scopes = None,
+        mode: Mode = "hybrid",
+        min_cosine: MinCosine = None,
+        min_term_coverage: MinTermCoverage = None,
     ) -> dict[str, Any]:
         """A grounded answer to `question` with `[n]` citations: each citation names the
         chunk, its origin (path › headings) and the quoted sentence. `mode` says how it was
@@ -216,16 +237,14 @@ def create_mcp_server(
         the collection's calibrated one (`gate`, and `gateChecks` says why each hit passed
         or failed); `min_cosine` / `min_term_coverage` override it for this call. Sentences
         of an LLM answer that cite no source are dropped and listed in `dropped`. Only approved FAQ cards answer (an agent
-        is a reader)."""
+        is a reader). Arguments are the HTTP API's ask body, checked as it is."""
         name = collection or default_collection
-        result = call(
-            lambda: engine.ask(
-                question, collection=name, k=k, qa_first=qa_first,
-                include_drafts=False, rerank=rerank, scopes=scopes, mode=mode,
-                min_cosine=min_cosine, min_term_coverage=min_term_coverage,
-            )
-        )
-        return to_json(result)
+        arguments = {
+            "question": question, "k": k, "qa_first": qa_first, "rerank": rerank, "scopes": scopes,
+            "mode": mode, "min_cosine": min_cosine, "min_term_coverage": min_term_coverage,
+            "include_drafts": False,  # an agent is a reader
+        }
+        return to_json(call(lambda: engine.ask_request(name, request(AskRequest, arguments))))
 
     @server.tool()
     def faq_list(collection: str | None = None, status: str = "approved") -> list[dict[str, Any]]:

@@ -5,10 +5,11 @@ signature: it ignores names the tool does not take (``{"query": "x", "kk": 3}`` 
 with ``k=8``) and reports a wrong type with pydantic's multi-line report. Here an
 unknown argument is a tool error naming it and the arguments the tool takes, and an
 argument the signature rejects is reported in one line naming it, as the HTTP API's
-422 does (:func:`plait.api.messages.describe_validation`). What the signature's types
-refuse beyond pydantic's own (``true`` as a number, NaN) they say themselves
-(:func:`plait.retrieval.request.plain_number`); the rest — ranges, ``'auto'``, fusion
-knobs — is the request models' (``SearchRequest``, ``AskRequest``) behind the engine.
+422 does (:func:`plait.api.messages.describe_validation`). An argument that is a field
+of the HTTP API's request bodies is passed on as given and checked by the request model
+(``true`` as a number, NaN, ranges, ``'auto'``, fusion knobs, metadata filters:
+:mod:`plait.api.mcp_arguments`), in the 422's words with each field named as the tool's
+argument (:func:`snake_named`).
 
 Imported on demand: it needs the ``mcp`` extra.
 """
