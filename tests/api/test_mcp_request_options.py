@@ -37,8 +37,10 @@ from plait.ask import AskRequest
 from plait.llm import OllamaLLM
 from plait.retrieval.request import SearchRequest
 from plait.service import Plait
+from plait.sources.base import SourceDocument, SourcePart
 from plait.testing.asgi_server import UvicornThread
 from plait.testing.wire import WireServer
+from plait.types import FileOrigin
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 QUERY = "ERR-4012 checkout session token"
@@ -63,11 +65,28 @@ def llm() -> Iterator[str]:
         yield server.url
 
 
+def _part(source: str, text: str, *heading: str) -> SourcePart:
+    return SourcePart(text=text, origin=FileOrigin(source_path=f"{source}.md", title=source, heading_path=list(heading)))
+
+
+#: Collection 'g': source a in two chunks, both above b's one for "refund window".
+TWO_CHUNKS = [
+    SourceDocument(source_id="a", scope="docs", metadata={"docId": "a"}, parts=(
+        _part("a", "Refund window: a refund within the refund window of 30 days.", "Window"),
+        _part("a", "Refund window exceptions: the refund window is 60 days for annual plans.", "Exceptions"),
+    )),
+    SourceDocument(source_id="b", scope="docs", metadata={"docId": "b"}, parts=(
+        _part("b", "Shipping window and a refund note."),
+    )),
+]
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     path = str(tmp_path / "plait.db")
     with Plait(path, embedder="fake") as engine:
         engine.index_documents(documents(ARTICLE_DOCS), collection="a")
+        engine.index_documents(TWO_CHUNKS, collection="g")
     return path
 
 
@@ -87,15 +106,16 @@ def _mcp(store: str, llm: str, calls: list[tuple[str, dict[str, Any]]]) -> list[
 
 
 def _http(store: str, llm: str, calls: list[tuple[str, dict[str, Any]]]) -> list[httpx.Response]:
-    """Each call as the HTTP API's body (camelCase) to ``POST /v1/collections/a/<tool>``."""
+    """Each call as the HTTP API's body (camelCase) to ``POST /v1/collections/<collection>/<tool>``
+    (the tool's ``collection`` argument, else 'a')."""
     with (
         Plait(store, embedder="fake", llm=OllamaLLM(base_url=llm)) as engine,
         UvicornThread(create_app(engine, auth=False)) as server,
     ):
         return [
             httpx.post(
-                f"{server.url}/v1/collections/a/{tool}",
-                json={to_camel(name): value for name, value in args.items()},
+                f"{server.url}/v1/collections/{args.get('collection', 'a')}/{tool}",
+                json={to_camel(name): value for name, value in args.items() if name != "collection"},
                 timeout=30,
             )
             for tool, args in calls
@@ -174,6 +194,28 @@ def test_explain_describes_the_page_and_the_rerank_of_the_search_it_explains(sto
         ("explain", {"query": QUERY, "doc": "kb-101", "k_overfetch": True},
          "kOverfetch: expected a number, got true",
          "k_overfetch: expected a number, got true"),
+    ])
+
+
+def test_explain_counts_sources_when_the_search_groups_by_source(store: str, llm: str) -> None:
+    """Fused order a (chunk 1), a (chunk 2), b: at k 2, b is cut from the chunks and
+    returned among the sources (a, b) when the search groups by source."""
+    grouped, by_chunk, by_source = _both(store, llm, [
+        ("search", {"query": "refund window", "collection": "g", "k": 2, "group_by": "source"}),
+        ("explain", {"query": "refund window", "collection": "g", "doc": "b", "k": 2}),
+        ("explain", {"query": "refund window", "collection": "g", "doc": "b", "k": 2, "group_by": "source"}),
+    ])
+    assert _ids(grouped) == ["a", "a", "b"] and [h["ranks"]["fused"] for h in grouped["hits"]] == [1, 2, 3]
+    assert (by_chunk["fusion"]["rank"], by_chunk["fusion"]["returned"], by_chunk["fusion"]["droppedBy"]) == (
+        3, False, "top-k")
+    assert (by_source["fusion"]["rank"], by_source["fusion"]["returned"]) == (3, True)
+    assert by_source["diagnosis"]["code"] == "found"
+    _refused(store, llm, [
+        ("explain", {"query": "refund window", "collection": "g", "doc": "b", "group_by": "file"},
+         "groupBy: Input should be 'source' (got 'file')", "group_by: Input should be 'source' (got 'file')"),
+        ("explain", {"query": "refund window", "collection": "g", "doc": "b", "max_per_source": 0},
+         "maxPerSource: Input should be greater than or equal to 1 (got 0)",
+         "max_per_source: Input should be greater than or equal to 1 (got 0)"),
     ])
 
 
