@@ -149,3 +149,39 @@ def test_cli_index_sessions_json(tmp_path: Path) -> None:
     assert report["skippedByType"] == {"agent.status": 5, "tool.call": 6, "tool.result": 5, "agent.error": 1}
     assert (report["sourcesIndexed"], report["chunksAdded"]) == (3, 14)
     assert [s["path"] for s in report["skipped"]] == ["broken-export.jsonl:4"]
+
+
+def test_a_lone_surrogate_skips_its_event_not_the_run(tmp_path: Path) -> None:
+    # JSON may escape a lone surrogate ("\ud800"); UTF-8 cannot hold it: the store refused it
+    # and the whole index-sessions run failed. Each such event is now reported by its line.
+    log = tmp_path / "s.jsonl"
+    lines = [
+        _event("e1", "s1", "chat.message", "How do I rotate the webhook secret?"),  # 1 ok
+        _event("e2", "s1", "chat.message", "lone surrogate \ud800 here"),  # 2 in payload.text
+        _event("e3", "s\udfff", "chat.message", "a session id that cannot be stored"),  # 3 in sessionId
+        _event("e4", "s1", "agent.response", "Rotate it under Settings.", title="T\ud83d"),  # 4 in title
+        _event("e5", "s1", "tool.result", "tool output \ud800 is never indexed"),  # 5 not indexed: counted
+        _event("e6", "s1", "agent.response", "Settings, then Webhooks, then Rotate."),  # 6 ok
+    ]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")  # json.dumps escapes them: valid UTF-8
+    tail = "text must be valid Unicode (UTF-8)"
+    expected_skipped = [
+        ("s.jsonl:2", f"malformed line: 'payload.text' contains a lone surrogate (U+D800) at character 15: {tail}"),
+        ("s.jsonl:3", f"malformed line: 'sessionId' contains a lone surrogate (U+DFFF) at character 1: {tail}"),
+        ("s.jsonl:4", f"malformed line: 'title' contains a lone surrogate (U+D83D) at character 1: {tail}"),
+    ]
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder()) as engine:
+        report = engine.index_sessions(log)
+        assert [(s.path, s.reason) for s in report.skipped] == expected_skipped
+        assert report.skipped_by_type == {"tool.result": 1}
+        assert (report.sources_seen, report.sources_indexed, report.chunks_added, report.complete) == (1, 1, 2, False)
+        chunks = engine.store.get_chunks("default", engine.store.chunk_ids("default"))
+        assert sorted(c.origin.event_id for c in chunks.values()) == ["e1", "e6"]
+
+    result = CliRunner().invoke(
+        app, ["index-sessions", str(log), "--store", str(tmp_path / "cli.db"), "--embedder", "fake", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    cli_report = json.loads(result.stdout)
+    assert [(s["path"], s["reason"]) for s in cli_report["skipped"]] == expected_skipped
+    assert cli_report["chunksAdded"] == 2

@@ -15,8 +15,8 @@ Every session is one document (source id = ``sessionId``) whose parts are its in
 events, in log order, keyed by event id; long messages are cut by the same size rules
 as any text, and each chunk's origin is ``{kind: "session", sessionId, eventId,
 title}``. A session may span several files of a folder. Malformed lines (not JSON,
-not an object, a missing field, a repeated event id) are reported with their file and
-line number and never stop the run.
+not an object, a missing field, a repeated event id, a kept field holding a lone
+surrogate) are reported with their file and line number and never stop the run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plait.errors import SourceError
+from plait._text import check_texts
+from plait.errors import SourceError, ValidationError
 from plait.sources.base import Scan, SourceDocument, SourcePart
 from plait.types import SessionOrigin, SkippedSource
 
@@ -35,6 +36,29 @@ __all__ = ["DEFAULT_SESSION_SCOPE", "INDEXED_EVENT_TYPES", "SessionSource"]
 
 INDEXED_EVENT_TYPES: frozenset[str] = frozenset({"chat.message", "agent.response"})
 DEFAULT_SESSION_SCOPE = "sessions"
+
+
+def _invalid_text(event: dict[str, Any]) -> str | None:
+    """Why a field the index would keep cannot be stored (a lone surrogate such as
+    ``"\\ud800"``, which JSON allows and UTF-8 cannot hold), else None. The text and
+    time of an event that is not indexed are never stored, so they are not checked."""
+    payload = event.get("payload")
+    fields = {
+        "'id'": event.get("id"),
+        "'sessionId'": event.get("sessionId"),
+        "'type'": event.get("type"),
+        "'title'": event.get("title"),  # any event's may become the session's
+    }
+    if event.get("type") in INDEXED_EVENT_TYPES:
+        fields["'createdAt'"] = event.get("createdAt")
+        fields["'payload.text'"] = payload.get("text") if isinstance(payload, dict) else None
+    for name, value in fields.items():
+        if isinstance(value, str):
+            try:
+                check_texts(value, name)
+            except ValidationError as exc:
+                return str(exc)
+    return None
 
 
 @dataclass
@@ -125,6 +149,9 @@ class SessionSource:
         missing = [k for k in ("id", "sessionId", "type") if not isinstance(event.get(k), str) or not event[k]]
         if missing:
             return bad(f"malformed event: missing or non-string {', '.join(repr(m) for m in missing)}")
+        invalid = _invalid_text(event)
+        if invalid is not None:
+            return bad(f"malformed line: {invalid}")
         event_type, session_id, event_id = event["type"], event["sessionId"], event["id"]
         session = sessions.get(session_id)
         if session is None:
