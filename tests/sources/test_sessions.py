@@ -185,3 +185,19 @@ def test_a_lone_surrogate_skips_its_event_not_the_run(tmp_path: Path) -> None:
     cli_report = json.loads(result.stdout)
     assert [(s["path"], s["reason"]) for s in cli_report["skipped"]] == expected_skipped
     assert cli_report["chunksAdded"] == 2
+
+
+def test_a_byte_order_mark_opening_a_log_is_not_part_of_its_first_event(tmp_path: Path) -> None:
+    # a log written with a UTF-8 BOM (Windows tools, PowerShell's Out-File) lost its first
+    # event as "malformed line: Unexpected UTF-8 BOM"; a JSONL corpus already dropped the BOM
+    log = tmp_path / "bom.jsonl"
+    first = _event("e1", "s1", "chat.message", "How do I rotate the webhook secret?")
+    second = _event("e2", "s1", "agent.response", "Settings, then Webhooks, then Rotate.")
+    log.write_bytes(b"\xef\xbb\xbf" + first.encode() + b"\r\n" + second.encode() + b"\r\n")
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder()) as engine:
+        report = engine.index_sessions(log)
+        assert (report.skipped, report.chunks_added, report.complete) == ([], 2, True)
+        hit = engine.search("rotate the webhook secret", mode="lexical").hits[0]
+        assert hit.origin.kind == "session"
+        assert (hit.origin.session_id, hit.origin.event_id) == ("s1", "e1")
+        assert hit.content == "How do I rotate the webhook secret?"

@@ -109,7 +109,7 @@ class SessionSource:
             with handle:
                 for number, raw in enumerate(handle, start=1):
                     if raw.strip():
-                        self._line(raw, f"{name}:{number}", name, sessions, scan)
+                        self._line(raw, f"{name}:{number}", name, sessions, scan, first=number == 1)
         for session in sessions.values():
             scan.seen += 1
             if not session.parts:
@@ -131,13 +131,14 @@ class SessionSource:
             )
 
     def _line(
-        self, raw: bytes, where: str, name: str, sessions: dict[str, _Session], scan: Scan
+        self, raw: bytes, where: str, name: str, sessions: dict[str, _Session], scan: Scan, *, first: bool
     ) -> None:
         def bad(reason: str) -> None:
             scan.skipped.append(SkippedSource(path=where, reason=reason))
 
         try:
-            event = json.loads(raw.decode("utf-8"))
+            # a byte-order mark opening a file is not part of its first event
+            event = json.loads(raw.decode("utf-8-sig" if first else "utf-8"))
         except UnicodeDecodeError as exc:
             return bad(f"malformed line: not valid UTF-8 (byte {exc.start})")
         except json.JSONDecodeError as exc:
