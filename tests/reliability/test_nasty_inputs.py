@@ -113,6 +113,30 @@ def test_a_jsonl_corpus_with_hostile_lines_reports_each(tmp_path: Path) -> None:
         assert engine.search("ID-JSONL-2", k=1).hits[0].metadata["docId"] == "ok-2"
 
 
+def test_a_jsonl_record_holding_a_lone_surrogate_is_reported_not_fatal(tmp_path: Path) -> None:
+    # JSON may escape a lone surrogate ("\ud800"); UTF-8 cannot hold it: the store refused
+    # it and the whole index failed ("a text contains a lone surrogate"), nothing indexed
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [
+        {"_id": "ok-1", "text": "ID-JSONL-1 fine"},
+        {"_id": "bad-text", "title": "Fine title", "text": "hello \ud800 world"},
+        {"id": "bad-\udfff-id", "text": "a document id that cannot be stored"},
+        {"_id": "bad-meta", "text": "fine text", "lang": "e\ud83d"},
+        {"_id": "nested", "text": "ID-JSONL-5 a nested field is not kept", "extra": {"k": "\ud800"}},
+    ]
+    corpus.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    tail = "text must be valid Unicode (UTF-8)"
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=16)) as engine:
+        report = engine.index(corpus)
+        assert [(s.path, s.reason) for s in report.skipped] == [
+            ("corpus.jsonl:2", f"malformed line: 'text' contains a lone surrogate (U+D800) at character 6: {tail}"),
+            ("corpus.jsonl:3", f"malformed line: 'id' contains a lone surrogate (U+DFFF) at character 4: {tail}"),
+            ("corpus.jsonl:4", f"malformed line: 'lang' contains a lone surrogate (U+D83D) at character 1: {tail}"),
+        ]
+        assert (report.sources_seen, report.sources_indexed, report.complete) == (5, 2, False)
+        assert engine.search("ID-JSONL-5", k=1, mode="lexical").hits[0].metadata["docId"] == "nested"
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with serve_engine(tmp_path_factory.mktemp("served"), auth=False) as s:

@@ -2,8 +2,9 @@
 
 One document per line. ``_id`` (or ``id``) is required and becomes the source id;
 ``title`` and ``text`` are joined as the chunked text (the title as a heading when
-present); other scalar fields are copied into the chunk metadata. Malformed lines are
-skipped with their line number.
+present); other scalar fields are copied into the chunk metadata. Malformed lines (not
+JSON, not an object, no id or text, a kept field holding a lone surrogate) are skipped
+with their line number.
 """
 
 from __future__ import annotations
@@ -13,11 +14,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from plait.errors import SourceError
+from plait._text import check_texts
+from plait.errors import SourceError, ValidationError
 from plait.sources.base import Scan, SourceDocument, SourcePart
 from plait.types import FileOrigin, SkippedSource
 
 __all__ = ["JsonlSource"]
+
+
+def _invalid_text(kept: dict[str, object]) -> str | None:
+    """Why a field the index keeps cannot be stored (a lone surrogate such as
+    ``"\\ud800"``, which JSON allows and UTF-8 cannot hold), else None."""
+    for key, value in kept.items():
+        try:
+            check_texts(key, "a field name")
+            check_texts(value, repr(key))
+        except ValidationError as exc:
+            return str(exc)
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +85,11 @@ class JsonlSource:
                     if k not in ("_id", "id", "text", "title")
                     and isinstance(v, str | int | float | bool)
                 }
+                id_key = "_id" if "_id" in record else "id"
+                invalid = _invalid_text({id_key: doc_id, "title": title, "text": text, **metadata})
+                if invalid is not None:
+                    scan.skipped.append(SkippedSource(path=where, reason=f"malformed line: {invalid}"))
+                    continue
                 metadata["docId"] = str(doc_id)
                 origin = FileOrigin(source_path=f"{name}#{doc_id}", title=title)
                 yield SourceDocument(
