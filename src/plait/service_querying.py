@@ -11,7 +11,7 @@ from plait._text import valid_text
 from plait.collection_settings import CollectionSettings, parse_settings
 from plait.embeddings import Embedder
 from plait.embeddings.guard import GuardedEmbedder
-from plait.errors import NotFoundError
+from plait.errors import NotFoundError, ValidationError
 from plait.model_guard import check_model
 from plait.request_body import request_body
 from plait.retrieval.request import validated
@@ -272,6 +272,11 @@ class QueryingMixin(EngineBase):
 
         info = self._collection(collection)
         request = {"query": query, **request_body(options, skip=())}
+        if _wants_qa_first(request):  # taken and ignored before: the trace was the hybrid search's
+            raise ValidationError(
+                "qaFirst does not apply to explain: it traces the retrieval pipeline, not a FAQ card's answer; "
+                "leave it out (the search it explains is the one without qaFirst)"
+            )
         setup = self._query_setup(collection, request, info=info, drafts_visible=drafts_visible)
         with self.metered(collection, "query"):
             return explain(

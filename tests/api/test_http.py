@@ -329,3 +329,16 @@ def test_coverage_counts_present_against_indexed(tmp_path: Path, served: Served,
     assert (scope["scope"], scope["sourcesPresent"], scope["sourcesIndexed"]) == ("docs", 2, 1)
     assert scope["chunksWithoutVector"] == 0
     assert admin.get("/v1/collections/nope/coverage").json() == {"error": "collection 'nope' does not exist"}
+
+
+def test_explain_refuses_qa_first_it_would_ignore(admin: httpx.Client) -> None:
+    """Regression (helper walk-through, stop 44): explain took ``qaFirst: true`` and traced
+    the hybrid search anyway, as if the caller's search were the one without it."""
+    response = admin.post("/v1/collections/a/explain", json={"query": "payment", "doc": "kb-102", "qaFirst": True})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == (
+        "qaFirst does not apply to explain: it traces the retrieval pipeline, not a FAQ card's answer; "
+        "leave it out (the search it explains is the one without qaFirst)"
+    )
+    same = admin.post("/v1/collections/a/explain", json={"query": "payment", "doc": "kb-102", "qaFirst": False})
+    assert same.status_code == 200 and same.json()["diagnosis"]["code"] == "found", same.text
