@@ -4,6 +4,7 @@ process followed with ``status``, card review, and search --qa-first."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from plait.cli import app
+from plait.embeddings.fake import FakeEmbedder
+from plait.service import Plait
 
 FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
 runner = CliRunner()
@@ -82,3 +85,21 @@ def test_a_detached_run_is_followed_with_status(store: str) -> None:
     assert status["pid"] is not None and status["progress"]["cardsMade"] == 16
     listed = _json(["refinery", "list", *common])
     assert [r["id"] for r in listed] == [run["id"]]
+
+
+def test_cancel_of_a_running_run_says_the_cancel_was_requested(store: str) -> None:
+    # 'plait refinery cancel' printed the run as it stood ("running") and nothing else, so a
+    # cancel looked like it had not been taken; --json said cancelRequested: true
+    with Plait(store, embedder=FakeEmbedder()) as engine, subprocess.Popen(["sleep", "60"]) as worker:
+        run = engine.refinery.create_run("kb", mode="extractive")
+        assert engine.refinery.store.claim_run(run.id, worker.pid)  # running, in a live process
+        try:
+            text = runner.invoke(app, ["refinery", "cancel", run.id, "--store", store, "-c", "kb"])
+            status = _json(["refinery", "status", run.id, "--store", store, "-c", "kb", "--json"])
+        finally:
+            worker.kill()
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert lines[0] == f"run {run.id} · kb · running · mode extractive"
+    assert lines[3] == "cancel requested: the run stops after its current group of chunks"
+    assert (status["status"], status["cancelRequested"]) == ("running", True)

@@ -50,6 +50,8 @@ def _print_run(run: RefineryRun) -> None:
     )
     if run.error:
         console.print(f"[red]error:[/red] {run.error}", highlight=False)
+    if run.cancel_requested and not run.status.finished:
+        console.print("cancel requested: the run stops after its current group of chunks", highlight=False)
     if run.note:
         console.print(f"note: {run.note}", highlight=False)
 
