@@ -274,3 +274,28 @@ def test_dense_weight_without_fusion_is_the_collections_methods(tmp_path: Path) 
             assert (done.exit_code, done.stderr) == (1, f"error: {message}\n"), (command, method, done.output)
     # the way the message names works
     assert run("--fusion", "minmax", "--dense-weight", "0.8")["fusionDecided"]["methodFrom"] == "request"
+
+
+def test_search_and_explain_take_the_http_request_s_rrf_k_threshold_meta_and_group_by(tmp_path: Path) -> None:
+    """Regression (helper walk-through, stop 44): the CLI had no --rrf-k or --threshold,
+    and explain no --meta or --group-by. a: lexical 1, dense 2; b: lexical 2, dense 1."""
+    store = _two_arm_store(tmp_path)
+    rrf = _search_json(["refund policy"], "--store", store, "--fusion", "rrf", "--rrf-k", "10")
+    assert rrf["fusion"]["rrfK"] == 10
+    assert [h["score"] for h in rrf["hits"]] == pytest.approx([1 / 11 + 1 / 12] * 2)  # 1/(k + rank) per arm
+    strict = _search_json(["refund policy"], "--store", store, "--fusion", "weighted", "--threshold", "0.95")
+    assert strict["fusion"]["threshold"] == 0.95 and [h["metadata"]["docId"] for h in strict["hits"]] == ["b"]
+    done = runner.invoke(app, ["explain", "refund policy", "--doc", "a", "--store", store, "--meta", "docId=b", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["diagnosis"] == {
+        "code": "filtered",
+        "stage": "filters",
+        "message": "filters: its chunks (scope docs) do not pass the request's filters (metadata docId=b)",
+    }
+    grouped = runner.invoke(
+        app, ["explain", "refund policy", "--doc", "a", "--store", store, "-k", "1", "--group-by", "source", "--json"]
+    )
+    assert grouped.exit_code == 0, grouped.output
+    assert json.loads(grouped.stdout)["diagnosis"]["code"] == "fusion-worked"
+    bad = runner.invoke(app, ["explain", "refund policy", "--doc", "a", "--store", store, "--meta", "docId"])
+    assert bad.exit_code == 1 and "--meta 'docId' is not KEY=VALUE" in bad.output

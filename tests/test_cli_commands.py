@@ -103,3 +103,23 @@ def test_each_command_fits_its_consoles_to_its_own_columns(tmp_path: Path) -> No
     done = runner.invoke(app, command, env={"COLUMNS": None})
     assert done.exit_code == 1
     assert (options.console.width, options.err.width) == (options.PIPE_WIDTH, options.PIPE_WIDTH) == (160, 160)
+
+
+#: The CLI flag of each HTTP search-request field whose flag is not the field's name in kebab case.
+_FLAG_OF = {"k": "-k", "scopes": "--scope", "metadata": "--meta", "language_prior": "--language-prior"}
+
+
+def test_search_and_explain_take_every_field_of_the_http_search_request() -> None:
+    """Regression (helper walk-through, stop 44): the CLI had no --rrf-k or --threshold, and
+    explain no --meta or --group-by, so a search made over HTTP could not be made, or
+    explained, on the command line. qaFirst is search's alone (explain refuses it)."""
+    from plait.retrieval.request import SearchRequest
+
+    commands = dict(_commands(typer.main.get_command(app)))
+    for name in ("search", "explain"):
+        options = _options(commands[name])
+        for field in SearchRequest.model_fields:
+            if field == "query" or (name == "explain" and field == "qa_first"):
+                continue
+            flag = _FLAG_OF.get(field, "--" + field.replace("_", "-"))
+            assert flag in options, f"plait {name} lacks {flag} (the request's {field})"

@@ -315,12 +315,15 @@ def diagnose(
         code = DiagnosisCode.SKIPPED if ingestion.skipped else DiagnosisCode.NOT_INDEXED
         return Diagnosis(code=code, stage="ingestion", message=f"ingestion: {ingestion.message}")
     if not any(j.passes_filters for j in journeys):
+        given = [f"scopes {', '.join(req.scopes)}"] if req.scopes else []
+        if req.metadata:
+            given.append("metadata " + ", ".join(f"{key}={value}" for key, value in req.metadata.items()))
         return Diagnosis(
             code=DiagnosisCode.FILTERED,
             stage="filters",
             message="filters: its chunks (scope "
             + ", ".join(sorted({j.scope for j in journeys}))
-            + f") are outside the requested scopes {req.scopes or 'any'} / metadata {req.metadata or {}}",
+            + f") do not pass the request's filters ({'; '.join(given) or 'none given'})",
         )
     if all(j.hidden for j in journeys if j.passes_filters):
         named = {j.scope for j in journeys if j.hidden}

@@ -23,7 +23,17 @@ from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
-from plait.cli.search import DenseWeightOpt, LanguagePriorOpt, fusion_flags, language_note
+from plait.cli.search import (
+    DenseWeightOpt,
+    GroupByOpt,
+    LanguagePriorOpt,
+    MetaOpt,
+    RrfKOpt,
+    ThresholdOpt,
+    fusion_flags,
+    language_note,
+    metadata_filter,
+)
 from plait.terminal import safe
 
 __all__ = ["register"]
@@ -37,13 +47,17 @@ def explain(
     k: Annotated[int, typer.Option("-k", help="How many hits the search returns.")] = 8,
     mode: ModeOpt = "hybrid",
     max_per_source: MaxPerSourceOpt = None,
+    group_by: GroupByOpt = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[str | None, typer.Option(help="rrf: 0..1, or 'auto'.")] = None,
     dense_weight: DenseWeightOpt = None,
+    rrf_k: RrfKOpt = None,
+    threshold: ThresholdOpt = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
     language_prior: LanguagePriorOpt = None,
     offset: Annotated[int, typer.Option(help="The page start the search used.")] = 0,
     scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
+    meta: MetaOpt = None,
     rerank: Annotated[str | None, typer.Option(help="llm | cross-encoder")] = None,
     k_overfetch: Annotated[int | None, typer.Option("--k-overfetch", help="Fused candidates reranked.")] = None,
     llm: Annotated[str | None, typer.Option("--llm", help="ollama | openai | none, for --rerank llm.")] = None,
@@ -59,6 +73,7 @@ def explain(
     """Why did a document (not) come back? Every stage for it, and a one-line diagnosis."""
     name = _collection(collection)
     flags = fusion_flags(fusion, dense_weight, lexical_weight, language_prior)
+    metadata = metadata_filter(meta)
     with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder, create=False) as engine:
         result = _run(
             debug,
@@ -71,14 +86,18 @@ def explain(
                 k=k,
                 fusion=flags.fusion,
                 lexical_weight=flags.lexical_weight,
+                rrf_k=rrf_k,
+                threshold=threshold,
                 overfetch=overfetch,
                 language_prior=flags.language_prior,
                 offset=offset,
                 scopes=scope,
+                metadata=metadata,
                 rerank=rerank,
                 k_overfetch=k_overfetch,
                 mode=mode,
                 max_per_source=max_per_source,
+                group_by=group_by,
             ),
         )
     if as_json:

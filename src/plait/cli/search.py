@@ -35,6 +35,7 @@ __all__ = [
     "fusion_flags",
     "language_note",
     "lexical_weight_option",
+    "metadata_filter",
     "register",
 ]
 
@@ -58,6 +59,30 @@ DenseWeightOpt = Annotated[
         "for the collection's own method.",
     ),
 ]
+
+
+#: search and explain: ``--rrf-k`` and ``--threshold`` (the request's ``rrfK``, ``threshold``).
+RrfKOpt = Annotated[int | None, typer.Option("--rrf-k", help="rrf: the k of 1/(k + rank) (default 60).")]
+ThresholdOpt = Annotated[
+    float | None,
+    typer.Option("--threshold", help="weighted: 0..1, the least combined score a hit keeps (default 0.2)."),
+]
+#: search and explain: ``--meta KEY=VALUE`` (repeatable) and ``--group-by source``.
+MetaOpt = Annotated[list[str] | None, typer.Option(help="Metadata filter KEY=VALUE (repeatable).")]
+GroupByOpt = Annotated[
+    str | None, typer.Option("--group-by", help="source: one entry per source with its best chunks.")
+]
+
+
+def metadata_filter(meta: list[str] | None) -> dict[str, str] | None:
+    """``--meta KEY=VALUE`` flags as the request's ``metadata`` (None: none given)."""
+    metadata: dict[str, str] = {}
+    for item in meta or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            fail(f"--meta {item!r} is not KEY=VALUE")
+        metadata[key] = value
+    return metadata or None
 
 
 def _origin_text(hit: Any) -> str:
@@ -149,15 +174,15 @@ def search(
     k: Annotated[int, typer.Option("-k", help="How many hits.")] = 8,
     mode: ModeOpt = "hybrid",
     max_per_source: MaxPerSourceOpt = None,
-    group_by: Annotated[
-        str | None, typer.Option("--group-by", help="source: one entry per source with its best chunks.")
-    ] = None,
+    group_by: GroupByOpt = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted | minmax | dbsf | adaptive")] = None,
     lexical_weight: Annotated[
         str | None,
         typer.Option(help="rrf: 0..1 (0.5 weighs both arms equally), or 'auto' (identifier-aware)."),
     ] = None,
     dense_weight: DenseWeightOpt = None,
+    rrf_k: RrfKOpt = None,
+    threshold: ThresholdOpt = None,
     overfetch: Annotated[int | None, typer.Option(help="Candidates per arm before fusion.")] = None,
     language_prior: LanguagePriorOpt = None,
     offset: Annotated[int, typer.Option(help="Skip this many fused positions (paging).")] = 0,
@@ -165,7 +190,7 @@ def search(
         bool, typer.Option("--qa-first", help="Answer with a matching approved FAQ card when there is one.")
     ] = False,
     scope: Annotated[list[str] | None, typer.Option(help="Only these scopes (repeatable).")] = None,
-    meta: Annotated[list[str] | None, typer.Option(help="Metadata filter KEY=VALUE (repeatable).")] = None,
+    meta: MetaOpt = None,
     rerank: Annotated[
         str | None, typer.Option(help="llm | cross-encoder: rerank the fused top --k-overfetch.")
     ] = None,
@@ -191,12 +216,7 @@ def search(
     """Hybrid search: a table with badge, rank in each arm and origin."""
     name = _collection(collection)
     flags = fusion_flags(fusion, dense_weight, lexical_weight, language_prior)
-    metadata: dict[str, str] = {}
-    for item in meta or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            fail(f"--meta {item!r} is not KEY=VALUE")
-        metadata[key] = value
+    metadata = metadata_filter(meta)
     with _engine(store, embedder, llm=llm, cross_encoder=cross_encoder, create=False) as engine:
         result = _run(
             debug,
@@ -206,10 +226,12 @@ def search(
                 k=k,
                 fusion=flags.fusion,
                 lexical_weight=flags.lexical_weight,
+                rrf_k=rrf_k,
+                threshold=threshold,
                 overfetch=overfetch,
                 language_prior=flags.language_prior,
                 scopes=scope,
-                metadata=metadata or None,
+                metadata=metadata,
                 rerank=rerank,
                 k_overfetch=k_overfetch,
                 offset=offset,
