@@ -66,6 +66,35 @@ def test_a_revoked_key_stops_working(served: Served) -> None:
     assert _call(served, "POST", "/v1/collections/a/search", token, **SEARCH).status_code == 401
 
 
+NO_KEY = "a valid API key is required: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'"
+KEY_REFUSED = (
+    "this API key is not valid (unknown or revoked): check the token sent, or ask an admin for a key "
+    "('plait keys create --role reader -c COLLECTION'; 'plait keys list' shows which are revoked)"
+)
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/collections/a/search"), ("GET", "/metrics")])
+def test_a_401_says_whether_a_key_was_sent(served: Served, method: str, path: str) -> None:
+    # a revoked or mistyped key got "a valid API key is required: send 'Authorization: Bearer
+    # <token>'…", as if no key had been sent, sending its holder to fix a header that was right
+    key, token = served.keys.create(role=Role.ADMIN, collection="*")
+    served.keys.revoke(key.id)
+    kw = SEARCH if method == "POST" else {}
+    sent = {
+        "revoked, Bearer": {"Authorization": f"Bearer {token}"},
+        "revoked, X-API-Key": {"X-API-Key": token},
+        "unknown": {"Authorization": "Bearer plait_not-a-real-token"},
+    }
+    for what, headers in sent.items():
+        response = httpx.request(method, served.url + path, headers=headers, timeout=30, **kw)  # type: ignore[arg-type]
+        assert (response.status_code, response.json()) == (401, {"error": KEY_REFUSED}), what
+    not_sent = {"none": {}, "another scheme": {"Authorization": f"Basic {token}"}, "no scheme": {"Authorization": token}}
+    for what, headers in not_sent.items():
+        response = httpx.request(method, served.url + path, headers=headers, timeout=30, **kw)  # type: ignore[arg-type]
+        assert (response.status_code, response.json()) == (401, {"error": NO_KEY}), what
+        assert response.headers["www-authenticate"] == "Bearer"
+
+
 def test_reader_can_search_and_see_coverage_but_not_reindex(served: Served) -> None:
     token = served.tokens["reader_a"]
     assert _call(served, "POST", "/v1/collections/a/search", token, **SEARCH).status_code == 200

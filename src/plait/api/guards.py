@@ -33,6 +33,7 @@ __all__ = [
     "BodyLimit",
     "LoopbackOnly",
     "NoSimpleRequests",
+    "presented_token",
     "send_error",
 ]
 
@@ -144,30 +145,34 @@ class Admission:
         reserved: int = 0,
         authenticate: Callable[[str], object | None] | None = None,
         unauthorized: str = "a valid API key is required",
+        rejected: str = "this API key is not valid (unknown or revoked)",
     ) -> None:
         self.app = app
         self.limit = limit
         self.reserved = min(max(reserved, 0), limit - 1)
         self.authenticate = authenticate
         self.unauthorized = unauthorized
+        self.rejected = rejected
         self.in_flight = 0
         self.anonymous = 0
 
-    async def _keyed(self, scope: Any) -> bool:
+    async def _keyed(self, scope: Any) -> tuple[bool, bool]:
+        """(a key was presented, it is valid)."""
         if self.authenticate is None:
-            return False
+            return False, False
         token = presented_token(scope)
         if not token:
-            return False
-        return await anyio.to_thread.run_sync(self.authenticate, token) is not None
+            return False, False
+        return True, await anyio.to_thread.run_sync(self.authenticate, token) is not None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path") in _OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        keyed = await self._keyed(scope)
+        presented, keyed = await self._keyed(scope)
         if self.authenticate is not None and not keyed and str(scope.get("path", "")).startswith("/v1/"):
-            await send_error(send, 401, self.unauthorized, extra=[(b"www-authenticate", b"Bearer")])
+            message = self.rejected if presented else self.unauthorized
+            await send_error(send, 401, message, extra=[(b"www-authenticate", b"Bearer")])
             return
         anonymous_limit = self.limit - self.reserved if self.authenticate is not None else self.limit
         busy = self.in_flight >= self.limit or (not keyed and self.anonymous >= anonymous_limit)

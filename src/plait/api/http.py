@@ -25,7 +25,8 @@ library's own models in their camelCase JSON form, and errors map from
 Every error body is ``{"error": "<one-line message>"}``; an error plait raised also names
 its class in the ``X-Plait-Error`` header (e.g. ``ModelMismatchError``: the nearest
 class of :mod:`plait.errors`), which :class:`plait.client.Client` raises again. With auth on, each request
-carries ``Authorization: Bearer <token>`` (or ``X-API-Key``): no or unknown key → 401,
+carries ``Authorization: Bearer <token>`` (or ``X-API-Key``): no key → 401 saying how to
+send one, an unknown or revoked key → 401 saying so (not which of the two),
 a role too low → 403, and a collection the key does not cover → 404 with exactly the
 body of a collection that does not exist, so existence never leaks.
 
@@ -46,6 +47,7 @@ from plait.api.guards import (
     BodyLimit,
     LoopbackOnly,
     NoSimpleRequests,
+    presented_token,
 )
 from plait.api.keys import ALL_COLLECTIONS, ApiKey, KeyStore, Role, sees_drafts
 from plait.api.messages import describe_unreadable, describe_validation, one_line
@@ -81,6 +83,10 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_IN_FLIGHT = 64
 """Concurrent requests served before the rest get a quick 503 (``create_app(max_in_flight=)``)."""
 _UNAUTHORIZED = "a valid API key is required: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'"
+_REJECTED = (
+    "this API key is not valid (unknown or revoked): check the token sent, or ask an admin for a key "
+    "('plait keys create --role reader -c COLLECTION'; 'plait keys list' shows which are revoked)"
+)
 RETRY_AFTER_UNAVAILABLE = 5
 """Seconds in ``Retry-After`` of a 503 for a busy store or an unreachable provider."""
 
@@ -226,15 +232,16 @@ def create_app(
         return error(500, "internal error")
 
     class _Unauthorized(Exception):
-        pass
+        def __init__(self, presented: bool) -> None:
+            super().__init__(_REJECTED if presented else _UNAUTHORIZED)
 
     class _Forbidden(Exception):
         def __init__(self, message: str) -> None:
             super().__init__(message)
 
     @app.exception_handler(_Unauthorized)
-    async def _unauthorized(_: Request, __: Exception) -> JSONResponse:
-        return error(401, _UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})
+    async def _unauthorized(_: Request, exc: Exception) -> JSONResponse:
+        return error(401, str(exc), {"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(_Forbidden)
     async def _forbidden(_: Request, exc: Exception) -> JSONResponse:
@@ -244,13 +251,10 @@ def create_app(
         """The caller's key (None when auth is off); 401 when auth is on and it is missing."""
         if not auth:
             return None
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        presented = token.strip() if scheme.lower() == "bearer" else ""
-        presented = presented or request.headers.get("x-api-key", "").strip()
+        presented = presented_token(request.scope)
         key = keys.authenticate(presented) if keys is not None else None
         if key is None:
-            raise _Unauthorized
+            raise _Unauthorized(bool(presented))
         return key
 
     def allow(key: ApiKey | None, collection: str, role: Role, action: str) -> None:
@@ -428,6 +432,7 @@ def create_app(
         reserved=reserved if auth else 0,
         authenticate=keys.authenticate if auth and keys is not None else None,
         unauthorized=_UNAUTHORIZED,
+        rejected=_REJECTED,
     )
     if not auth:
         app.add_middleware(NoSimpleRequests)
