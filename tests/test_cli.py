@@ -299,3 +299,40 @@ def test_search_and_explain_take_the_http_request_s_rrf_k_threshold_meta_and_gro
     assert json.loads(grouped.stdout)["diagnosis"]["code"] == "fusion-worked"
     bad = runner.invoke(app, ["explain", "refund policy", "--doc", "a", "--store", store, "--meta", "docId"])
     assert bad.exit_code == 1 and "--meta 'docId' is not KEY=VALUE" in bad.output
+
+
+def test_explain_of_a_document_of_several_chunks_prints_each_chunk_s_journey(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (helper walk-through, stop 44): the CLI named each stage's best chunk by
+    id only and printed no chunk table (the web page and --json have one), so where the
+    document's other chunks went was not on the terminal. RRF k=60: Setup is lexical 1 and
+    dense 1 (2/61 = 0.0328), Troubleshooting 2 and 2 (2/62 = 0.0323), Overview dense 3 only
+    (1/63 = 0.0159)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "widget.md").write_text(
+        "# Widget guide\n\n## Overview\n\n" + "The widget keeps your calendars in step across devices. " * 12
+        + "\n\n## Setup\n\nInstall the widget, then set the sync interval in minutes. "
+        + "It checks the server at that interval. " * 10
+        + "\n\n## Troubleshooting\n\n" + "If events go missing, clear the cache and sync again. " * 12 + "\n",
+        encoding="utf-8",
+    )
+    (docs / "other.md").write_text("# Other\n\nA note about the office kitchen rota.\n", encoding="utf-8")
+    store = str(tmp_path / "s.db")
+    assert runner.invoke(app, ["index", str(docs), "--store", store, "--embedder", "fake"]).exit_code == 0
+    done = runner.invoke(
+        app, ["explain", "install sync interval", "--path", "widget.md", "--store", store, "-k", "1", "--fusion", "rrf"]
+    )
+    assert done.exit_code == 0, done.output
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in done.stdout.splitlines() if line.startswith("│")}
+    assert list(rows) == ["1 of 3", "2 of 3", "3 of 3"]
+    overview, setup, trouble = rows["1 of 3"], rows["2 of 3"], rows["3 of 3"]
+    assert overview[0] == "Widget guide › Overview" and overview[1] == "—" and overview[3:5] == ["#3 · 0.0159", "cut: top-k"]
+    assert setup[0] == "Widget guide › Setup" and setup[1].startswith("#1 · ") and setup[3:5] == ["#1 · 0.0328", "returned"]
+    assert trouble[1].startswith("#2 · ") and trouble[3:5] == ["#2 · 0.0323", "cut: top-k"]
+    assert "each chunk of the document (3)" in done.stdout
+    single = runner.invoke(app, ["explain", "kitchen rota", "--path", "other.md", "--store", store])
+    assert single.exit_code == 0 and "each chunk of the document" not in single.stdout  # one chunk: the lines say it all

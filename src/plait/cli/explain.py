@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from plait.ask_gate import calibration_note
 from plait.cli.options import (
@@ -206,6 +207,40 @@ def _print_explain(result: Any) -> None:
         f"[bold]diagnosis[/bold]  \\[{result.diagnosis.code.value}] {escape(result.diagnosis.message)}",
         highlight=False,
     )
+    if len(result.chunks) > 1:
+        _print_chunks(result)
+
+
+def _rank(rank: int | None, score: float | None) -> str:
+    return "—" if rank is None else f"#{rank} · {score:.4f}" if score is not None else f"#{rank}"
+
+
+def _print_chunks(result: Any) -> None:
+    """One row per chunk of the document (as the web page's chunk table): its place in its
+    source and headings, its rank and score in each arm and in fusion, and whether it was
+    returned or which stage cut it — the stage lines above report each arm's best chunk."""
+    gate = {v.chunk_id: v.passed for v in result.ask_gate.checks} if result.ask_gate is not None else {}
+    reranked = result.rerank is not None
+    table = Table(title=f"each chunk of the document ({len(result.chunks)})", title_justify="left")
+    for column in ("chunk", "headings", "lexical", "dense", "fused", *(["rerank"] if reranked else []), "page", "gate"):
+        table.add_column(column)
+    for chunk in sorted(result.chunks, key=lambda c: (c.source_id, c.ordinal)):
+        place = f"{chunk.ordinal + 1} of {chunk.source_chunks}" if chunk.source_chunks else str(chunk.ordinal + 1)
+        if len({c.source_id for c in result.chunks}) > 1:
+            place = f"{chunk.source_id} {place}"
+        page = "returned" if chunk.returned else f"cut: {chunk.dropped_by}" if chunk.dropped_by else "not returned"
+        passed = gate.get(chunk.chunk_id)
+        table.add_row(
+            safe(place),
+            safe(" › ".join(chunk.heading_path)) or "—",
+            _rank(chunk.lexical_rank, chunk.lexical_score),
+            _rank(chunk.dense_rank, chunk.cosine) + ("" if chunk.has_vector else " (no vector)"),
+            _rank(chunk.fused_rank, chunk.fused_score),
+            *([_rank(chunk.rerank_rank, None)] if reranked else []),
+            safe(page),
+            "—" if passed is None else "passes" if passed else "fails",
+        )
+    console.print(table)
 
 
 
