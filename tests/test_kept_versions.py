@@ -78,7 +78,7 @@ def test_explain_says_the_index_holds_the_older_version_of_an_unreadable_file(tm
             root=f"folder:{root}", reason="not valid UTF-8 (byte 42)", skipped_at=skipped_at, indexed_at=indexed_at
         )
     }
-    assert result.ingestion.message == f"1 chunks indexed, 1 with a vector; {kept}"
+    assert result.ingestion.message == f"1 chunk indexed, 1 with a vector; {kept}"
     suffix = (
         f" — ingestion: what is searched is the version of b.md indexed {indexed_at} (the current file "
         "could not be read: not valid UTF-8 (byte 42); fix it and reindex)"
@@ -87,7 +87,7 @@ def test_explain_says_the_index_holds_the_older_version_of_an_unreadable_file(tm
 
     shown = runner.invoke(app, ["explain", "gizmos", "--path", "b.md", "--store", store], env={"COLUMNS": "600"})
     assert shown.exit_code == 0, shown.output
-    assert _line(shown.stdout, "ingestion") == f"ingestion  1 chunks indexed, 1 with a vector; {kept}"
+    assert _line(shown.stdout, "ingestion") == f"ingestion  1 chunk indexed, 1 with a vector; {kept}"
     assert _line(shown.stdout, "diagnosis").endswith(suffix)
 
     # fixed and reindexed: the index holds the current file, and explain says nothing more
@@ -98,7 +98,7 @@ def test_explain_says_the_index_holds_the_older_version_of_an_unreadable_file(tm
         assert read_settings(engine.store, "default").kept_versions == {}
         again = engine.explain("gizmos", path="b.md")
     assert again.ingestion.kept_versions == {}
-    assert again.ingestion.message == "1 chunks indexed, 1 with a vector"
+    assert again.ingestion.message == "1 chunk indexed, 1 with a vector"
     assert " — ingestion:" not in again.diagnosis.message
 
 
@@ -120,4 +120,4 @@ def test_a_record_is_not_believed_once_the_source_was_written_again(tmp_path: Pa
         assert kept_versions(engine.store, "default", ["a.md", "b.md", "c.md"]) == {}
         result = engine.explain("widgets", path="a.md")
     assert result.ingestion.kept_versions == {}
-    assert result.ingestion.message == "1 chunks indexed, 1 with a vector"
+    assert result.ingestion.message == "1 chunk indexed, 1 with a vector"

@@ -384,7 +384,7 @@ def explain(
             chunks=len(chunks),
             chunks_with_vector=with_vector,
             kept_versions=(kept := kept_versions(store, collection, sources)),
-            message=f"{len(chunks)} chunks indexed, {with_vector} with a vector"
+            message=f"{len(chunks)} chunk{'' if len(chunks) == 1 else 's'} indexed, {with_vector} with a vector"
             + "".join(f"; {kept_message(source_id, record)}" for source_id, record in kept.items()),
         )
     else:
