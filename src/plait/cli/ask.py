@@ -14,6 +14,7 @@ from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
+from plait.terminal import safe
 
 __all__ = ["register"]
 
@@ -61,17 +62,17 @@ def ask(
     if as_json:
         _print_json(result)
         return
-    console.print(result.answer, highlight=False, soft_wrap=True)
+    console.print(safe(result.answer), highlight=False, soft_wrap=True)
     console.print()
     for citation in result.citations:
         origin = citation.origin
         where = (
             " › ".join([origin.source_path, *origin.heading_path])
             if origin.kind == "file"
-            else f"session {origin.session_id}"
+            else f"session {origin.session_id} · event {origin.event_id}"
         )
-        console.print(f"[bold][{citation.n}][/bold] [blue]{where}[/blue]", highlight=False)
-        console.print(f"    [dim]“{citation.quote}”[/dim]", highlight=False)
+        console.print(f"[bold][{citation.n}][/bold] [blue]{safe(where)}[/blue]", highlight=False)
+        console.print(f"    [dim]“{safe(citation.quote)}”[/dim]", highlight=False)
     line = f"mode {result.mode} · answered by {result.answered_by}"
     line += " · grounded" if result.grounded else " · [yellow]not grounded[/yellow]"
     if result.llm:
@@ -80,7 +81,7 @@ def ask(
         line += f" · [yellow]removed invented citations {result.invalid_citations}[/yellow]"
     console.print(line, highlight=False)
     for dropped in result.dropped:
-        console.print(f"[yellow]dropped:[/yellow] {escape(dropped.text)} ({dropped.reason})", highlight=False)
+        console.print(f"[yellow]dropped:[/yellow] {escape(dropped.text)} ({escape(dropped.reason)})", highlight=False)
     if result.gate is not None:
         gate = result.gate
         console.print(
@@ -91,7 +92,7 @@ def ask(
         for check in result.gate_checks:
             console.print(f"[dim]    {check.chunk_id[:12]} {escape(check.reason)}[/dim]", highlight=False)
     if result.note:
-        console.print(f"[yellow]note:[/yellow] {result.note}", highlight=False)
+        console.print(f"[yellow]note:[/yellow] {safe(result.note)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

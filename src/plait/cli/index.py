@@ -71,7 +71,7 @@ def _print_report(report: IndexReport) -> None:
         console.print(f"{report.sources_deleted} vanished sources deleted", highlight=False)
     if report.skipped_by_type:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped_by_type.items()))
-        console.print(f"events not indexed by type: {kinds}", highlight=False)
+        console.print(f"events not indexed by type: {safe(kinds)}", highlight=False)
     for label, names in (
         ("added", report.added_sources),
         ("changed", report.changed_sources),

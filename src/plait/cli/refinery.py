@@ -19,6 +19,7 @@ from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.refinery.models import FaqCard, RefineryRun, RunProgress
+from plait.terminal import safe
 from plait.types import to_json
 
 if TYPE_CHECKING:
@@ -49,11 +50,11 @@ def _print_run(run: RefineryRun) -> None:
         highlight=False,
     )
     if run.error:
-        console.print(f"[red]error:[/red] {run.error}", highlight=False)
+        console.print(f"[red]error:[/red] {safe(run.error)}", highlight=False)
     if run.cancel_requested and not run.status.finished:
         console.print("cancel requested: the run stops after its current group of chunks", highlight=False)
     if run.note:
-        console.print(f"note: {run.note}", highlight=False)
+        console.print(f"note: {safe(run.note)}", highlight=False)
 
 
 @refinery_app.command("run")
@@ -241,12 +242,12 @@ def _print_card(card: FaqCard, *, full: bool = True) -> None:
 
     colour = {"approved": "green", "rejected": "red"}.get(card.status.value, "yellow")
     console.print(
-        f"[bold]{card.id}[/bold] [{colour}]{card.status.value}[/{colour}] ({card.mode.value}) {card.question}",
+        f"[bold]{card.id}[/bold] [{colour}]{card.status.value}[/{colour}] ({card.mode.value}) {safe(card.question)}",
         highlight=False,
     )
     answer = card.answer if full else card.answer[:160] + ("…" if len(card.answer) > 160 else "")
-    console.print(f"    {answer}", highlight=False, soft_wrap=True)
-    console.print(f"    [dim]sources: {', '.join(card.sources)}[/dim]", highlight=False)
+    console.print(f"    {safe(answer)}", highlight=False, soft_wrap=True)
+    console.print(f"    [dim]sources: {safe(', '.join(card.sources))}[/dim]", highlight=False)
 
 
 @faq_app.command("list")
