@@ -198,3 +198,30 @@ def test_cli_says_the_folder_was_indexed_as_part_of_the_root(tmp_path: Path, doc
     assert (report["partOfRoot"], report["nestedRootsLeft"], report["sourcesSeen"]) == (str(docs.resolve()), [], 2)
     refused = runner.invoke(app, ["index", str(docs / "adr"), *common, "--glob", "*.txt"])
     assert refused.exit_code != 0 and "plait index" in " ".join(refused.output.split())
+
+
+
+def test_a_recorded_root_inside_another_is_reindexed_by_index_not_made_part_of_it(
+    engine: Plait, docs: Path
+) -> None:
+    """Regression: docs/adr recorded first, then docs around it; 'plait index docs/adr'
+    took docs/adr as part of docs — whose runs leave docs/adr to its own root — so it read
+    nothing, said 'indexed as part of the recorded root docs' and 'left to docs/adr', and
+    the new ADR was never indexed; docs/adr's own options, given again, were refused as
+    differing from docs's."""
+    adr = docs / "adr"
+    inner = f"folder:{adr.resolve()}"
+    engine.index(adr)
+    engine.index(docs)
+    write(adr, {"0003-queue.md": QUEUE})
+
+    report = engine.index(adr)
+    assert (report.part_of_root, report.nested_roots_left) == (None, [])
+    assert (report.sources_seen, report.added_sources) == (3, ["0003-queue.md"])
+    assert _sources(engine)["0003-queue.md"] == ("docs", inner)
+    assert sorted(_roots(engine)) == [str(docs.resolve()), str(adr.resolve())]
+
+    engine.index(adr, globs=["*.md"])  # its own options, which docs's are not
+    write(adr, {"0004-more.md": EVENTS})
+    assert engine.index(adr, globs=["*.md"]).added_sources == ["0004-more.md"]
+    assert _sources(engine)["0004-more.md"] == ("docs", inner)

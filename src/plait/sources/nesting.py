@@ -49,12 +49,16 @@ def _inside(inner: Mapping[str, Any], outer: Mapping[str, Any]) -> bool:
 
 def enclosing_root(root: Mapping[str, Any], recorded: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The recorded root of the same kind and ref whose folder holds ``root``'s folder (the
-    innermost when several nest); None when there is none, or ``root`` is no folder
-    (``root`` itself, recorded, is no enclosing root: indexing it again is a re-index)."""
+    innermost when several nest); None when there is none, or ``root`` is no folder, or
+    ``root`` is itself recorded (indexing it again is a re-index of it, even when another
+    recorded root lies around it: that root's runs leave it its folder)."""
     family = _family(root)
     if family is None or not Path(str(root.get("path"))).is_dir():
         return None
-    around = [r for r in recorded if _family(r) == family and _inside(root, r)]
+    same = [r for r in recorded if _family(r) == family]
+    if any(Path(str(r.get("path"))) == Path(str(root.get("path"))) for r in same):
+        return None  # a recorded root, even inside another: its own run (the outer one leaves it)
+    around = [r for r in same if _inside(root, r)]
     return max(around, key=lambda r: len(Path(str(r.get("path"))).parts), default=None)
 
 
