@@ -225,3 +225,18 @@ def test_a_recorded_root_inside_another_is_reindexed_by_index_not_made_part_of_i
     write(adr, {"0004-more.md": EVENTS})
     assert engine.index(adr, globs=["*.md"]).added_sources == ["0004-more.md"]
     assert _sources(engine)["0004-more.md"] == ("docs", inner)
+
+
+def test_a_hidden_folder_inside_a_folder_root_is_a_root_of_its_own(engine: Plait, docs: Path) -> None:
+    """Regression: docs's walk ignores hidden folders, yet 'plait index docs/.notes' indexed
+    .notes as part of docs ('indexed as part of the recorded root docs'), and the next
+    reindex of docs, which never reads .notes, deleted it as vanished."""
+    write(docs, {".notes/ledger.md": GUIDE})
+    notes = docs / ".notes"
+    engine.index(docs)
+    report = engine.index(notes)
+    assert (report.part_of_root, report.added_sources) == (None, ["ledger.md"])
+    assert sorted(_roots(engine)) == [str(docs.resolve()), str(notes.resolve())]
+    again = engine.reindex()
+    assert (again.deleted_sources, again.nested_roots_left) == ([], [])
+    assert _sources(engine)["ledger.md"] == ("docs", f"folder:{notes.resolve()}")

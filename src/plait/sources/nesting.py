@@ -42,9 +42,13 @@ def _family(root: Mapping[str, Any]) -> tuple[str, str | None] | None:
 
 
 def _inside(inner: Mapping[str, Any], outer: Mapping[str, Any]) -> bool:
-    """Whether ``inner``'s folder lies strictly inside ``outer``'s."""
+    """Whether ``inner``'s folder lies strictly inside ``outer``'s, where ``outer``'s runs
+    read: not under a hidden folder of a folder root, which its walk never enters
+    (:class:`plait.sources.folder.FolderSource`; a git root reads what git tracks)."""
     a, b = Path(str(inner.get("path"))), Path(str(outer.get("path")))
-    return a != b and a.is_relative_to(b)
+    if a == b or not a.is_relative_to(b):
+        return False
+    return outer.get("kind") != "folder" or not any(part.startswith(".") for part in a.relative_to(b).parts)
 
 
 def enclosing_root(root: Mapping[str, Any], recorded: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
