@@ -201,3 +201,23 @@ def test_a_byte_order_mark_opening_a_log_is_not_part_of_its_first_event(tmp_path
         assert hit.origin.kind == "session"
         assert (hit.origin.session_id, hit.origin.event_id) == ("s1", "e1")
         assert hit.content == "How do I rotate the webhook secret?"
+
+
+def test_an_empty_or_blank_log_is_reported_not_passed_over(tmp_path: Path) -> None:
+    """Regression (helper walk-through, stop 44): an empty or all-blank log added nothing
+    and said nothing, where a folder source reports an empty file (the run incomplete)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.jsonl").write_text(_event("e1", "s1", "chat.message", "the refund went through") + "\n")
+    (logs / "empty.jsonl").write_text("")
+    (logs / "blank.jsonl").write_text("\n   \n\t\n")
+    scan = SessionSource(path=logs).scan()
+    assert [d.source_id for d in scan] == ["s1"]
+    assert [(s.path, s.reason) for s in scan.skipped] == [
+        ("blank.jsonl", "no events (the log is empty or only blank lines)"),
+        ("empty.jsonl", "no events (the log is empty or only blank lines)"),
+    ]
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder()) as engine:
+        report = engine.index_sessions(logs)
+    assert report.sources_indexed == 1 and report.complete is False
+    assert [s.path for s in report.skipped] == ["blank.jsonl", "empty.jsonl"]

@@ -32,7 +32,7 @@ from plait.errors import SourceError, ValidationError
 from plait.sources.base import Scan, SourceDocument, SourcePart
 from plait.types import SessionOrigin, SkippedSource
 
-__all__ = ["DEFAULT_SESSION_SCOPE", "INDEXED_EVENT_TYPES", "SessionSource"]
+__all__ = ["DEFAULT_SESSION_SCOPE", "EMPTY_LOG_REASON", "INDEXED_EVENT_TYPES", "SessionSource"]
 
 INDEXED_EVENT_TYPES: frozenset[str] = frozenset({"chat.message", "agent.response"})
 DEFAULT_SESSION_SCOPE = "sessions"
@@ -71,6 +71,10 @@ class _Session:
     event_lines: dict[str, str] = field(default_factory=dict)  # event id → "file:line"
 
 
+#: Why a log file with no event at all (empty, or only blank lines) is reported.
+EMPTY_LOG_REASON = "no events (the log is empty or only blank lines)"
+
+
 @dataclass(frozen=True, kw_only=True)
 class SessionSource:
     """A ``.jsonl`` event log, or a folder of them (read recursively, hidden ones ignored)."""
@@ -106,10 +110,14 @@ class SessionSource:
             except OSError as exc:
                 scan.skipped.append(SkippedSource(path=name, reason=f"unreadable: {exc.strerror or exc}"))
                 continue
+            blank = True
             with handle:
                 for number, raw in enumerate(handle, start=1):
                     if raw.strip():
+                        blank = False
                         self._line(raw, f"{name}:{number}", name, sessions, scan, first=number == 1)
+            if blank:  # said, as a folder source says an empty file, not passed over in silence
+                scan.skipped.append(SkippedSource(path=name, reason=EMPTY_LOG_REASON))
         for session in sessions.values():
             scan.seen += 1
             if not session.parts:
