@@ -246,3 +246,13 @@ def test_a_chunk_that_starts_inside_a_code_block_is_read_as_its_rest(tmp_path: P
     assert result.mode == "extractive"
     assert result.answer.startswith("Scale it back when the queue is drained, or the bill grows quickly. [1]")
     assert result.citations[0].quote == "Scale it back when the queue is drained, or the bill grows quickly."
+
+
+def test_navigation_is_parsed_once_per_content() -> None:
+    """Regression (adf1974): inserting plain_blocks moved navigation's cache onto it, so an
+    answer parsed each source's Markdown again for the quotes of those it cites, though
+    navigation says it is cached by content."""
+    navigation.cache_clear()
+    assert navigation(_TOC) == navigation(_TOC)
+    info = navigation.cache_info()
+    assert (info.misses, info.hits) == (1, 1)

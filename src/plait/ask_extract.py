@@ -125,7 +125,6 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": True}).enable("table")
 
 
-@lru_cache(maxsize=256)
 def plain_blocks(text: str) -> list[MarkdownBlock]:
     """The paragraphs of plain text (separated by blank lines), each on one line.
 
@@ -135,6 +134,7 @@ def plain_blocks(text: str) -> list[MarkdownBlock]:
     return [MarkdownBlock("text", " ".join(part.split())) for part in _PARAGRAPH_BREAK.split(text) if part.strip()]
 
 
+@lru_cache(maxsize=256)
 def navigation(content: str, fence: str | None = None) -> frozenset[str]:
     """The visible text of every paragraph or list item of ``content`` that holds nothing
     but links and images (whitespace and punctuation between them aside): a table of
