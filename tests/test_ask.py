@@ -19,7 +19,7 @@ from plait.ask import NOT_FOUND_ANSWER, AskSettings, check_citations
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
 from plait.errors import NotFoundError, ValidationError
-from plait.llm import OllamaLLM
+from plait.llm import OllamaLLM, OpenAILLM
 from plait.service import Plait
 from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 from plait.testing.wire import WireServer, closed_port
@@ -120,11 +120,18 @@ def test_invented_citations_are_removed_and_reported(served: Served) -> None:
         ("Log in again.", "cites only sources that were not given ([9])")
     ]
 
+    # a reply citing only an invented source is a failed LLM answer: the passage that passed
+    # the gate is quoted (it said "no indexed passage is relevant enough" before, untrue)
     served.script(lambda m: "It is fine [3].")
     result = served.engine.ask(ERR, collection="a")
-    assert result.mode == "not-found" and result.answer == NOT_FOUND_ANSWER
-    assert result.invalid_citations == [3] and result.citations == [] and not result.grounded
-    assert result.note == "the LLM's answer cites none of the sources given: every sentence was dropped"
+    assert result.mode == "extractive" and result.grounded and result.llm == "ollama/m"
+    assert result.answer == ARTICLE_DOCS["kb-101"] + " [1]"
+    assert result.invalid_citations == [3] and [c.n for c in result.citations] == [1]
+    assert [(d.text, d.reason) for d in result.dropped] == [("It is fine.", "cites only sources that were not given ([3])")]
+    assert result.note == (
+        "the LLM's reply (ollama/m) was dropped, so the answer is extractive: "
+        "its one sentence cites only sources that were not given ([3])"
+    )
 
 
 def test_nothing_relevant_means_not_found_and_no_llm_call(served: Served) -> None:
@@ -140,12 +147,84 @@ def test_nothing_relevant_means_not_found_and_no_llm_call(served: Served) -> Non
     assert result.answer == NOT_FOUND_ANSWER and result.citations == [] and result.sources == []
 
 
-def test_an_llm_that_finds_no_answer_says_not_found(served: Served) -> None:
+def test_an_uncited_llm_reply_falls_back_to_the_extractive_answer(served: Served) -> None:
+    served.script(lambda m: "The session token expired.")
+    result = served.engine.ask(ERR, collection="a")
+    assert [c.passed for c in result.gate_checks] == [True, False, False, False, False]
+    assert result.mode == "extractive" and result.grounded and result.answered_by == "search"
+    assert result.answer == ARTICLE_DOCS["kb-101"] + " [1]" and result.answer != NOT_FOUND_ANSWER
+    (citation,) = result.citations
+    assert citation.origin.source_path == "kb-101.md" and citation.quote == ARTICLE_DOCS["kb-101"]
+    assert [doc_of(h) for h in result.sources] == ["kb-101"]
+    assert result.llm == "ollama/m" and result.invalid_citations == []
+    assert [(d.text, d.reason) for d in result.dropped] == [("The session token expired.", "cites no source")]
+    assert result.note == "the LLM's reply (ollama/m) was dropped, so the answer is extractive: its one sentence cites no source"
+    assert len(served.chats()) == 1
+
+
+def test_a_reply_whose_every_sentence_fails_the_check_says_why_each_failed(served: Served) -> None:
+    # kb-101 holds none of "banana" / "yellow"; "It is fine." cites nothing; [7] was not given
+    served.script(lambda m: "Bananas are yellow [1]. It is fine. Log in again [7].")
+    result = served.engine.ask(ERR, collection="a")
+    assert result.mode == "extractive" and result.answer == ARTICLE_DOCS["kb-101"] + " [1]"
+    assert [(d.text, d.reason) for d in result.dropped] == [
+        ("Bananas are yellow.", "shares no content word with its source [1]"),
+        ("It is fine.", "cites no source"),
+        ("Log in again.", "cites only sources that were not given ([7])"),
+    ]
+    assert result.invalid_citations == [7]
+    assert result.note == (
+        "the LLM's reply (ollama/m) was dropped, so the answer is extractive: none of its 3 sentences passed "
+        "the citation check (1 sharing no content word with the source it cites, 1 citing no source, "
+        "1 citing only sources that were not given)"
+    )
+
+
+def test_a_reply_holding_no_sentence_falls_back_too(served: Served) -> None:
+    served.script(lambda m: "[1]")
+    result = served.engine.ask(ERR, collection="a")
+    assert result.mode == "extractive" and result.answer == ARTICLE_DOCS["kb-101"] + " [1]"
+    assert result.dropped == [] and result.invalid_citations == []
+    assert result.note == "the LLM's reply (ollama/m) was dropped, so the answer is extractive: it holds no sentence"
+
+
+def test_an_uncited_reply_over_the_openai_protocol_falls_back_too(tmp_path: Path) -> None:
+    with WireServer() as server:
+        server.chat = lambda m: "The session token expired."
+        llm = OpenAILLM(base_url=server.url, model="gpt-test", retries=0)
+        with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder(dimension=64), llm=llm) as engine:
+            engine.index_documents(documents(ARTICLE_DOCS), collection="a")
+            result = engine.ask(ERR, collection="a")
+        assert [r.path for r in server.requests] == ["/v1/chat/completions"]
+    assert result.mode == "extractive" and result.answer == ARTICLE_DOCS["kb-101"] + " [1]"
+    assert result.note == (
+        "the LLM's reply (openai/gpt-test) was dropped, so the answer is extractive: its one sentence cites no source"
+    )
+
+
+def test_an_llm_that_finds_no_answer_in_passages_that_passed_says_so(served: Served) -> None:
+    # the passage passed the gate, so "no indexed passage is relevant enough" would be untrue:
+    # the answer says the model read it and found no answer (a refusal, not a quote of it)
     served.script(lambda m: "NOT_FOUND")
     result = served.engine.ask(ERR, collection="a")
-    assert result.mode == "not-found" and result.answer == NOT_FOUND_ANSWER and not result.grounded
-    assert result.note == "the LLM found no answer in the 1 sources given"
+    assert [c.passed for c in result.gate_checks] == [True, False, False, False, False]
+    assert result.mode == "not-found" and not result.grounded and result.citations == []
+    assert result.answer == (
+        "Not found in the knowledge base: one passage passed the relevance gate, "
+        "but the model read it and found no answer to this question in it."
+    )
+    assert [doc_of(h) for h in result.sources] == ["kb-101"] and result.llm == "ollama/m"
+    assert result.note == "the LLM (ollama/m) replied NOT_FOUND; the passage it read is listed in sources"
     assert len(served.chats()) == 1
+
+    served.script(lambda m: "NOT_FOUND")
+    two = served.engine.ask(REFUSED, collection="a")  # kb-104 and kb-102 pass (see below)
+    assert sorted(doc_of(h) for h in two.sources) == ["kb-102", "kb-104"]
+    assert two.mode == "not-found" and two.answer == (
+        "Not found in the knowledge base: 2 passages passed the relevance gate, "
+        "but the model read them and found no answer to this question in them."
+    )
+    assert two.note == "the LLM (ollama/m) replied NOT_FOUND; the 2 passages it read are listed in sources"
 
 
 def test_without_an_llm_the_answer_is_extractive(offline: Plait) -> None:

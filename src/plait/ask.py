@@ -25,10 +25,15 @@
    sentence of the reply must cite a source it was given and share words with it;
    the others are dropped and listed in ``dropped`` with the reason, invented numbers
    are listed in ``invalidCitations``. ``grounded`` is true when every claim left cites
-   a source; when nothing is left, or the model answers ``NOT_FOUND``, ``mode:
-   "not-found"``.
-5. Without an LLM (or when it fails — ``note`` says so): an extractive answer
-   (:mod:`plait.ask_extract`): the sentences of the passing hits chosen by their own
+   a source. When nothing is left (every sentence cites nothing, only invented sources,
+   or nothing it shares words with; or the reply holds no sentence) the LLM's answer has
+   failed: step 5 answers, ``dropped`` / ``invalidCitations`` still list the reply's
+   sentences and ``note`` says why it was dropped. When the model answers ``NOT_FOUND``,
+   ``mode: "not-found"``, with an answer saying that the passages passed the gate but the
+   model found no answer in them (never that none was relevant: the gate passed them),
+   and the passages in ``sources``.
+5. Without an LLM (or when it fails, or its reply was dropped — ``note`` says so): an
+   extractive answer (:mod:`plait.ask_extract`): the sentences of the passing hits chosen by their own
    relevance (both arms' evidence at sentence level), never a lead-in ending in ``:``,
    a table row only when it holds the answer, never raw Markdown (a source holding no
    prose sentence, only code or a diagram, is named, not pasted); ``mode: "extractive"``.
@@ -160,7 +165,9 @@ class AskResult(Model):
     used and ``gate_checks`` why each retrieved hit passed or failed it.
     ``invalid_citations`` lists numbers the model invented (removed from the answer),
     ``dropped`` the model's sentences removed because they cite no source given or share
-    nothing with what they cite. ``note`` says what degraded (e.g. the LLM failed).
+    nothing with what they cite (listed too when none was left and the answer is
+    extractive). ``llm`` names the model whose reply the result reports on. ``note`` says
+    what degraded (e.g. the LLM failed, or its reply was dropped).
     """
 
     question: str
@@ -366,37 +373,70 @@ def _from_card(question: str, collection: str, card: CardHit, vector_available: 
     )
 
 
-def _with_llm(llm: LLM, req: AskRequest, sources: list[Hit], base: dict[str, Any]) -> AskResult | str:
-    """The LLM's grounded answer, or (when the LLM failed) the note saying so."""
+def _not_answered(n: int) -> str:
+    """The answer when the model read the ``n`` passages that passed the gate and replied
+    NOT_FOUND: true about the gate (they passed it) and about who judged them."""
+    if n == 1:
+        return (
+            "Not found in the knowledge base: one passage passed the relevance gate, "
+            "but the model read it and found no answer to this question in it."
+        )
+    return (
+        f"Not found in the knowledge base: {n} passages passed the relevance gate, "
+        "but the model read them and found no answer to this question in them."
+    )
+
+
+_FAILURES = (  # a dropped claim's reason (plait.ask_grounding.ground) → how it is counted
+    ("shares no content word", "sharing no content word with the source it cites"),
+    ("cites no source", "citing no source"),
+    ("cites only sources that were not given", "citing only sources that were not given"),
+)
+
+
+def _why_dropped(dropped: Sequence[DroppedClaim]) -> str:
+    """Why no sentence of a reply was kept: its one sentence's reason, or each reason's count."""
+    if not dropped:
+        return "it holds no sentence"
+    if len(dropped) == 1:
+        return f"its one sentence {dropped[0].reason}"
+    counts: dict[str, int] = {}
+    for claim in dropped:
+        kind = next((words for start, words in _FAILURES if claim.reason.startswith(start)), claim.reason)
+        counts[kind] = counts.get(kind, 0) + 1
+    listed = ", ".join(f"{count} {kind}" for kind, count in counts.items())
+    return f"none of its {len(dropped)} sentences passed the citation check ({listed})"
+
+
+def _with_llm(llm: LLM, req: AskRequest, sources: list[Hit], base: dict[str, Any]) -> AskResult | dict[str, Any]:
+    """The LLM's grounded answer, its refusal (it replied NOT_FOUND), or, when it failed or
+    no sentence of its reply passed the citation check, the fields the extractive answer
+    carries instead (``note`` saying why; the dropped reply's ``dropped``, ``llm``)."""
     label = f"{llm.provider}/{llm.model}"
     try:
         with metering("ask"):  # within the ask's usage scope (the service writes it)
             reply = llm.chat(ask_messages(req.question, sources), temperature=0.0, max_tokens=700)
     except ProviderError as exc:
-        return f"the LLM ({label}) failed, so the answer is extractive: {exc}"
+        return {"note": f"the LLM ({label}) failed, so the answer is extractive: {exc}"}
     if reply.strip().upper().startswith(NOT_FOUND_TOKEN):
+        read = "passage it read is" if len(sources) == 1 else f"{len(sources)} passages it read are"
         return AskResult(
             **base,
-            answer=NOT_FOUND_ANSWER,
+            answer=_not_answered(len(sources)),
             mode="not-found",
             grounded=False,
             sources=sources,
             llm=label,
-            note=f"the LLM found no answer in the {len(sources)} sources given",
+            note=f"the LLM ({label}) replied {NOT_FOUND_TOKEN}; the {read} listed in sources",
         )
     checked = ground(reply, sources)
-    if not checked.cited:
-        return AskResult(
-            **base,
-            answer=NOT_FOUND_ANSWER,
-            mode="not-found",
-            grounded=False,
-            invalid_citations=checked.invalid,
-            dropped=checked.dropped,
-            sources=sources,
-            llm=label,
-            note="the LLM's answer cites none of the sources given: every sentence was dropped",
-        )
+    if not checked.cited:  # a failed answer: the passages passed the gate, extractive quotes them
+        return {
+            "note": f"the LLM's reply ({label}) was dropped, so the answer is extractive: {_why_dropped(checked.dropped)}",
+            "dropped": checked.dropped,
+            "invalid_citations": checked.invalid,
+            "llm": label,
+        }
     answer, ordered = _in_order_of_use(checked.answer, checked.cited, sources)
     numbers = list(range(1, len(checked.cited) + 1))
     return AskResult(
@@ -467,13 +507,13 @@ def _answer(engine: AskEngine, collection: str, request: AskRequest | Mapping[st
     }
     if not sources:
         return AskResult(**base, answer=NOT_FOUND_ANSWER, mode="not-found", grounded=False)
-    note = None
+    fallback: dict[str, Any] = {}  # what the LLM left for the extractive answer to say
     llm = engine.llm
     if llm is not None:
         outcome = _with_llm(llm, req, sources, base)
         if isinstance(outcome, AskResult):
             return outcome
-        note = outcome
+        fallback = outcome
     chunking = recorded_chunking(saved, collection=collection)
     answer, numbers, passage = _extractive(req.question, sources, settings, engine, collection, req.mode, chunking)
     answer, ordered = _in_order_of_use(answer, numbers, sources)
@@ -484,5 +524,5 @@ def _answer(engine: AskEngine, collection: str, request: AskRequest | Mapping[st
         mode="extractive",
         grounded=True,
         sources=ordered,
-        note=note,
+        **fallback,
     )

@@ -15,7 +15,8 @@ After the answer (:func:`ground`), policy **drop**: the answer is split into cla
 
 A claim failing either is removed from the answer and listed in ``dropped`` with the
 reason. ``grounded`` is then true exactly when something is left (every claim left
-cites a source that shares its words); when nothing is left the answer is "not found".
+cites a source that shares its words); when nothing is left the model's answer has
+failed and :mod:`plait.ask` answers extractively from the same sources.
 """
 
 from __future__ import annotations
