@@ -119,6 +119,7 @@ def test_invented_citations_are_removed_and_reported(served: Served) -> None:
     assert [(d.text, d.reason) for d in result.dropped] == [
         ("Log in again.", "cites only sources that were not given ([9])")
     ]
+    assert result.note == "1 sentence of the LLM's answer was dropped"
 
     # a reply citing only an invented source is a failed LLM answer: the passage that passed
     # the gate is quoted (it said "no indexed passage is relevant enough" before, untrue)
