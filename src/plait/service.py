@@ -275,6 +275,33 @@ class Plait(IndexingMixin, QueryingMixin):
             if isinstance(target, str):
                 opened.close()
 
+    @valid_text
+    def copy_collections(
+        self,
+        target: Store | str,
+        *,
+        collections: Sequence[str] | None = None,
+        replace: bool = False,
+        verify: bool = True,
+        embedder: str | None = None,
+    ) -> list[CopyReport]:
+        """Copy several collections (None: all of them) as ``plait copy`` does: the whole
+        request checked first, so a mistake in it copies nothing (:mod:`plait.copy_plan`),
+        then each collection by :meth:`copy_collection`."""
+        from plait.copy_plan import copy_names
+        from plait.copying import copy_collection
+
+        names = copy_names(self.store, collections, embedder=embedder)
+        opened = open_store(target) if isinstance(target, str) else target
+        try:
+            return [
+                copy_collection(self.store, opened, name, replace=replace, verify=verify, embedder=embedder)
+                for name in names
+            ]
+        finally:
+            if isinstance(target, str):
+                opened.close()
+
     def close(self, *, failed: bool = False) -> None:
         """Close the store and providers. ``failed`` (the work inside the engine raised):
         a SQLite file this engine created that still holds no collection is removed, so

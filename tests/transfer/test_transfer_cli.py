@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from plait.cli import app
@@ -388,3 +389,24 @@ def test_the_python_copy_takes_an_embedder_as_the_cli_does(tmp_path: Path) -> No
     assert report.verification is not None and report.verification.ok
     with Plait(str(tmp_path / "to.db")) as copied:
         assert copied.embedder_for("plain")[1] == "fake"
+
+
+def test_the_python_copy_of_several_collections_checks_the_whole_request_first(tmp_path: Path) -> None:
+    """Review finding (stop 44): the checks of a copy of several collections (each named one
+    exists, each copied once, the embedder fits every one) lived in the CLI alone
+    (plait.copy_plan now); Plait.copy_collections applies them before anything is written."""
+    from plait.errors import ModelMismatchError, NotFoundError
+
+    with Plait(str(tmp_path / "from.db"), embedder="fake") as engine:
+        engine.index_documents(documents(ARTICLE_DOCS), collection="kb")
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="zoo")
+        target = tmp_path / "to.db"
+        with pytest.raises(NotFoundError, match="collection 'typo' does not exist in the source store; nothing copied"):
+            engine.copy_collections(str(target), collections=["kb", "typo"])
+        with pytest.raises(ModelMismatchError, match="embedder 'e5' is local/multilingual-e5-small"):
+            engine.copy_collections(str(target), embedder="e5")
+        assert not target.exists()
+        reports = engine.copy_collections(str(target), collections=["zoo", "kb", "zoo"])
+    assert [(r.collection, r.chunks_copied, r.verification is not None and r.verification.ok) for r in reports] == [
+        ("zoo", 1, True), ("kb", 5, True)
+    ]

@@ -82,23 +82,19 @@ def copy(
 ) -> None:
     """Copy collections to another store with no embedding call; a re-run after an
     interruption continues where it stopped; verified at the end."""
-    from plait.copying import check_copy_embedder
+    from plait.copy_plan import copy_names
 
     if not to_store:
         fail("--to STORE is required")
-    if target_name is not None and len(collection or []) != 1:
+    if target_name is not None and len(set(collection or [])) != 1:
         fail("--as NAME needs exactly one --collection")
     settings = Settings.resolve(store=from_store or store, embedder=embedder)
     chosen, default = settings.embedder, embedder is None  # default: PLAIT_EMBEDDER's, not the flag's
     with _opened(debug, settings.store, create=False) as source:
-        names = list(dict.fromkeys(collection or [c.name for c in source.list_collections()]))
-        missing = [name for name in names if source.get_collection(name) is None]
-        if missing:  # before anything is copied: 'copy -c a -c typo' copied a, then failed
-            which = f"collection {missing[0]!r} does" if len(missing) == 1 else f"collections {', '.join(map(repr, missing))} do"
-            fail(f"{which} not exist in the source store; nothing copied")
-        if chosen is not None:  # every collection is checked before the target is opened
-            for name in names:
-                _run(debug, partial(check_copy_embedder, source, name, chosen, default=default))
+        # the whole request is checked before the target is opened (plait.copy_plan)
+        names = _run(debug, partial(
+            copy_names, source, collection, embedder=chosen, embedder_is_default=default
+        ))
         with _opened(debug, to_store, create=True) as target:
             reports = _copy_each(
                 debug, source, target, names, target_name, replace, chosen, default=default, as_json=as_json
