@@ -54,10 +54,12 @@ def is_markdown_path(path: str) -> bool:
 def reads_as_markdown(metadata: Mapping[str, object], origin: object = None) -> bool:
     """Is a chunk with this metadata and origin Markdown, to every reader? Only a chunk of
     a file with a Markdown suffix: the file's ``path`` (folder and git sources record it),
-    else its origin's ``source_path`` (a document given in code as ``guide.md``). That is
-    what the chunker cut as Markdown. A JSONL record (``corpus.jsonl#42``), a text file, a
-    session event or an FAQ card was cut and indexed as plain text, and is read as plain
-    text (ask, the chunk view).
+    else its origin's ``source_path`` (a document given in code as ``guide.md``). For every
+    source plait reads that is what the chunker cut as Markdown: a JSONL record
+    (``corpus.jsonl#42``), a text file, a session event or an FAQ card was cut and indexed
+    as plain text, and is read as plain text (ask, the chunk view). A document given in
+    code is cut by its part's ``markdown`` flag (default False), which no chunk records:
+    give a part whose source path says ``.md`` ``markdown=True``, or a path that does not.
 
     >>> reads_as_markdown({"path": "docs/adr/0001.md"}), reads_as_markdown({"path": "notes.txt"})
     (True, False)
