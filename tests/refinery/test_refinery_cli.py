@@ -87,9 +87,10 @@ def test_a_detached_run_is_followed_with_status(store: str) -> None:
     assert [r["id"] for r in listed] == [run["id"]]
 
 
-def test_cancel_of_a_running_run_says_the_cancel_was_requested(store: str) -> None:
+def test_cancel_of_a_running_run_says_the_cancel_was_requested(store: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # 'plait refinery cancel' printed the run as it stood ("running") and nothing else, so a
     # cancel looked like it had not been taken; --json said cancelRequested: true
+    monkeypatch.setenv("COLUMNS", "200")  # lines are counted: none may wrap (xdist workers have COLUMNS=80)
     with Plait(store, embedder=FakeEmbedder()) as engine, subprocess.Popen(["sleep", "60"]) as worker:
         run = engine.refinery.create_run("kb", mode="extractive")
         assert engine.refinery.store.claim_run(run.id, worker.pid)  # running, in a live process
