@@ -14,6 +14,16 @@ from plait.testing.corpus import ARTICLE_DOCS, doc_of, documents
 __all__ = ["ARTICLE_DOCS", "doc_of", "documents"]
 
 
+@pytest.fixture(autouse=True)
+def _width_of_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test sees the terminal size of a piped run, whoever started pytest: pytest-xdist
+    workers inherit COLUMNS=80 and LINES=24, so output that fits a serial run wrapped in a
+    parallel one, and tests counting its lines failed there only. A test that needs a width
+    sets COLUMNS itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def fake() -> FakeEmbedder:
     return FakeEmbedder(dimension=64)
