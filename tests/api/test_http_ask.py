@@ -144,11 +144,15 @@ def test_unknown_cards_and_runs_are_404(served: Served, maintainer: httpx.Client
     missing = maintainer.post("/v1/collections/a/faq/card_nope/approve")
     assert missing.status_code == 404
     assert missing.json() == {"error": "FAQ card 'card_nope' does not exist in collection 'a'"}
-    assert maintainer.get("/v1/collections/a/refinery/runs/run_nope").status_code == 404
+    nope = maintainer.get("/v1/collections/a/refinery/runs/run_nope")
+    assert (nope.status_code, nope.json()) == (404, {"error": "refinery run 'run_nope' does not exist in collection 'a'"})
     assert maintainer.patch("/v1/collections/a/faq/card_nope", json={"question": "Q?"}).status_code == 404
     # a run of collection b is not visible under collection a
     other = served.engine.refinery.create_run("b")
-    assert maintainer.get(f"/v1/collections/a/refinery/runs/{other.id}").status_code == 404
+    elsewhere = {"error": f"refinery run '{other.id}' does not exist in collection 'a'"}
+    for method, path in (("GET", ""), ("POST", "/cancel")):
+        response = maintainer.request(method, f"/v1/collections/a/refinery/runs/{other.id}{path}")
+        assert (response.status_code, response.json()) == (404, elsewhere)
     with _client(served, "admin_all") as admin:
         assert admin.get(f"/v1/collections/b/refinery/runs/{other.id}").json()["status"] == "queued"
         assert admin.post(f"/v1/collections/b/refinery/runs/{other.id}/cancel").json()["status"] == "cancelled"

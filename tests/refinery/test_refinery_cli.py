@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
 from plait.service import Plait
+from plait.testing.corpus import documents
 
 FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
 runner = CliRunner()
@@ -104,3 +105,19 @@ def test_cancel_of_a_running_run_says_the_cancel_was_requested(store: str, monke
     assert lines[0] == f"run {run.id} · kb · running · mode extractive"
     assert lines[3] == "cancel requested: the run stops after its current group of chunks"
     assert (status["status"], status["cancelRequested"]) == ("running", True)
+
+
+def test_status_and_cancel_with_another_collection_neither_show_nor_cancel_the_run(store: str) -> None:
+    """'-c' was ignored: status showed, and cancel cancelled, collection kb's run asked for
+    under collection other (HTTP answered 404)."""
+    with Plait(store, embedder=FakeEmbedder()) as engine:
+        engine.index_documents(documents({"o-1": "Another collection."}), collection="other")
+        run = engine.refinery.create_run("kb", mode="extractive")
+    message = f"refinery run '{run.id}' does not exist in collection 'other'"
+    for command in ("status", "cancel"):
+        result = runner.invoke(app, ["refinery", command, run.id, "--store", store, "-c", "other"])
+        assert result.exit_code == 1 and " ".join(result.output.split()) == f"error: {message}"
+    queued = _json(["refinery", "status", run.id, "--store", store, "--json"])  # no -c: any collection
+    assert (queued["status"], queued["cancelRequested"]) == ("queued", False)
+    cancelled = _json(["refinery", "cancel", run.id, "--store", store, "-c", "kb", "--json"])
+    assert cancelled["status"] == "cancelled"

@@ -164,6 +164,25 @@ def test_cancel_a_running_run_stops_it_after_its_current_group(tmp_path: Path) -
         assert [c.question for c in engine.refinery.cards("a")] == ["What does ERR-4012 mean?"]
 
 
+def test_a_run_named_with_another_collection_is_not_found_nor_cancelled(engine: Plait) -> None:
+    """get_run and cancel took no collection, so 'plait refinery status|cancel RUN -c b' read
+    or cancelled collection a's run (HTTP answered 404 for the same request)."""
+    engine.index_documents(documents({"b-1": "Another collection."}), collection="b")
+    run = engine.refinery.create_run("a")
+    message = f"refinery run {run.id!r} does not exist in collection 'b'"
+    with pytest.raises(NotFoundError) as status:
+        engine.refinery.get_run(run.id, "b")
+    with pytest.raises(NotFoundError) as cancel:
+        engine.refinery.cancel(run.id, "b")
+    assert str(status.value) == str(cancel.value) == message
+    with pytest.raises(NotFoundError) as missing:
+        engine.refinery.get_run("run_x", "b")
+    assert str(missing.value) == "refinery run 'run_x' does not exist in collection 'b'"
+    assert engine.refinery.get_run(run.id).status == RunStatus.QUEUED  # not cancelled
+    assert engine.refinery.get_run(run.id, "a").id == run.id
+    assert engine.refinery.cancel(run.id, "a").status == RunStatus.CANCELLED
+
+
 def test_a_killed_worker_process_leaves_its_run_failed_not_running(tmp_path: Path) -> None:
     """A real crash: a detached worker is SIGKILLed while its LLM call is in flight."""
     started = threading.Event()

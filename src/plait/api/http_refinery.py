@@ -61,12 +61,6 @@ def add_refinery_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) 
     """Add the routes of the module docstring; ``allow`` checks a key's role."""
     from fastapi import Query
 
-    def _run_of(collection: str, run_id: str) -> RefineryRun:
-        run = engine.refinery.get_run(run_id)
-        if run.collection != collection:  # never reveal another collection's run
-            raise NotFoundError(f"refinery run {run_id!r} does not exist")
-        return run
-
     @app.post(
         "/v1/collections/{collection}/ask",
         response_model=AskResult,
@@ -166,7 +160,7 @@ def add_refinery_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) 
     def get_run(collection: str, run_id: str, key: ApiKey | None = caller) -> RefineryRun:
         """A run's status, progress (chunks scanned of total, cards made), timestamps, error."""
         allow(key, collection, Role.MAINTAINER, "refinery runs")
-        return _run_of(collection, run_id)
+        return engine.refinery.get_run(run_id, collection)  # another collection's run: 404
 
     @app.post(
         "/v1/collections/{collection}/refinery/runs/{run_id}/cancel",
@@ -177,5 +171,4 @@ def add_refinery_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) 
     def cancel_run(collection: str, run_id: str, key: ApiKey | None = caller) -> RefineryRun:
         """Ask a run to stop; a finished run is returned unchanged."""
         allow(key, collection, Role.MAINTAINER, "refinery runs")
-        _run_of(collection, run_id)
-        return engine.refinery.cancel(run_id)
+        return engine.refinery.cancel(run_id, collection)

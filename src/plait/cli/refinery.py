@@ -134,19 +134,35 @@ def _with_bar(debug: bool, action: Any) -> RefineryRun:
         return result
 
 
-def _run_command(action: Callable[[Refinery, str], RefineryRun], doc: str) -> Callable[..., None]:
-    """A command that does ``action`` to one run and prints it (status, cancel)."""
+#: ``--collection`` of status and cancel: a run id names one run, so no collection is
+#: needed; one given must be the run's (as over HTTP, where the path names it).
+RunCollectionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--collection",
+        "-c",
+        help="The run's collection: a run of another collection is not found "
+        "(default: any collection; PLAIT_COLLECTION does not narrow it).",
+    ),
+]
+
+
+def _run_command(
+    action: Callable[[Refinery, str, str | None], RefineryRun], doc: str
+) -> Callable[..., None]:
+    """A command that does ``action`` to one run (of ``--collection`` when given) and
+    prints it (status, cancel)."""
 
     def command(
         run_id: Annotated[str, typer.Argument(help="The run id (see 'plait refinery list').")],
         store: StoreOpt = None,
-        collection: CollectionOpt = None,
+        collection: RunCollectionOpt = None,
         embedder: EmbedderOpt = None,
         as_json: JsonOpt = False,
         debug: DebugOpt = False,
     ) -> None:
         with _engine(store, embedder) as engine:
-            run = _run(debug, lambda: action(engine.refinery, run_id))
+            run = _run(debug, lambda: action(engine.refinery, run_id, collection))
         _print_json(run) if as_json else _print_run(run)
 
     command.__doc__ = doc
@@ -154,11 +170,14 @@ def _run_command(action: Callable[[Refinery, str], RefineryRun], doc: str) -> Ca
 
 
 refinery_app.command("status")(
-    _run_command(lambda refinery, run_id: refinery.get_run(run_id), "A run's status, progress, timestamps and error.")
+    _run_command(
+        lambda refinery, run_id, collection: refinery.get_run(run_id, collection),
+        "A run's status, progress, timestamps and error.",
+    )
 )
 refinery_app.command("cancel")(
     _run_command(
-        lambda refinery, run_id: refinery.cancel(run_id),
+        lambda refinery, run_id, collection: refinery.cancel(run_id, collection),
         "Ask a run to stop (a queued run stops at once; a running one after its current group).",
     )
 )

@@ -173,18 +173,32 @@ class Refinery:
         thread.start()
         return run
 
-    def get_run(self, run_id: str) -> RefineryRun:
-        """A run's status and progress (interrupted runs are marked failed first)."""
+    def get_run(self, run_id: str, collection: str | None = None) -> RefineryRun:
+        """A run's status and progress (interrupted runs are marked failed first).
+
+        ``collection`` given, the run must be one of that collection's: a run of another
+        collection is not found there, as a run that does not exist (every interface
+        that names a collection asks this way, so none acts on another's run)."""
         self.recover()
-        return self.store.get_run(run_id)
+        elsewhere = f"refinery run {run_id!r} does not exist in collection {collection!r}"
+        try:
+            run = self.store.get_run(run_id)
+        except NotFoundError:
+            if collection is None:
+                raise
+            raise NotFoundError(elsewhere) from None
+        if collection is not None and run.collection != collection:
+            raise NotFoundError(elsewhere)
+        return run
 
     def list_runs(self, collection: str | None = None, *, limit: int = 50) -> list[RefineryRun]:
         self.recover()
         return self.store.list_runs(collection, limit=limit)
 
-    def cancel(self, run_id: str) -> RefineryRun:
-        """Ask a run to stop; a queued run is cancelled at once. Finished runs are unchanged."""
-        run = self.get_run(run_id)
+    def cancel(self, run_id: str, collection: str | None = None) -> RefineryRun:
+        """Ask a run to stop; a queued run is cancelled at once. Finished runs are unchanged.
+        ``collection`` given, the run must be one of that collection's (see :meth:`get_run`)."""
+        run = self.get_run(run_id, collection)
         if run.status.finished:
             return run
         self.store.request_cancel(run_id)
