@@ -56,6 +56,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from plait.analysis import analyse
 from plait.carried_model import VectorModel, carried_embedder, collection_embedder
+from plait.collection_names import check_new_collection
 from plait.collection_settings import portable_settings, restore_settings, write_settings
 from plait.copying import read_source
 from plait.errors import ConflictError, NotFoundError, PlaitError, ValidationError
@@ -362,6 +363,8 @@ def import_collection(
     records it as the collection's embedder (see the module docstring).
     ``embedder_is_default``: it is ``PLAIT_EMBEDDER``'s, not named for this import; another
     model is then left out (:mod:`plait.carried_model`)."""
+    if collection is not None:  # a new name; the archive's own was accepted when it was made
+        check_new_collection(store, collection)
     source = Path(path)
     header = _validate(source)
     record = None if embedder is None else _embedder_to_record(source, header, embedder, default=embedder_is_default)

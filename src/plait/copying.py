@@ -59,6 +59,7 @@ from pydantic import Field
 
 from plait.analysis import analyse, analyse_query
 from plait.carried_model import check_copy_embedder
+from plait.collection_names import check_new_collection
 from plait.collection_settings import (
     portable_settings,
     read_settings,
@@ -331,6 +332,8 @@ def copy_collection(
     never embedded records it on the copy (:func:`check_copy_embedder`).
     ``embedder_is_default``: it is ``PLAIT_EMBEDDER``'s, not named for this copy; another
     model is then left out (:mod:`plait.carried_model`)."""
+    if target_name is not None and target_name != collection:  # a new name (the source's was accepted)
+        check_new_collection(target, target_name)
     name = target_name or collection
     if batch_chunks < 1:
         raise ValidationError(f"batch_chunks must be at least 1, got {batch_chunks}")

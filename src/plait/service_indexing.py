@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait._text import valid_text
 from plait.backfill import BackfillProgress, vector_coverage
+from plait.collection_names import check_new_collection
 from plait.collection_settings import chunking_record, read_settings, write_settings
 from plait.errors import NotFoundError, PlaitError, ValidationError
 from plait.ingest import Indexer, Progress
@@ -88,6 +89,7 @@ class IndexingMixin(EngineBase):
         """Index ``root`` and record it; with ``under`` (a folder of it, ending in ``/``)
         only that folder, as part of the recorded ``root``. Either way the folders of the
         recorded roots nested inside are left to them (:mod:`plait.sources.nesting`)."""
+        check_new_collection(self.store, collection)
         subtree, left = subtree_of(root, self._recorded(collection), under=under)
         scan = open_root(root, subtree).scan()
         indexer, name = self._indexer(collection)
@@ -272,6 +274,7 @@ class IndexingMixin(EngineBase):
     ) -> IndexReport:
         """Index documents built in code (``backfill``, ``embed_progress``, ``stop`` as
         for :meth:`index`)."""
+        check_new_collection(self.store, collection)
         indexer, name = self._indexer(collection)
         self.store.ensure_collection(collection)
         self._remember(collection, name, None)

@@ -224,10 +224,10 @@ def test_default_keys_path() -> None:
 # the CLI ------------------------------------------------------------------------------
 def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
     keys = str(tmp_path / "k.db")
-    created = runner.invoke(app, ["keys", "create", "--role", "maintainer", "-c", "docs", "--keys", keys, "--json"])
+    created = runner.invoke(app, ["keys", "create", "--role", "maintainer", "-c", "*", "--keys", keys, "--json"])
     assert created.exit_code == 0, created.output
     data = json.loads(created.stdout)
-    assert data["role"] == "maintainer" and data["collection"] == "docs" and data["token"].startswith("plait_")
+    assert data["role"] == "maintainer" and data["collection"] == "*" and data["token"].startswith("plait_")
     listed = json.loads(runner.invoke(app, ["keys", "list", "--keys", keys, "--json"]).stdout)
     assert [(k["id"], k["role"], k["revokedAt"]) for k in listed] == [(data["id"], "maintainer", None)]
     assert "token" not in listed[0] and data["token"] not in json.dumps(listed)
@@ -242,14 +242,14 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
 def test_keys_default_to_the_store_itself(tmp_path: Path) -> None:
     """Issue 19 item 3: keys live in the store (no keys.db beside it any more)."""
     store = str(tmp_path / "s" / "plait.db")
-    created = runner.invoke(app, ["keys", "create", "--store", store, "-c", "a", "--json"])
+    created = runner.invoke(app, ["keys", "create", "--store", store, "-c", "*", "--json"])
     assert created.exit_code == 0, created.output
     assert not (tmp_path / "s" / "keys.db").exists()
     with sqlite3.connect(store) as db:
         stored = db.execute("SELECT id, role, collection FROM api_keys").fetchall()
-    assert stored == [(json.loads(created.stdout)["id"], "reader", "a")]
+    assert stored == [(json.loads(created.stdout)["id"], "reader", "*")]
     listed = json.loads(runner.invoke(app, ["keys", "list", "--store", store, "--json"]).stdout)
-    assert [(k["id"], k["collection"]) for k in listed] == [(stored[0][0], "a")]
+    assert [(k["id"], k["collection"]) for k in listed] == [(stored[0][0], "*")]
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "example.org", "::"])
@@ -274,7 +274,9 @@ def test_plait_serve_end_to_end(tmp_path: Path, served: Served) -> None:
     """`plait serve` in its own process over the fixture's store, with a CLI-made key."""
     store = str(tmp_path / "plait.db")
     keys = str(tmp_path / "cli-keys.db")
-    created = runner.invoke(app, ["keys", "create", "--role", "reader", "-c", "a", "--keys", keys, "--json"])
+    created = runner.invoke(
+        app, ["keys", "create", "--role", "reader", "-c", "a", "--keys", keys, "--store", store, "--json"]
+    )
     token = json.loads(created.stdout)["token"]
     port = _free_port()
     command = [sys.executable, "-c", "from plait.cli import main; main()", "serve", "--port", str(port),

@@ -101,6 +101,25 @@ def test_tools_over_streamable_http(url: str) -> None:
     assert missing.is_error and "collection 'nope' does not exist" in missing.content[0].text
 
 
+def test_an_empty_collection_argument_is_an_error_not_the_default(url: str) -> None:
+    """``collection: ""`` searched the server's default collection ('a'), as if none were given."""
+    empty = "the collection name is empty: name one, or leave it out for 'a'"
+    _, results = _run(
+        url,
+        [
+            ("search", {"query": "ERR-4012", "collection": ""}),
+            ("coverage", {"collection": ""}),
+            ("search", {"query": "ERR-4012"}),
+        ],
+    )
+    search, coverage, default = results
+    assert [(r.is_error, r.content[0].text) for r in (search, coverage)] == [
+        (True, f"Error executing tool search: {empty}"),
+        (True, f"Error executing tool coverage: {empty}"),
+    ]
+    assert not default.is_error and default.structured_content["collection"] == "a"
+
+
 def test_arguments_are_checked_over_streamable_http(url: str) -> None:
     """As over stdio: true is not a number, an unknown argument, NaN and a wrong type are
     one-line tool errors naming the argument (the SDK's model took the first three and

@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from plait.collection_names import ALL_COLLECTIONS, check_key_collection, check_name
 from plait.errors import NotFoundError, ValidationError
 from plait.stores.records import Records, SqliteRecords, open_records_file
 from plait.types import Model
@@ -35,11 +36,11 @@ __all__ = [
     "Role",
     "default_keys_path",
     "hash_token",
+    "role_of",
     "sees_drafts",
 ]
 
 TOKEN_PREFIX = "plait_"
-ALL_COLLECTIONS = "*"
 _MAX_TOKEN_CHARS = 256
 
 class Role(StrEnum):
@@ -74,6 +75,15 @@ class ApiKey(Model):
     def covers(self, collection: str) -> bool:
         """True when the key may see ``collection`` at all."""
         return self.collection == ALL_COLLECTIONS or self.collection == collection
+
+
+def role_of(value: Role | str) -> Role:
+    """The role ``value`` names, else :class:`ValidationError` listing the roles."""
+    try:
+        return Role(value)
+    except ValueError:
+        allowed = ", ".join(r.value for r in Role)
+        raise ValidationError(f"unknown role {value!r}; use one of: {allowed}") from None
 
 
 def hash_token(token: str) -> str:
@@ -117,15 +127,23 @@ class KeyStore:
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.records.fetch(self._t.sql(sql), params)
 
-    def create(self, *, role: Role | str, collection: str) -> tuple[ApiKey, str]:
-        """A new key: returns its record and the token, which is shown only this once."""
-        try:
-            role = Role(role)
-        except ValueError:
-            allowed = ", ".join(r.value for r in Role)
-            raise ValidationError(f"unknown role {role!r}; use one of: {allowed}") from None
+    def create(
+        self, *, role: Role | str, collection: str, collections: Collection[str] | None = None
+    ) -> tuple[ApiKey, str]:
+        """A new key: returns its record and the token, which is shown only this once.
+
+        ``collection`` is ``*`` (every collection) or a name the collection name rule
+        accepts (:mod:`plait.collection_names`). With ``collections`` (the names the
+        store holds) it must be one of them, or ``*``: a key for a collection that does
+        not exist (a typo) is refused, naming the ones that do; a name the rule would
+        refuse is accepted when the store holds it (a collection made before the rule)."""
+        role = role_of(role)
         if not collection or not collection.strip():
             raise ValidationError("a key needs a collection name, or '*' for all collections")
+        if collections is not None:
+            check_key_collection(collection, collections)
+        elif collection != ALL_COLLECTIONS:
+            check_name(collection)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         hint = token[: len(TOKEN_PREFIX) + 4] + "…"
         created = _now()

@@ -53,6 +53,7 @@ from plait.api.mcp_arguments import (
     request,
 )
 from plait.ask import AskRequest
+from plait.collection_names import given_name
 from plait.errors import ConfigError, PermissionDeniedError, PlaitError
 from plait.retrieval.request import DEFAULT_K_OVERFETCH, SearchRequest
 from plait.types import to_json
@@ -152,7 +153,7 @@ def create_mcp_server(
         session (the rest counted in each hit's `moreFromSource`); `group_by` 'source' adds
         `groups`, one per source. Arguments are the HTTP API's search body, checked as it is.
         Returns hits with content, score, match badge, ranks per arm and origin."""
-        name = collection or default_collection
+        name = call(lambda: given_name(collection, default_collection))
         arguments = {
             "query": query, "k": k, "offset": offset, "fusion": fusion, "lexical_weight": lexical_weight,
             "rrf_k": rrf_k, "threshold": threshold, "language_prior": language_prior, "overfetch": overfetch,
@@ -198,7 +199,7 @@ def create_mcp_server(
         `mode`, `max_per_source` and `group_by` a search used to explain that search;
         `fusion.settings` reports the fusion it ran, `fusion.rank` the document's fused rank
         under it, `fusion.offset` the page, `rerank` its place before and after the rerank."""
-        name = collection or default_collection
+        name = call(lambda: given_name(collection, default_collection))
         arguments = {
             "query": query, "k": k, "offset": offset, "fusion": fusion, "lexical_weight": lexical_weight,
             "rrf_k": rrf_k, "threshold": threshold, "language_prior": language_prior, "overfetch": overfetch,
@@ -238,7 +239,7 @@ def create_mcp_server(
         or failed); `min_cosine` / `min_term_coverage` override it for this call. Sentences
         of an LLM answer that cite no source are dropped and listed in `dropped`. Only approved FAQ cards answer (an agent
         is a reader). Arguments are the HTTP API's ask body, checked as it is."""
-        name = collection or default_collection
+        name = call(lambda: given_name(collection, default_collection))
         arguments = {
             "question": question, "k": k, "qa_first": qa_first, "rerank": rerank, "scopes": scopes,
             "mode": mode, "min_cosine": min_cosine, "min_term_coverage": min_term_coverage,
@@ -250,7 +251,7 @@ def create_mcp_server(
     def faq_list(collection: str | None = None, status: str = "approved") -> list[dict[str, Any]]:
         """The collection's approved FAQ cards (question, answer, sources), oldest first.
         An agent is a reader: draft and rejected cards are for maintainer keys over HTTP."""
-        name = collection or default_collection
+        name = call(lambda: given_name(collection, default_collection))
 
         def approved() -> list[Any]:
             if status in ("draft", "rejected"):
@@ -267,7 +268,7 @@ def create_mcp_server(
     def coverage(collection: str | None = None) -> dict[str, Any]:
         """How much of the sources is indexed, per scope: sources present vs indexed,
         outdated and vanished sources, chunks without a vector, last indexed time."""
-        name = collection or default_collection
+        name = call(lambda: given_name(collection, default_collection))
         return to_json(call(lambda: engine.coverage(collection=name)))
 
     if allow_usage:
@@ -278,7 +279,7 @@ def create_mcp_server(
             and completion tokens, per hour (`rows`) and in total (`totals`), by purpose (index,
             query, rerank, ask, refinery), provider and model; `estimated` marks tokens the
             provider did not report. `since` is an ISO date/time or '24h' / '7d'."""
-            name = collection or default_collection
+            name = call(lambda: given_name(collection, default_collection))
             return to_json(call(lambda: engine.usage(name, since=since)))
 
     if allow_reindex:
@@ -287,7 +288,7 @@ def create_mcp_server(
         def reindex(collection: str | None = None) -> dict[str, Any]:
             """Re-read the collection's recorded sources (unchanged chunks are not
             re-embedded), delete vanished ones and backfill missing vectors."""
-            name = collection or default_collection
+            name = call(lambda: given_name(collection, default_collection))
             return to_json(call(lambda: engine.reindex(collection=name)))
 
     return server

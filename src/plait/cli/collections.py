@@ -16,6 +16,7 @@ from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.errors import NotFoundError
+from plait.terminal import safe
 from plait.types import to_json
 
 __all__ = ["register"]
@@ -37,7 +38,7 @@ def calibrate(
     if as_json:
         _print_json(result)
         return
-    state = "not saved (dry run)" if dry_run else f"saved as {name}'s fusion denseWeight"
+    state = "not saved (dry run)" if dry_run else f"saved as {safe(name)}'s fusion denseWeight"
     console.print(f"dense weight {result.dense_weight:g} — {state}", highlight=False)
     if result.not_used:
         console.print(f"  [yellow]not used:[/yellow] {escape(result.not_used)}", highlight=False, soft_wrap=True)
@@ -82,7 +83,7 @@ def delete_collection(
         revoked = result["revokedKeys"]
         keys_note = f", {len(revoked)} API key(s) revoked" if revoked else ""
         console.print(
-            f"deleted collection {name} ({result['chunks']} chunks, {result['sources']} sources{keys_note})",
+            f"deleted collection {safe(name)} ({result['chunks']} chunks, {result['sources']} sources{keys_note})",
             highlight=False,
         )
 
@@ -106,7 +107,7 @@ def collections(
         table.add_column(column)
     for i in infos:
         table.add_row(
-            i.name,
+            safe(i.name),
             f"{i.embedder_provider}/{i.embedder_model}" if i.embedder_model else "—",
             str(i.dimension or "—"),
             str(i.sources),

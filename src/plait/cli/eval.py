@@ -131,7 +131,7 @@ def _print_tune(report: TuneReport) -> None:
     )
     console.print(f"chosen settings: {describe(c)}", highlight=False)
     if report.saved_to:
-        console.print(f"saved as the fusion defaults of {report.saved_to}", highlight=False)
+        console.print(f"saved as the fusion defaults of {safe(report.saved_to)}", highlight=False)
 
 
 def eval_command(

@@ -3,6 +3,7 @@ collection and saying, honestly, how much of it is indexed."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -46,7 +47,7 @@ def _listed(names: list[str]) -> str:
 def _print_report(report: IndexReport) -> None:
     emb = report.embedding
     console.print(
-        f"[bold]{report.collection}[/bold]: {report.sources_indexed}/{report.sources_seen} sources indexed · "
+        f"[bold]{safe(report.collection)}[/bold]: {report.sources_indexed}/{report.sources_seen} sources indexed · "
         f"chunks +{report.chunks_added} ~{report.chunks_updated} ={report.chunks_unchanged} "
         f"-{report.chunks_deleted}",
         highlight=False,
@@ -113,7 +114,7 @@ def _indexing(
     action: Callable[[Any, Any], IndexReport],
 ) -> IndexReport:
     """Run an indexing action in the foreground (bars, Ctrl-C; see :mod:`plait.cli.progress`)."""
-    resume = f"plait reindex --collection {name}" + (f" --store {store}" if store else "")
+    resume = f"plait reindex --collection {shlex.quote(name)}" + (f" --store {shlex.quote(store)}" if store else "")
 
     def coverage() -> float | None:
         return engine.vector_coverage(name) if engine.store.get_collection(name) else None
@@ -274,14 +275,14 @@ def coverage(
     if as_json:
         _print_json(report)
         return
-    table = Table(title=f"coverage of {report.collection}")
+    table = Table(title=f"coverage of {safe(report.collection)}")
     for column in (
         "scope", "present", "indexed", "outdated", "vanished", "chunks", "no vector", "model", "last indexed"
     ):
         table.add_column(column)
     for row in report.scopes:
         table.add_row(
-            row.scope,
+            safe(row.scope),
             _figure(row.sources_present),
             _figure(row.sources_indexed),
             _figure(row.sources_outdated),

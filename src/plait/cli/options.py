@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 
+from plait.collection_names import given_name
 from plait.config import Settings
 from plait.errors import PlaitError
 from plait.types import to_json
@@ -127,8 +128,12 @@ def open_engine(
 
 
 def collection_name(name: str | None) -> str:
-    """The collection a command works on: ``--collection``, else ``PLAIT_COLLECTION``, else ``default``."""
-    return Settings.resolve(collection=name).collection
+    """The collection a command works on: ``--collection``, else ``PLAIT_COLLECTION``, else
+    ``default``; an explicit ``-c ""`` is an error, not the default."""
+    try:
+        return given_name(name, Settings.resolve().collection)
+    except PlaitError as exc:
+        fail(str(exc))
 
 StoreOpt = Annotated[
     str | None,

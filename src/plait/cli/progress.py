@@ -28,6 +28,7 @@ from rich.progress import (
 from rich.text import Text
 
 from plait.cli.options import run_or_exit
+from plait.terminal import safe
 from plait.types import IndexReport
 
 __all__ = ["IndexProgress", "coverage_text", "run_indexing"]
@@ -162,7 +163,7 @@ def run_indexing(
         state = "lexical only" if not share else "lexical + " + coverage_text(share)
         console.print(
             f"[yellow]interrupted[/yellow]: the index stays searchable ({state}); what was "
-            f"committed is kept. Resume with: {resume}  (or 'plait serve', which embeds the "
+            f"committed is kept. Resume with: {safe(resume)}  (or 'plait serve', which embeds the "
             "rest in the background)",
             highlight=False,
             soft_wrap=True,

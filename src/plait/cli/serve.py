@@ -13,16 +13,19 @@ from typing import Annotated
 
 import typer
 
-from plait.api.keys import KeyStore
+from plait.api.keys import ALL_COLLECTIONS, KeyStore, role_of
 from plait.cli.logs import configure_logging
 from plait.cli.options import CollectionOpt, DebugOpt, EmbedderOpt, JsonOpt, StoreOpt, console, err, fail, port_or_exit
 from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
+from plait.collection_names import check_key_collection
 from plait.config import Settings
+from plait.errors import NotFoundError
 from plait.sources.walks import DEFAULT_MAX_AGE
 from plait.stores.base import Store
+from plait.terminal import safe
 from plait.types import to_json
 
 __all__ = ["is_loopback", "register"]
@@ -65,6 +68,21 @@ def _key_store(keys: Path | None, store: str | None) -> KeyStore:
     from plait.stores import open_store
 
     return _StoreKeys(open_store(settings.store))
+
+
+def _store_collections(store: str | None) -> list[str]:
+    """The collections of the store, read without creating it (a SQLite file that does
+    not exist holds none): what a key may name besides ``*``."""
+    from plait.stores import open_store
+
+    try:
+        opened = open_store(Settings.resolve(store=store).store, create=False)
+    except NotFoundError:
+        return []
+    try:
+        return [info.name for info in opened.list_collections()]
+    finally:
+        opened.close()
 
 
 def serve(
@@ -132,7 +150,7 @@ def serve(
         worker = None
         if pending:
             err.print(
-                f"embedding the chunks without a vector of {', '.join(pending)} in the background",
+                f"embedding the chunks without a vector of {safe(', '.join(pending))} in the background",
                 highlight=False,
             )
             worker = engine.start_backfill()
@@ -170,17 +188,22 @@ def keys_create(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Create a key and print its token — shown only this once."""
+    """Create a key and print its token — shown only this once. The collection must exist
+    in the store (or be '*', every collection)."""
     name = _collection(collection)
+    _run(debug, lambda: role_of(role))
+    existing = None if name == ALL_COLLECTIONS else _run(debug, lambda: _store_collections(store))
+    if existing is not None:  # before the key store is opened (which creates a store file)
+        _run(debug, lambda: check_key_collection(name, existing))
     key_store = _run(debug, lambda: _key_store(keys, store))
     try:
-        key, token = _run(debug, lambda: key_store.create(role=role, collection=name))
+        key, token = _run(debug, lambda: key_store.create(role=role, collection=name, collections=existing))
     finally:
         key_store.close()
     if as_json:
         _print_json({**to_json(key), "token": token})
         return
-    console.print(f"key {key.id}: {key.role.value} on {key.collection!r}", highlight=False)
+    console.print(f"key {key.id}: {key.role.value} on {safe(repr(key.collection))}", highlight=False)
     console.print(token, highlight=False, soft_wrap=True)
     err.print("store this token now: it is not shown again", highlight=False)
 
@@ -209,7 +232,7 @@ def keys_list(
     for column in ("id", "role", "collection", "token", "created", "revoked"):
         table.add_column(column)
     for k in listed:
-        table.add_row(str(k.id), k.role.value, k.collection, k.hint, k.created_at, k.revoked_at or "—")
+        table.add_row(str(k.id), k.role.value, safe(k.collection), k.hint, k.created_at, k.revoked_at or "—")
     console.print(table)
 
 

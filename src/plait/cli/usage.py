@@ -13,6 +13,7 @@ from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
+from plait.terminal import safe
 
 __all__ = ["register"]
 
@@ -35,7 +36,10 @@ def usage(
         _print_json(report)
         return
     if not report.rows:
-        console.print(f"no provider usage recorded for {name!r}" + (f" since {report.since}" if report.since else ""))
+        console.print(
+            f"no provider usage recorded for {safe(repr(name))}" + (f" since {safe(report.since)}" if report.since else ""),
+            highlight=False,
+        )
         return
     for title, rows in (("usage per hour", report.rows), ("totals", report.totals)):
         table = Table(title=title)
