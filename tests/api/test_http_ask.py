@@ -14,6 +14,12 @@ pytest.importorskip("fastapi", reason="needs the server extra: pip install 'plai
 import httpx
 from http_served import Served, documents, serve_engine
 
+from plait.api.http import create_app
+from plait.embeddings.fake import FakeEmbedder
+from plait.llm import OllamaLLM
+from plait.service import Plait
+from plait.testing.asgi_server import UvicornThread
+from plait.testing.wire import WireServer
 from plait.types import to_json
 
 FAQ_DOC = {"faq-1": "Q: How do I reset my password?\nA: Use the reset link on the login page."}
@@ -138,6 +144,25 @@ def test_runs_and_review_need_a_maintainer(reader: httpx.Client, maintainer: htt
     assert rejected["status"] == "rejected"
     assert reader.get("/v1/collections/a/faq", params={"status": "approved"}).json() == []
     assert reader.get("/v1/collections/a/faq", params={"status": "maybe"}).status_code == 422
+
+
+def test_a_run_whose_every_llm_reply_is_unreadable_reads_failed(tmp_path: Path) -> None:
+    """It ended "succeeded" with 0 cards and no note; only groupsSkipped told."""
+    with WireServer(chat=lambda messages: "Sorry, I can't help with that.") as wire, Plait(
+        str(tmp_path / "plait.db"),
+        embedder=FakeEmbedder(dimension=64),
+        llm=OllamaLLM(base_url=wire.url, model="m", retries=0),
+    ) as engine:
+        engine.index_documents(documents(FAQ_DOC), collection="a")
+        with UvicornThread(create_app(engine, auth=False)) as server, httpx.Client(
+            base_url=server.url, timeout=30
+        ) as client:
+            started = client.post("/v1/collections/a/refinery/runs", json={"mode": "llm"})
+            assert started.status_code == 202, started.text
+            done = _finished_run(client, started.json()["id"])
+    assert (done["status"], done["note"]) == ("failed", None)
+    assert done["error"] == "the 1 group of chunks failed: the LLM's reply held no JSON array of cards, so no card was made"
+    assert (done["progress"]["cardsMade"], done["progress"]["llmCalls"], done["progress"]["groupsSkipped"]) == (0, 1, 1)
 
 
 def test_unknown_cards_and_runs_are_404(served: Served, maintainer: httpx.Client) -> None:

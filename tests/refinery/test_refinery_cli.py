@@ -16,6 +16,7 @@ from plait.cli import app
 from plait.embeddings.fake import FakeEmbedder
 from plait.service import Plait
 from plait.testing.corpus import documents
+from plait.testing.wire import WireServer
 
 FAQ = Path(__file__).resolve().parents[2] / "examples" / "docs" / "faq.md"
 runner = CliRunner()
@@ -121,3 +122,23 @@ def test_status_and_cancel_with_another_collection_neither_show_nor_cancel_the_r
     assert (queued["status"], queued["cancelRequested"]) == ("queued", False)
     cancelled = _json(["refinery", "cancel", run.id, "--store", store, "-c", "kb", "--json"])
     assert cancelled["status"] == "cancelled"
+
+
+def test_a_run_whose_every_llm_reply_is_unreadable_reads_failed(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It ended 'succeeded' with 0 cards and no note; only 'groups skipped' told."""
+    with WireServer(chat=lambda messages: "Sorry, I can't help with that.") as server:
+        monkeypatch.setenv("PLAIT_OLLAMA_URL", server.url)
+        monkeypatch.setenv("PLAIT_LLM_MODEL", "m")
+        ran = runner.invoke(app, ["refinery", "run", "--llm", "ollama", "--store", store, "-c", "kb"])
+    assert ran.exit_code == 1, ran.output
+    lines = ran.stdout.splitlines()
+    run_id = lines[0].split()[1]
+    assert lines[0] == f"run {run_id} · kb · failed · mode llm"
+    # faq.md is 12 chunks, read in groups of 4
+    assert lines[1] == "chunks 12/12 · cards made 0 · merged 0 · LLM calls 3 · groups skipped 3"
+    error = "all 3 groups of chunks failed: the LLM's replies held no JSON array of cards, so no card was made"
+    assert " ".join(" ".join(lines[3:]).split()) == f"error: {error}"
+    status = runner.invoke(app, ["refinery", "status", run_id, "--store", store, "-c", "kb"])
+    assert status.exit_code == 0 and status.stdout == ran.stdout

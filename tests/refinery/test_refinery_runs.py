@@ -108,6 +108,7 @@ def test_llm_mode_drafts_cards_from_chunk_groups(tmp_path: Path) -> None:
         # one chat per group; each document is one chunk, a group never spans sources
         assert len(chats) == 5 == run.progress.llm_calls
         assert run.progress.groups_skipped == 1  # kb-103's reply held no array
+        assert run.note == "1 of 5 groups of chunks skipped: the LLM's reply held no JSON array of cards"
         assert (run.progress.cards_made, run.progress.cards_merged) == (2, 1)
         cards = engine.refinery.cards("a")
         assert [c.question for c in cards] == [
@@ -120,6 +121,31 @@ def test_llm_mode_drafts_cards_from_chunk_groups(tmp_path: Path) -> None:
         assert cards[1].sources == [ids["kb-102"]]
         assert {c.mode for c in cards} == {CardMode.LLM} and {c.status for c in cards} == {CardStatus.DRAFT}
         assert {c.run_id for c in cards} == {run.id}
+
+
+def test_a_run_whose_every_llm_reply_is_unreadable_failed_and_says_why(tmp_path: Path) -> None:
+    """Every reply unreadable: the run ended 'succeeded', 0 cards, no note (only
+    groupsSkipped: 5 told)."""
+    with WireServer(chat=lambda messages: "Sorry, I can't help with that.") as server, _engine(
+        tmp_path, llm=OllamaLLM(base_url=server.url, model="m", retries=0)
+    ) as engine:
+        run = engine.refinery.run("a")
+        assert engine.refinery.get_run(run.id, "a") == run and engine.refinery.cards("a") == []
+        # a reply that is not even JSON on the wire is the provider's failure, as before
+        server.malformed = True
+        broken = engine.refinery.run("a")
+        url = server.url
+    assert run.status == RunStatus.FAILED and run.note is None
+    assert run.error == (
+        "all 5 groups of chunks failed: the LLM's replies held no JSON array of cards, so no card was made"
+    )
+    p = run.progress
+    assert (p.chunks_scanned, p.chunks_total, p.cards_made, p.llm_calls, p.groups_skipped) == (5, 5, 0, 5, 5)
+    assert broken.status == RunStatus.FAILED
+    assert broken.error == (
+        f"LLM failed: ollama at {url}/api/chat returned malformed JSON: "
+        '{"embeddings": [[0.1, 0.2], oops'
+    )
 
 
 def test_an_llm_that_is_down_fails_the_run_with_the_reason(tmp_path: Path) -> None:

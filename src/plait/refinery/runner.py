@@ -13,7 +13,10 @@ whose question's content stems have a Jaccard similarity of at least
 ``dedupe_threshold``: a draft gains the new source chunks, a reviewed card is left as
 it is. Otherwise it becomes a new draft, until the collection holds ``max_cards``
 non-rejected cards. Progress is written after each group; a cancel request is honoured
-between groups. A provider failure fails the run (cards made so far are kept).
+between groups. A provider failure fails the run (cards made so far are kept). A group
+whose LLM reply holds no JSON array of cards is skipped and counted: when every group
+was, the run made nothing and is ``failed`` with that reason; when some were, it
+``succeeded`` with a note saying how many were skipped and why.
 
 Crash recovery (:func:`recover_runs`, run when a :class:`~plait.refinery.Refinery` is
 opened and before runs are read): a ``queued`` or ``running`` run whose worker process
@@ -255,6 +258,21 @@ class _Distiller:
                     self.note = f"stopped at maxCards ({self.settings.max_cards} non-rejected cards)"
                     return
 
+    def unreadable(self) -> tuple[str | None, str | None]:
+        """``(error, note)`` for a run that read all it was to read: an error when every
+        group's LLM reply was unreadable (nothing was made, the run failed), else the
+        note, which names the groups skipped and why."""
+        skipped, calls = self.progress.groups_skipped, self.progress.llm_calls
+        replies = "reply" if skipped == 1 else "replies"
+        why = f"the LLM's {replies} held no JSON array of cards"
+        if calls and skipped == calls:
+            groups = "the 1 group of chunks" if calls == 1 else f"all {calls} groups of chunks"
+            return f"{groups} failed: {why}, so no card was made", self.note
+        notes = [self.note] if self.note else []
+        if skipped:
+            notes.append(f"{skipped} of {calls} groups of chunks skipped: {why}")
+        return None, "; ".join(notes) or None
+
 
 def execute_run(
     engine: Searcher,
@@ -299,8 +317,13 @@ def execute_run(
                 store.finish_run(run_id, RunStatus.FAILED, error="interrupted")
                 raise
             else:
-                logger.info("refinery run %s succeeded: %s", run_id, work.note)
-                store.finish_run(run_id, RunStatus.SUCCEEDED, note=work.note)
+                error, note = work.unreadable()
+                if error is not None:
+                    logger.info("refinery run %s failed: %s", run_id, error)
+                    store.finish_run(run_id, RunStatus.FAILED, error=error, note=note)
+                else:
+                    logger.info("refinery run %s succeeded: %s", run_id, note)
+                    store.finish_run(run_id, RunStatus.SUCCEEDED, note=note)
         return store.get_run(run_id)
     finally:
         mark_live(run_id, False)
