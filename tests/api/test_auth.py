@@ -95,6 +95,44 @@ def test_a_401_says_whether_a_key_was_sent(served: Served, method: str, path: st
         assert response.headers["www-authenticate"] == "Bearer"
 
 
+TWO_KEYS = (
+    "two different API keys were sent, in 'Authorization: Bearer' and in 'X-API-Key': send one key "
+    "(in either header, or the same one in both)"
+)
+BEARER_IN_X_API_KEY = (
+    "X-API-Key takes the token alone, without 'Bearer ': send 'X-API-Key: <token>' "
+    "or 'Authorization: Bearer <token>'"
+)
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/collections/a/search"), ("GET", "/metrics")])
+def test_two_different_keys_or_a_bearer_x_api_key_are_refused_saying_so(
+    served: Served, method: str, path: str
+) -> None:
+    # 'Authorization: Bearer <good>' with 'X-API-Key: bogus' was served (the Authorization
+    # key won silently); 'X-API-Key: Bearer <token>' was the plain "not valid" 401
+    _, token = served.keys.create(role="admin", collection="*")
+    kw = SEARCH if method == "POST" else {}
+    refused = {
+        "good Bearer, bogus X-API-Key": ({"Authorization": f"Bearer {token}", "X-API-Key": "bogus"}, TWO_KEYS),
+        "bogus Bearer, good X-API-Key": ({"Authorization": "Bearer plait_bogus", "X-API-Key": token}, TWO_KEYS),
+        "X-API-Key: Bearer <token>": ({"X-API-Key": f"Bearer {token}"}, BEARER_IN_X_API_KEY),
+        "X-API-Key: bearer <token>": ({"X-API-Key": f"bearer {token}"}, BEARER_IN_X_API_KEY),
+    }
+    for what, (headers, message) in refused.items():
+        response = httpx.request(method, served.url + path, headers=headers, timeout=30, **kw)  # type: ignore[arg-type]
+        assert (response.status_code, response.json()) == (401, {"error": message}), what
+        assert response.headers["www-authenticate"] == "Bearer"
+    served_ok = {
+        "the same key in both": {"Authorization": f"Bearer {token}", "X-API-Key": token},
+        "X-API-Key alone": {"X-API-Key": token},
+        "another scheme beside X-API-Key": {"Authorization": "Basic dXNlcjpwdw==", "X-API-Key": token},
+    }
+    for what, headers in served_ok.items():
+        response = httpx.request(method, served.url + path, headers=headers, timeout=30, **kw)  # type: ignore[arg-type]
+        assert response.status_code == 200, (what, response.text)
+
+
 def test_reader_can_search_and_see_coverage_but_not_reindex(served: Served) -> None:
     token = served.tokens["reader_a"]
     assert _call(served, "POST", "/v1/collections/a/search", token, **SEARCH).status_code == 200

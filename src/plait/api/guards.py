@@ -31,6 +31,7 @@ __all__ = [
     "LOOPBACK_HOSTS",
     "Admission",
     "BodyLimit",
+    "KeyHeaderError",
     "LoopbackOnly",
     "NoSimpleRequests",
     "presented_token",
@@ -124,12 +125,36 @@ class NoSimpleRequests:
         await self.app(scope, receive, send)
 
 
+class KeyHeaderError(ValueError):
+    """The request's key headers contradict themselves or misuse ``X-API-Key``: a 401
+    whose message (one line) says what to send instead."""
+
+
+TWO_KEYS = (
+    "two different API keys were sent, in 'Authorization: Bearer' and in 'X-API-Key': send one key "
+    "(in either header, or the same one in both)"
+)
+BEARER_IN_X_API_KEY = (
+    "X-API-Key takes the token alone, without 'Bearer ': send 'X-API-Key: <token>' "
+    "or 'Authorization: Bearer <token>'"
+)
+
+
 def presented_token(scope: Any) -> str:
-    """The API key a request carries (``Authorization: Bearer`` or ``X-API-Key``)."""
+    """The API key a request carries (``Authorization: Bearer`` or ``X-API-Key``; "" for none).
+
+    Raises :class:`KeyHeaderError` for an ``X-API-Key`` that starts with ``Bearer `` (a
+    token has no space; the value is the token alone) and for two different keys, one in
+    each header (which one the caller meant is not for the server to guess)."""
     header = (_header(scope, b"authorization") or b"").decode("latin-1")
     scheme, _, token = header.partition(" ")
-    presented = token.strip() if scheme.lower() == "bearer" else ""
-    return presented or (_header(scope, b"x-api-key") or b"").decode("latin-1").strip()
+    bearer = token.strip() if scheme.lower() == "bearer" else ""
+    api_key = (_header(scope, b"x-api-key") or b"").decode("latin-1").strip()
+    if api_key[:7].lower() == "bearer ":
+        raise KeyHeaderError(BEARER_IN_X_API_KEY)
+    if bearer and api_key and bearer != api_key:
+        raise KeyHeaderError(TWO_KEYS)
+    return bearer or api_key
 
 
 class Admission:
@@ -156,22 +181,26 @@ class Admission:
         self.in_flight = 0
         self.anonymous = 0
 
-    async def _keyed(self, scope: Any) -> tuple[bool, bool]:
-        """(a key was presented, it is valid)."""
+    async def _keyed(self, scope: Any) -> tuple[str | None, bool]:
+        """(why the request is refused if it is unkeyed — None: no key was presented —,
+        whether it carries a valid key)."""
         if self.authenticate is None:
-            return False, False
-        token = presented_token(scope)
+            return None, False
+        try:
+            token = presented_token(scope)
+        except KeyHeaderError as exc:
+            return str(exc), False
         if not token:
-            return False, False
-        return True, await anyio.to_thread.run_sync(self.authenticate, token) is not None
+            return None, False
+        return self.rejected, await anyio.to_thread.run_sync(self.authenticate, token) is not None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path") in _OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        presented, keyed = await self._keyed(scope)
+        refusal, keyed = await self._keyed(scope)
         if self.authenticate is not None and not keyed and str(scope.get("path", "")).startswith("/v1/"):
-            message = self.rejected if presented else self.unauthorized
+            message = refusal or self.unauthorized
             await send_error(send, 401, message, extra=[(b"www-authenticate", b"Bearer")])
             return
         anonymous_limit = self.limit - self.reserved if self.authenticate is not None else self.limit

@@ -26,7 +26,8 @@ Every error body is ``{"error": "<one-line message>"}``; an error plait raised a
 its class in the ``X-Plait-Error`` header (e.g. ``ModelMismatchError``: the nearest
 class of :mod:`plait.errors`), which :class:`plait.client.Client` raises again. With auth on, each request
 carries ``Authorization: Bearer <token>`` (or ``X-API-Key``): no key → 401 saying how to
-send one, an unknown or revoked key → 401 saying so (not which of the two),
+send one, an unknown or revoked key → 401 saying so (not which of the two), two
+different keys (one in each header) or ``X-API-Key: Bearer …`` → 401 saying so,
 a role too low → 403, and a collection the key does not cover → 404 with exactly the
 body of a collection that does not exist, so existence never leaks.
 
@@ -45,6 +46,7 @@ from plait.api.guards import (
     BODY_DEADLINE,
     Admission,
     BodyLimit,
+    KeyHeaderError,
     LoopbackOnly,
     NoSimpleRequests,
     presented_token,
@@ -232,8 +234,8 @@ def create_app(
         return error(500, "internal error")
 
     class _Unauthorized(Exception):
-        def __init__(self, presented: bool) -> None:
-            super().__init__(_REJECTED if presented else _UNAUTHORIZED)
+        def __init__(self, message: str) -> None:
+            super().__init__(message)
 
     class _Forbidden(Exception):
         def __init__(self, message: str) -> None:
@@ -251,10 +253,13 @@ def create_app(
         """The caller's key (None when auth is off); 401 when auth is on and it is missing."""
         if not auth:
             return None
-        presented = presented_token(request.scope)
+        try:
+            presented = presented_token(request.scope)
+        except KeyHeaderError as exc:  # two different keys, or 'X-API-Key: Bearer …'
+            raise _Unauthorized(str(exc)) from None
         key = keys.authenticate(presented) if keys is not None else None
         if key is None:
-            raise _Unauthorized(bool(presented))
+            raise _Unauthorized(_REJECTED if presented else _UNAUTHORIZED)
         return key
 
     def allow(key: ApiKey | None, collection: str, role: Role, action: str) -> None:
