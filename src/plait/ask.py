@@ -1,7 +1,8 @@
 """Ask: an answer grounded in retrieved chunks, with numbered citations that resolve.
 
 1. ``qa_first`` (opt-in): a matching FAQ card answers directly (``mode: "card"``),
-   citing the card's source chunks; no LLM call.
+   citing the card's source chunks that share words with its answer; ``grounded`` only
+   when they back every sentence of it (:mod:`plait.refinery.grounding`); no LLM call.
 2. Otherwise a hybrid search (optionally re-ranked) fetches candidates, and the
    **relevance gate** keeps those that are plausibly about the question. A hit passes
    when its dense cosine with the question reaches ``min_cosine``, or the lexical arm
@@ -75,6 +76,7 @@ from plait.collection_settings import CollectionSettings, read_collection, recor
 from plait.errors import NotFoundError, ProviderError, ValidationError
 from plait.markdown import plain_text
 from plait.refinery.extract import content_stems, sentences, text_stems, trim
+from plait.refinery.grounding import card_support, indexed_text
 from plait.refinery.models import CARD_SCOPE
 from plait.retrieval.request import plain_number, validation_message
 from plait.search import MAX_QUERY_CHARS
@@ -351,25 +353,34 @@ def _settings(saved: CollectionSettings, req: AskRequest) -> AskSettings:
 
 
 def _from_card(question: str, collection: str, card: CardHit, vector_available: bool) -> AskResult:
-    numbered = [s for s in card.sources if s.origin is not None and s.content is not None]
-    marks = "".join(f"[{n}]" for n in range(1, len(numbered) + 1))
-    citations = [
-        Citation(n=n, chunk_id=s.chunk_id, origin=s.origin, quote=_quote(s.content or "", card.answer))
-        for n, s in enumerate(numbered, start=1)
-        if s.origin is not None
+    """The card's answer citing the chunks that back it. ``grounded`` only when they back
+    every sentence of the answer as it reads now (:mod:`plait.refinery.grounding`): an
+    answer edited by hand is checked as edited, never taken on its sources' word."""
+    present = [
+        (s.chunk_id, s.origin, s.content) for s in card.sources if s.origin is not None and s.content is not None
     ]
-    gone = len(card.sources) - len(numbered)
+    support = card_support(card.answer, [indexed_text(content, origin) for _, origin, content in present])
+    cited = [present[i] for i in support.supporting]
+    marks = "".join(f"[{n}]" for n in range(1, len(cited) + 1))
+    citations = [
+        Citation(n=n, chunk_id=chunk_id, origin=origin, quote=_quote(content, card.answer))
+        for n, (chunk_id, origin, content) in enumerate(cited, start=1)
+    ]
+    gone = len(card.sources) - len(present)
+    notes = [f"{gone} of the card's source chunks are no longer indexed"] if gone else []
+    if present and support.note:
+        notes.append(support.note)
     return AskResult(
         question=question,
         collection=collection,
         answer=f"{card.answer} {marks}".strip(),
         citations=citations,
         mode="card",
-        grounded=bool(citations),
+        grounded=support.grounded,
         answered_by="card",
         card=card,
         vector_available=vector_available,
-        note=f"{gone} of the card's source chunks are no longer indexed" if gone else None,
+        note="; ".join(notes) or None,
     )
 
 

@@ -135,10 +135,29 @@ def test_runs_and_review_need_a_maintainer(reader: httpx.Client, maintainer: htt
     edited = maintainer.patch(
         f"/v1/collections/a/faq/{card['id']}", json={"answer": "Click 'Forgot password' on the login page."}
     ).json()
-    assert edited["answer"] == "Click 'Forgot password' on the login page." and edited["status"] == "approved"
-    asked = reader.post("/v1/collections/a/ask", json={"question": "How to reset my password?", "qaFirst": True})
-    assert asked.json()["mode"] == "card"
-    assert asked.json()["answer"] == "Click 'Forgot password' on the login page. [1]"
+    # the approval was of the old answer: a draft again, and the response says so
+    assert edited["answer"] == "Click 'Forgot password' on the login page." and edited["status"] == "draft"
+    assert edited["note"] == (
+        "the card was approved; its answer changed, so it is a draft again until it is approved anew "
+        "(the approval was of the old text)"
+    )
+    ask = {"question": "How to reset my password?", "qaFirst": True}
+    assert reader.post("/v1/collections/a/ask", json=ask).json()["answeredBy"] == "search"
+    assert maintainer.post(f"/v1/collections/a/faq/{card['id']}/approve").json()["status"] == "approved"
+    asked = reader.post("/v1/collections/a/ask", json=ask).json()
+    assert (asked["mode"], asked["grounded"]) == ("card", True)  # password, login, page: in its source
+    assert asked["answer"] == "Click 'Forgot password' on the login page. [1]"
+    unbacked = maintainer.patch(f"/v1/collections/a/faq/{card['id']}", json={"answer": "Call the hotline."}).json()
+    assert unbacked["status"] == "draft" and unbacked["note"] == (
+        "the card was approved; its answer changed, so it is a draft again until it is approved anew "
+        "(the approval was of the old text); the card's answer is not grounded: it shares no content word "
+        "with the card's source chunks"
+    )
+    maintainer.post(f"/v1/collections/a/faq/{card['id']}/approve")
+    asked = reader.post("/v1/collections/a/ask", json=ask).json()
+    assert (asked["mode"], asked["grounded"], asked["answer"], asked["citations"]) == (
+        "card", False, "Call the hotline.", []
+    )
 
     rejected = maintainer.post(f"/v1/collections/a/faq/{card['id']}/reject").json()
     assert rejected["status"] == "rejected"

@@ -32,7 +32,7 @@ from plait.embeddings.fake import FakeEmbedder
 from plait.embeddings.guard import DEFAULT_QUERY_DEADLINE
 from plait.errors import NotFoundError
 from plait.llm import OllamaLLM
-from plait.refinery import CARD_SCOPE, CardStatus, FaqCard, RefinerySettings
+from plait.refinery import CARD_SCOPE, CardStatus, EditedCard, FaqCard, RefinerySettings
 from plait.refinery import store as refinery_store
 from plait.refinery.extract import content_stems, jaccard
 from plait.service import Plait
@@ -188,7 +188,14 @@ def test_review_keeps_the_index_in_line(engine: Plait) -> None:
     )
     engine.refinery.approve("kb", card.id)  # back in the index
     edited = engine.refinery.edit("kb", card.id, question="How can I roll a secret key?")
-    assert edited.status == CardStatus.APPROVED and edited.sources == card.sources
+    # the approval was of the old question: review again
+    assert edited.status == CardStatus.DRAFT and edited.sources == card.sources
+    assert edited.note == (
+        "the card was approved; its question changed, so it is a draft again until it is approved anew "
+        "(the approval was of the old text)"
+    )
+    assert engine.search("roll a secret key", collection="kb", qa_first=True).answered_by == "search"
+    engine.refinery.approve("kb", card.id)
     assert engine.search("roll a secret key", collection="kb", qa_first=True).card.card_id == card.id
     assert engine.search(ROTATE, collection="kb", qa_first=True).answered_by == "search"
     # ordinary search stays free of cards after every change
@@ -210,6 +217,63 @@ def test_ask_with_qa_first_answers_from_the_card_without_the_llm(
     fallback: Any = engine.ask("What happens to my webhook secret?", collection="kb", qa_first=True)
     assert fallback.answered_by == "search" and fallback.mode == "llm"
     assert server.paths() == ["/api/chat"]
+
+
+AGAIN = (
+    "the card was approved; its answer changed, so it is a draft again until it is approved anew "
+    "(the approval was of the old text)"
+)
+
+
+def test_an_edited_answer_is_reviewed_again_and_ask_checks_it_against_the_cards_sources(
+    engine: Plait, server: WireServer
+) -> None:
+    """An approved card's answer edited to "Call the hotline at 555-0199." stayed approved,
+    and ask --qa-first answered with it, grounded: true, quoting its source's sentence
+    that says nothing of a hotline."""
+    card = engine.refinery.approve("kb", _card(engine, ROTATE).id)
+    question = "How do I rotate API keys?"
+
+    edited = engine.refinery.edit("kb", card.id, answer="Call the hotline at 555-0199.")
+    assert isinstance(edited, EditedCard) and edited.status == CardStatus.DRAFT
+    unbacked = "the card's answer is not grounded: it shares no content word with the card's source chunks"
+    assert edited.note == f"{AGAIN}; {unbacked}"
+    assert engine.refinery.get_card("kb", card.id).status == CardStatus.DRAFT
+    waiting = engine.ask(question, collection="kb", qa_first=True)
+    assert waiting.answered_by == "search" and waiting.card is None  # a draft is not served
+
+    engine.refinery.approve("kb", card.id)  # approved as it now reads: served, never called grounded
+    served = engine.ask(question, collection="kb", qa_first=True)
+    assert (served.mode, served.grounded, served.answer) == ("card", False, "Call the hotline at 555-0199.")
+    assert served.citations == [] and served.note == unbacked
+
+    # one sentence backed by the source, one not: that source cited, not grounded
+    partly = engine.refinery.edit(
+        "kb", card.id, answer="Roll the key under Developers › API keys. Call the hotline at 555-0199."
+    )
+    assert partly.note == (
+        f"{AGAIN}; the card's answer is not grounded: 1 of its 2 sentences shares no content word "
+        "with the card's source chunks"
+    )
+    engine.refinery.approve("kb", card.id)
+    served = engine.ask(question, collection="kb", qa_first=True)
+    assert not served.grounded and served.answer.endswith("Call the hotline at 555-0199. [1]")
+    assert [(c.n, c.chunk_id) for c in served.citations] == [(1, card.sources[0])]
+    assert served.citations[0].quote.startswith("Go to *Developers › API keys*, click **Roll key**")
+    assert served.note == (
+        "the card's answer is not grounded: 1 of its 2 sentences shares no content word with the card's source chunks"
+    )
+
+    backed = engine.refinery.edit("kb", card.id, answer="Roll the key under Developers › API keys.")
+    assert backed.status == CardStatus.DRAFT and backed.note == AGAIN
+    engine.refinery.approve("kb", card.id)
+    served = engine.ask(question, collection="kb", qa_first=True)
+    assert served.grounded and served.note is None
+    assert served.answer == "Roll the key under Developers › API keys. [1]"
+    # the same text again changes nothing: still approved, nothing to say
+    same = engine.refinery.edit("kb", card.id, answer="Roll the key under Developers › API keys.")
+    assert same.status == CardStatus.APPROVED and same.note is None
+    assert server.paths() == ["/api/chat"]  # only the fallback while the card was a draft
 
 
 def test_deleting_a_collection_removes_its_runs_and_cards(engine: Plait, tmp_path: Path) -> None:

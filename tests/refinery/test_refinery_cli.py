@@ -58,7 +58,9 @@ def test_run_review_and_qa_first_from_the_cli(store: str) -> None:
     approved = _json(["faq", "approve", rotate["id"], *common])
     assert approved["status"] == "approved"
     edited = _json(["faq", "edit", rotate["id"], "--answer", "Roll it in Developers › API keys.", *common])
-    assert edited["answer"] == "Roll it in Developers › API keys." and edited["status"] == "approved"
+    assert edited["answer"] == "Roll it in Developers › API keys." and edited["status"] == "draft"
+    assert edited["note"] == AGAIN
+    assert _json(["faq", "approve", rotate["id"], *common])["status"] == "approved"
 
     hit = _json(["search", "rotate my API keys", "--qa-first", *common])
     assert hit["answeredBy"] == "card" and hit["card"]["cardId"] == rotate["id"]
@@ -71,6 +73,32 @@ def test_run_review_and_qa_first_from_the_cli(store: str) -> None:
     assert rejected["status"] == "rejected"
     bad = runner.invoke(app, ["faq", "approve", "card_nope", "--store", store, "-c", "kb"])
     assert bad.exit_code == 1 and "FAQ card 'card_nope' does not exist" in bad.output
+
+
+AGAIN = (
+    "the card was approved; its answer changed, so it is a draft again until it is approved anew "
+    "(the approval was of the old text)"
+)
+
+
+def test_editing_an_approved_card_says_it_is_a_draft_again_and_ask_is_not_grounded(store: str) -> None:
+    """'plait faq edit' of an approved card printed it still approved, and 'plait ask
+    --qa-first' answered with the new text, grounded: true, quoting a sentence that does
+    not back it."""
+    common = ["--store", store, "-c", "kb"]
+    _json(["refinery", "run", "--llm", "none", *common, "--json"])
+    card = next(c for c in _json(["faq", "list", *common, "--json"]) if c["question"] == "How do I rotate an API key?")
+    _json(["faq", "approve", card["id"], *common, "--json"])
+    edited = runner.invoke(app, ["faq", "edit", card["id"], "--answer", "Call the hotline at 555-0199.", *common])
+    assert edited.exit_code == 0, edited.output
+    assert edited.stdout.splitlines()[0] == f"{card['id']} draft (extractive) How do I rotate an API key?"
+    unbacked = "the card's answer is not grounded: it shares no content word with the card's source chunks"
+    assert " ".join(" ".join(edited.stdout.splitlines()[3:]).split()) == f"note: {AGAIN}; {unbacked}"  # wrapped
+    question = ["ask", "How do I rotate API keys?", "--qa-first", "--llm", "none", *common, "--json"]
+    assert _json(question)["answeredBy"] == "search"  # a draft is not served
+    _json(["faq", "approve", card["id"], *common, "--json"])
+    asked = _json(question)
+    assert (asked["mode"], asked["grounded"], asked["citations"], asked["note"]) == ("card", False, [], unbacked)
 
 
 def test_a_detached_run_is_followed_with_status(store: str) -> None:

@@ -7,7 +7,7 @@ route                                         role        body → response
 ``GET  /v1/collections/{c}/faq``              reader      ``?status=`` → [FaqCard]
 ``POST /v1/collections/{c}/faq/{id}/approve`` maintainer  → FaqCard
 ``POST /v1/collections/{c}/faq/{id}/reject``  maintainer  → FaqCard
-``PATCH /v1/collections/{c}/faq/{id}``        maintainer  CardEdit → FaqCard
+``PATCH /v1/collections/{c}/faq/{id}``        maintainer  CardEdit → EditedCard
 ``POST /v1/collections/{c}/refinery/runs``    maintainer  RunRequest → RefineryRun (202)
 ``GET  /v1/collections/{c}/refinery/runs``    maintainer  → [RefineryRun]
 ``GET  /v1/collections/{c}/refinery/runs/{id}``  maintainer  → RefineryRun
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from plait.api.keys import ApiKey, Role, sees_drafts
 from plait.ask import AskRequest, AskResult
 from plait.errors import NotFoundError
-from plait.refinery.models import FaqCard, RefineryRun
+from plait.refinery.models import EditedCard, FaqCard, RefineryRun
 from plait.types import Model
 
 if TYPE_CHECKING:
@@ -115,12 +115,14 @@ def add_refinery_routes(app: FastAPI, engine: Plait, allow: Allow, caller: Any) 
 
     @app.patch(
         "/v1/collections/{collection}/faq/{card_id}",
-        response_model=FaqCard,
+        response_model=EditedCard,
         tags=["faq"],
         responses={**_ERRORS, 403: {"description": "the key is not a maintainer"}},
     )
-    def edit(collection: str, card_id: str, body: CardEdit, key: ApiKey | None = caller) -> FaqCard:
-        """Change a card's question and/or answer."""
+    def edit(collection: str, card_id: str, body: CardEdit, key: ApiKey | None = caller) -> EditedCard:
+        """Change a card's question and/or answer. An approved card whose text changes is a
+        draft again (``qaFirst`` serves it once approved anew); ``note`` says so, and when
+        the card's source chunks do not back the new answer."""
         allow(key, collection, Role.MAINTAINER, "card review")
         return engine.refinery.edit(collection, card_id, question=body.question, answer=body.answer)
 

@@ -18,7 +18,7 @@ from plait.cli.options import collection_name as _collection
 from plait.cli.options import open_engine as _engine
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
-from plait.refinery.models import FaqCard, RefineryRun, RunProgress
+from plait.refinery.models import EditedCard, FaqCard, RefineryRun, RunProgress
 from plait.terminal import safe
 from plait.types import to_json
 
@@ -267,6 +267,8 @@ def _print_card(card: FaqCard, *, full: bool = True) -> None:
     answer = card.answer if full else card.answer[:160] + ("…" if len(card.answer) > 160 else "")
     console.print(f"    {safe(answer)}", highlight=False, soft_wrap=True)
     console.print(f"    [dim]sources: {safe(', '.join(card.sources))}[/dim]", highlight=False)
+    if isinstance(card, EditedCard) and card.note:
+        console.print(f"note: {safe(card.note)}", highlight=False)
 
 
 @faq_app.command("list")
@@ -339,7 +341,8 @@ def faq_edit(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Change a card's question and/or answer."""
+    """Change a card's question and/or answer (an approved card whose text changes is a
+    draft again, to be approved anew)."""
     _review("edit", card_id, store, collection, embedder, as_json, debug, question=question, answer=answer)
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "CARD_SCOPE",
     "CardMode",
     "CardStatus",
+    "EditedCard",
     "FaqCard",
     "RefineryRun",
     "RefinerySettings",
@@ -55,6 +56,18 @@ class FaqCard(Model):
     run_id: str | None = None
     created_at: str
     updated_at: str
+
+
+class EditedCard(FaqCard):
+    """A card as an edit left it, and ``note``: what the edit did beyond the text.
+
+    An approved card whose question or answer changed is a draft again (``qa_first``
+    serves it once it is approved again: the approval was of the old text), and a new
+    answer that the card's source chunks do not back is said to be so
+    (:mod:`plait.refinery.grounding`). None when there is nothing to say.
+    """
+
+    note: str | None = None
 
 
 class RunStatus(StrEnum):

@@ -21,9 +21,11 @@ from pydantic import ValidationError as PydanticValidationError
 from plait.collection_settings import read_settings, write_settings
 from plait.errors import ConfigError, NotFoundError, PlaitError, ValidationError
 from plait.refinery.cards import match_card, qa_first_search, sync_cards
+from plait.refinery.grounding import card_support, indexed_text
 from plait.refinery.models import (
     CardMode,
     CardStatus,
+    EditedCard,
     FaqCard,
     RefineryRun,
     RefinerySettings,
@@ -254,8 +256,17 @@ class Refinery:
 
     def edit(
         self, collection: str, card_id: str, *, question: str | None = None, answer: str | None = None
-    ) -> FaqCard:
-        """Change a card's question and/or answer (its status and sources stay)."""
+    ) -> EditedCard:
+        """Change a card's question and/or answer (its sources stay); ``note`` says what else.
+
+        An approved card whose question or answer changes goes back to review: it is a
+        draft again, so ``qa_first`` (approved cards only, unless drafts count) stops
+        serving it until it is approved anew — the approval was of the old text. A
+        changed answer is checked against the card's source chunks
+        (:mod:`plait.refinery.grounding`) and ``note`` says when they do not back it;
+        ``ask`` makes the same check each time the card answers, so it never calls
+        grounded a text that was not checked.
+        """
         changes: dict[str, Any] = {}
         if question is not None:
             question = " ".join(question.split())
@@ -269,7 +280,29 @@ class Refinery:
             changes["answer"] = answer
         if not changes:
             raise ValidationError("nothing to edit: give a question and/or an answer")
-        return self._review(collection, card_id, changes)
+        self._require(collection)
+        card = self.store.get_card(collection, card_id)
+        changed = [name for name in ("question", "answer") if name in changes and changes[name] != getattr(card, name)]
+        notes = []
+        if changed and card.status == CardStatus.APPROVED:
+            changes["status"] = CardStatus.DRAFT
+            notes.append(
+                f"the card was approved; its {' and '.join(changed)} changed, so it is a draft again "
+                "until it is approved anew (the approval was of the old text)"
+            )
+        edited = self._review(collection, card_id, changes)
+        if "answer" in changed:
+            notes.extend(self._unbacked(collection, edited))
+        return EditedCard.model_validate({**edited.model_dump(), "note": "; ".join(notes) or None})
+
+    def _unbacked(self, collection: str, card: FaqCard) -> list[str]:
+        """Why the card's source chunks do not back its answer (nothing when they do)."""
+        found = self.engine.store.get_chunks(collection, list(card.sources))
+        present = [found[cid] for cid in card.sources if cid in found]
+        if not present:
+            return ["the card's answer is not grounded: none of its source chunks is indexed any more"]
+        note = card_support(card.answer, [indexed_text(c.content, c.origin) for c in present]).note
+        return [note] if note else []
 
     # qa_first --------------------------------------------------------------------
     def drafts_count(self, collection: str, include_drafts: bool | None = None) -> bool:

@@ -130,7 +130,7 @@ function editForm(item, card) {
       const fresh = renderCard(edited);
       item.replaceWith(fresh);
       fresh.querySelector(".card-edit").focus();
-      setMessage("faq-message", "Card edited: " + edited.question, false);
+      setMessage("faq-message", "Card edited: " + edited.question + (edited.note ? " (" + edited.note + ")" : ""), false);
     } catch (error) {
       setMessage("faq-message", errorText(error), true);
     }
