@@ -410,3 +410,30 @@ def test_the_python_copy_of_several_collections_checks_the_whole_request_first(t
     assert [(r.collection, r.chunks_copied, r.verification is not None and r.verification.ok) for r in reports] == [
         ("zoo", 1, True), ("kb", 5, True)
     ]
+
+
+def test_copy_export_import_print_markup_names_as_written_and_refuse_bad_names_first(tmp_path: Path) -> None:
+    """Noticed by a helper (collection names, stop 44): copy, export and import printed a
+    collection's name as rich markup ('[/red]' ended the command with a MarkupError after
+    the work was done); 'copy --as "bad "' was refused only after the target store was
+    opened (and created); 'export -c ""' exported the default collection."""
+    source = str(tmp_path / "from.db")
+    with Plait(source, embedder="fake") as engine:
+        engine.index_documents(documents({"z": "zebra crossing"}), collection="[/red]")
+    target = tmp_path / "to.db"
+    copied = runner.invoke(app, ["copy", "--from", source, "--to", str(target)])
+    assert copied.exit_code == 0, copied.output
+    assert copied.stdout.startswith("[/red]: 1 sources copied")
+    archive = tmp_path / "red.jsonl"
+    exported = runner.invoke(app, ["export", "--store", source, "-c", "[/red]", "-o", str(archive)])
+    assert exported.exit_code == 0 and exported.stdout.startswith("exported [/red]: 1 chunks"), exported.output
+    imported = runner.invoke(app, ["import", str(archive), "--store", str(tmp_path / "in.db")])
+    assert imported.exit_code == 0 and imported.stdout.startswith("imported [/red]: 1 sources"), imported.output
+    other = tmp_path / "other.db"
+    bad = runner.invoke(app, ["copy", "--from", source, "--to", str(other), "-c", "[/red]", "--as", "bad "])
+    assert (bad.exit_code, bad.stderr) == (
+        1, "error: collection name 'bad ' has leading or trailing whitespace: use 'bad'\n"
+    )
+    assert not other.exists()
+    empty = runner.invoke(app, ["export", "--store", source, "-c", "", "-o", str(tmp_path / "e.jsonl")])
+    assert empty.exit_code == 1 and "the collection name is empty" in empty.stderr

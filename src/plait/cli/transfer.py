@@ -14,11 +14,13 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from plait.cli.options import CollectionOpt, DebugOpt, JsonOpt, StoreOpt, console, err, fail
+from plait.cli.options import collection_name as _collection
 from plait.cli.options import print_json as _print_json
 from plait.cli.options import run_or_exit as _run
 from plait.config import Settings
 from plait.copying import CopyProgress, CopyReport
 from plait.stores.base import Store
+from plait.terminal import safe
 from plait.types import to_json
 
 __all__ = ["register"]
@@ -93,7 +95,7 @@ def copy(
     with _opened(debug, settings.store, create=False) as source:
         # the whole request is checked before the target is opened (plait.copy_plan)
         names = _run(debug, partial(
-            copy_names, source, collection, embedder=chosen, embedder_is_default=default
+            copy_names, source, collection, target_name=target_name, embedder=chosen, embedder_is_default=default
         ))
         with _opened(debug, to_store, create=True) as target:
             reports = _copy_each(
@@ -108,7 +110,7 @@ def copy(
         verdict = "verified" if check is not None and check.ok else "VERIFICATION FAILED"
         failed |= not (check is not None and check.ok)
         console.print(
-            f"{r.collection}{'' if r.target_collection == r.collection else ' -> ' + r.target_collection}: "
+            f"{safe(r.collection)}{'' if r.target_collection == r.collection else ' -> ' + safe(r.target_collection)}: "
             f"{r.sources_copied} sources copied, {r.sources_already_there} already there, "
             f"{r.chunks_copied} chunks ({r.vectors_copied} vectors, {r.chunks_per_second:g} chunks/s), "
             f"{r.cards} cards, {r.keys} keys, {r.usage_rows} usage rows — {verdict}",
@@ -138,7 +140,7 @@ def _copy_each(
     reports = []
     for name in names:
         with Progress(
-            TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn(f"[bold]{safe(name)}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("sources · {task.fields[chunks]} chunks"), TimeElapsedColumn(),
             console=err, disable=as_json or not err.is_terminal, transient=True,
         ) as bar:
@@ -177,12 +179,13 @@ def export(
     """Write a collection to a versioned JSONL archive (vectors included)."""
     from plait.archive import export_collection
 
-    settings = Settings.resolve(store=store, collection=collection, embedder=embedder)
+    settings = Settings.resolve(store=store, embedder=embedder)
+    name = _collection(collection)  # -c "" is an error, not the default collection
     report = _on_store(
         debug,
         settings.store,
         lambda opened: export_collection(
-            opened, settings.collection, output, overwrite=overwrite, embedder=settings.embedder,
+            opened, name, output, overwrite=overwrite, embedder=settings.embedder,
             embedder_is_default=embedder is None,
         ),
         create=False,
@@ -190,8 +193,8 @@ def export(
     if as_json:
         _print_json(report)
     else:
-        console.print(f"exported {report.collection}: {report.chunks} chunks, {report.vectors} vectors, "
-                      f"{report.cards} cards, {report.keys} keys, {report.usage} usage rows -> {report.path}", highlight=False)
+        console.print(f"exported {safe(report.collection)}: {report.chunks} chunks, {report.vectors} vectors, "
+                      f"{report.cards} cards, {report.keys} keys, {report.usage} usage rows -> {safe(report.path)}", highlight=False)
 
 
 def import_(
@@ -233,7 +236,7 @@ def import_(
     if as_json:
         _print_json(report)
     else:
-        console.print(f"imported {report.collection}: {report.sources} sources, {report.chunks} chunks, "
+        console.print(f"imported {safe(report.collection)}: {report.sources} sources, {report.chunks} chunks, "
                       f"{report.vectors} vectors, {report.cards} cards, {report.keys} keys, {report.usage} usage rows",
                       highlight=False)
 
