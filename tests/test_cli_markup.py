@@ -74,3 +74,19 @@ def test_index_sessions_and_ask_print_session_text_as_written(tmp_path: Path) ->
         "",
         "[1] session sess-[/blue] · event m1",
     ]
+
+
+def test_refinery_status_and_list_print_a_markup_collection_name_as_written(tmp_path: Path) -> None:
+    """Noticed by a helper (collection names, stop 44): 'refinery status' and 'refinery list'
+    printed the run's collection inside rich markup, so a collection named '[/red]' ended
+    them with a MarkupError."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tags.md").write_text(TAGS, encoding="utf-8")
+    common = ["--store", str(tmp_path / "p.db"), "--embedder", "fake", "-c", "[/red]"]
+    _ok(["index", str(docs), *common])
+    run = json.loads(_ok(["refinery", "run", "--llm", "none", *common, "--json"]))
+    status = _ok(["refinery", "status", run["id"], *common])
+    assert status.splitlines()[0] == f"run {run['id']} · [/red] · succeeded · mode extractive"
+    listed = _ok(["refinery", "list", *common])
+    assert "refinery runs of [/red]" in listed and run["id"] in listed

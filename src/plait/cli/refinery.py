@@ -36,7 +36,7 @@ def _print_run(run: RefineryRun) -> None:
     p = run.progress
     colour = {"succeeded": "green", "failed": "red", "cancelled": "yellow"}.get(run.status.value, "cyan")
     console.print(
-        f"run {run.id} · {run.collection} · [{colour}]{run.status.value}[/{colour}] · mode {run.mode.value}",
+        f"run {safe(run.id)} · {safe(run.collection)} · [{colour}]{run.status.value}[/{colour}] · mode {run.mode.value}",
         highlight=False,
     )
     console.print(
@@ -201,13 +201,13 @@ def refinery_list(
     if as_json:
         _print_json([to_json(r) for r in runs])
         return
-    table = Table(title=f"refinery runs of {name}")
+    table = Table(title=f"refinery runs of {safe(name)}")
     for column in ("id", "status", "mode", "chunks", "cards", "created", "error"):
         table.add_column(column)
     for r in runs:
         table.add_row(
             r.id, r.status.value, r.mode.value, f"{r.progress.chunks_scanned}/{r.progress.chunks_total}",
-            str(r.progress.cards_made), r.created_at, r.error or "—",
+            str(r.progress.cards_made), r.created_at, safe(r.error) if r.error else "—",
         )
     console.print(table)
 
