@@ -18,10 +18,14 @@ The default runs are ``scifact:none scifact:e5-minilm faquad-pt:e5-minilm scifac
 scifact:minilm faquad-pt:e5 faquad-pt:minilm``: the committed figures, the default embedder
 (``e5-minilm``) first. ``e5-minilm`` is e5 and MiniLM side by side, and the cache keeps each
 model's vectors under its own name, so its runs and the e5 and MiniLM runs of the same
-dataset embed each passage once per model whichever comes first; each run's seconds (indexing
-included) are in the summary. Each run records the commit it measured (``+dirty`` when
-``src/`` or ``benchmarks/``, results aside, differ from it) and the load average at its start
-and end.
+dataset embed each passage once per model whichever comes first. Measured 2026-12-06 on the
+2-core Xeon VM with other sessions' tests running (1-minute load average 2.2–9.1), at ``nice
+-n 10``, with an empty cache: the seven runs took 43 minutes, 37 of them ``scifact:e5-minilm``
+embedding SciFact's 9,121 chunks with both models (2,201 s, about 4 chunks/s for the pair);
+then ``scifact:e5`` and ``scifact:minilm``, every vector cached, took 66 s and 77 s,
+``scifact:none`` 61 s, each FaQuAD run 50–86 s. Each run's seconds are in the summary. Each
+run records the commit it measured (``+dirty`` when ``src/`` or ``benchmarks/``, results
+aside, differ from it) and the load average at its start and end.
 Results of runs given on the command line replace only those runs' files; the summary
 is rebuilt from every ``quality-*.json`` present.
 """
