@@ -368,7 +368,7 @@ def _from_card(question: str, collection: str, card: CardHit, vector_available: 
     ]
     gone = len(card.sources) - len(present)
     notes = [f"{gone} of the card's source chunks are no longer indexed"] if gone else []
-    if present and support.note:
+    if support.note:  # none left to check against is said too, as an edit says it
         notes.append(support.note)
     return AskResult(
         question=question,

@@ -276,6 +276,31 @@ def test_an_edited_answer_is_reviewed_again_and_ask_checks_it_against_the_cards_
     assert server.paths() == ["/api/chat"]  # only the fallback while the card was a draft
 
 
+def test_a_card_none_of_whose_chunks_is_indexed_says_its_answer_is_not_grounded(
+    engine: Plait, tmp_path: Path, server: WireServer
+) -> None:
+    """faq.md rewritten and re-indexed: the card's one chunk is gone. Ask said only "1 of the
+    card's source chunks are no longer indexed" (grounded false, no citation, and not why),
+    while an edit of the same card said its answer was not grounded."""
+    card = engine.refinery.approve("kb", _card(engine, ROTATE).id)
+    assert len(card.sources) == 1
+    (tmp_path / "docs" / "faq.md").write_text("# Billing\n\nInvoices are sent monthly.\n", encoding="utf-8")
+    engine.index(tmp_path / "docs", collection="kb")
+    assert engine.store.get_chunks("kb", list(card.sources)) == {}
+
+    served = engine.ask(ROTATE, collection="kb", qa_first=True)
+    assert (served.mode, served.grounded, served.citations) == ("card", False, [])
+    assert served.answer == card.answer  # no [n]: nothing left to cite
+    assert served.note == (
+        "1 of the card's source chunks are no longer indexed; "
+        "the card's answer is not grounded: none of its source chunks is indexed any more"
+    )
+    edited = engine.refinery.edit("kb", card.id, answer="Roll the key under Developers › API keys.")
+    assert edited.note is not None
+    assert edited.note.endswith("; the card's answer is not grounded: none of its source chunks is indexed any more")
+    assert server.paths() == []
+
+
 def test_deleting_a_collection_removes_its_runs_and_cards(engine: Plait, tmp_path: Path) -> None:
     assert engine.refinery.cards("kb") and engine.refinery.list_runs("kb")
     assert engine.delete_collection("kb") is True

@@ -10,7 +10,8 @@ its answer. It is the claim check ``ask`` makes of an LLM's answer
   chunk (the chunk's text with its headings, as it is indexed);
 * a chunk that shares a content word with some sentence supports the answer (only those
   are cited), and the answer is grounded when at least one does and no sentence is
-  left unsupported.
+  left unsupported; with no chunk left to check against (every one re-indexed away) it
+  is not, and the note says so.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ class CardSupport:
     """How a card's answer stands against its chunks: ``supporting`` the positions of the
     chunks given that share a content word with the answer, ``unsupported`` the answer's
     sentences that share none with any, ``checked`` how many of its ``total`` sentences hold a
-    content word."""
+    content word, ``chunks`` how many chunks were given (0: none of the card's is indexed)."""
 
     supporting: tuple[int, ...]
     unsupported: tuple[str, ...]
     checked: int
     total: int
+    chunks: int
 
     @property
     def grounded(self) -> bool:
@@ -52,6 +54,8 @@ class CardSupport:
         if self.grounded:
             return None
         why = "the card's answer is not grounded:"
+        if not self.chunks:
+            return f"{why} none of its source chunks is indexed any more"
         if not self.checked:
             return f"{why} it holds no content word to check against the card's source chunks"
         if self.total == 1:
@@ -83,5 +87,9 @@ def card_support(answer: str, chunks: Sequence[str]) -> CardSupport:
         else:
             unsupported.append(sentence)
     return CardSupport(
-        supporting=tuple(sorted(supporting)), unsupported=tuple(unsupported), checked=checked, total=len(parts)
+        supporting=tuple(sorted(supporting)),
+        unsupported=tuple(unsupported),
+        checked=checked,
+        total=len(parts),
+        chunks=len(chunks),
     )

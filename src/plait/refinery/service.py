@@ -299,8 +299,6 @@ class Refinery:
         """Why the card's source chunks do not back its answer (nothing when they do)."""
         found = self.engine.store.get_chunks(collection, list(card.sources))
         present = [found[cid] for cid in card.sources if cid in found]
-        if not present:
-            return ["the card's answer is not grounded: none of its source chunks is indexed any more"]
         note = card_support(card.answer, [indexed_text(c.content, c.origin) for c in present]).note
         return [note] if note else []
 
