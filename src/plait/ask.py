@@ -367,7 +367,8 @@ def _from_card(question: str, collection: str, card: CardHit, vector_available: 
         for n, (chunk_id, origin, content) in enumerate(cited, start=1)
     ]
     gone = len(card.sources) - len(present)
-    notes = [f"{gone} of the card's source chunks are no longer indexed"] if gone else []
+    verb = "is" if gone == 1 else "are"
+    notes = [f"{gone} of the card's source chunks {verb} no longer indexed"] if gone else []
     if support.note:  # none left to check against is said too, as an edit says it
         notes.append(support.note)
     return AskResult(

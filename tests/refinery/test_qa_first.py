@@ -280,7 +280,8 @@ def test_a_card_none_of_whose_chunks_is_indexed_says_its_answer_is_not_grounded(
     engine: Plait, tmp_path: Path, server: WireServer
 ) -> None:
     """faq.md rewritten and re-indexed: the card's one chunk is gone. Ask said only "1 of the
-    card's source chunks are no longer indexed" (grounded false, no citation, and not why),
+    card's source chunks are no longer indexed" (grounded false, no citation, and not why;
+    "are": the verb now agrees),
     while an edit of the same card said its answer was not grounded."""
     card = engine.refinery.approve("kb", _card(engine, ROTATE).id)
     assert len(card.sources) == 1
@@ -292,7 +293,7 @@ def test_a_card_none_of_whose_chunks_is_indexed_says_its_answer_is_not_grounded(
     assert (served.mode, served.grounded, served.citations) == ("card", False, [])
     assert served.answer == card.answer  # no [n]: nothing left to cite
     assert served.note == (
-        "1 of the card's source chunks are no longer indexed; "
+        "1 of the card's source chunks is no longer indexed; "
         "the card's answer is not grounded: none of its source chunks is indexed any more"
     )
     edited = engine.refinery.edit("kb", card.id, answer="Roll the key under Developers › API keys.")
