@@ -135,6 +135,22 @@ def test_invented_citations_are_removed_and_reported(served: Served) -> None:
     )
 
 
+def test_a_dropped_sentences_reason_numbers_its_source_as_sources_does(served: Served) -> None:
+    """The prompt gave kb-104 as [1] and kb-102 as [2]; the answer cites kb-102 only, so it
+    becomes [1] and sources run kb-102, kb-104. The dropped sentence's reason still said
+    "its source [1]" — in the result, kb-102, not the kb-104 it cited."""
+    served.script(
+        lambda m: f"Bananas are yellow [{_source_number(m, 'kb-104')}]. "
+        f"Declined card transactions can be retried [{_source_number(m, 'kb-102')}]."
+    )
+    result = served.engine.ask(REFUSED, collection="a")
+    assert result.mode == "llm" and result.answer == "Declined card transactions can be retried [1]."
+    assert [doc_of(h) for h in result.sources] == ["kb-102", "kb-104"]
+    assert [(d.text, d.reason) for d in result.dropped] == [
+        ("Bananas are yellow.", "shares no content word with its source [2]")
+    ]
+
+
 def test_nothing_relevant_means_not_found_and_no_llm_call(served: Served) -> None:
     question = "zebra migration patterns"
     search = served.engine.search(question, collection="a", k=5)

@@ -168,7 +168,8 @@ class AskResult(Model):
     ``invalid_citations`` lists numbers the model invented (removed from the answer),
     ``dropped`` the model's sentences removed because they cite no source given or share
     nothing with what they cite (listed too when none was left and the answer is
-    extractive). ``llm`` names the model whose reply the result reports on. ``note`` says
+    extractive; a ``[n]`` in a reason is ``sources[n - 1]``, numbered as the answer is).
+    ``llm`` names the model whose reply the result reports on. ``note`` says
     what degraded (e.g. the LLM failed, or its reply was dropped).
     """
 
@@ -318,6 +319,25 @@ def _in_order_of_use(answer: str, cited: Sequence[int], sources: Sequence[Hit]) 
     return renumber(answer, order), [sources[n - 1] for n in order] + rest
 
 
+_REASON_MARK = re.compile(r"\[(\d+)\]")
+
+
+def _renumbered(dropped: Sequence[DroppedClaim], cited: Sequence[int], given: int) -> list[DroppedClaim]:
+    """``dropped`` with the sources its reasons name numbered as :func:`_in_order_of_use`
+    reorders them (``cited`` in order of use first, then the rest), so ``[n]`` in a reason
+    is ``sources[n - 1]`` of the result, as everywhere else; a number that was not given
+    (an invented one) stays as the model wrote it."""
+    order = list(dict.fromkeys(cited))
+    moved = order + [n for n in range(1, given + 1) if n not in order]
+    new = {old: at for at, old in enumerate(moved, start=1)}
+
+    def mark(match: re.Match[str]) -> str:
+        old = int(match.group(1))
+        return f"[{new.get(old, old)}]"
+
+    return [claim.model_copy(update={"reason": _REASON_MARK.sub(mark, claim.reason)}) for claim in dropped]
+
+
 def _extractive(
     question: str,
     sources: Sequence[Hit],
@@ -458,7 +478,7 @@ def _with_llm(llm: LLM, req: AskRequest, sources: list[Hit], base: dict[str, Any
         mode="llm",
         grounded=True,
         invalid_citations=checked.invalid,
-        dropped=checked.dropped,
+        dropped=_renumbered(checked.dropped, checked.cited, len(sources)),
         sources=ordered,
         llm=label,
         note=_dropped_note(len(checked.dropped)),
@@ -535,6 +555,8 @@ def _answer(engine: AskEngine, collection: str, request: AskRequest | Mapping[st
     chunking = recorded_chunking(saved, collection=collection)
     answer, numbers, passage = _extractive(req.question, sources, settings, engine, collection, req.mode, chunking)
     answer, ordered = _in_order_of_use(answer, numbers, sources)
+    if "dropped" in fallback:  # the reply's reasons name sources as the answer now numbers them
+        fallback["dropped"] = _renumbered(fallback["dropped"], numbers, len(sources))
     return AskResult(
         **base,
         answer=answer,
