@@ -330,3 +330,29 @@ def test_two_builds_are_one_index_with_one_gate(
     first, second = (GateCalibration.model_validate(g) for g in gates)
     assert (first.min_cosine, first.min_term_coverage, first.inside_cosine, first.outside_cosine) == (
         second.min_cosine, second.min_term_coverage, second.inside_cosine, second.outside_cosine)
+
+
+def test_an_approval_made_while_an_edit_runs_does_not_stay_on_the_new_text(
+    engine: Plait, server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review finding (stop 44): edit read the card's status, then wrote its text in a
+    second step, so a card approved in between stayed approved with text no one approved.
+    The demotion is now part of the write."""
+    card = _card(engine, ROTATE)
+    store = engine.refinery.store
+    read = store.get_card
+
+    def read_then_approve(collection: str, card_id: str) -> FaqCard:
+        seen = read(collection, card_id)  # the edit sees a draft...
+        monkeypatch.setattr(store, "get_card", read)
+        store.update_card(collection, card_id, {"status": CardStatus.APPROVED})  # ...approved meanwhile
+        return seen
+
+    monkeypatch.setattr(store, "get_card", read_then_approve)
+    edited = engine.refinery.edit("kb", card.id, answer="Call the hotline at 555-0199.")
+    assert edited.status == CardStatus.DRAFT
+    assert engine.refinery.get_card("kb", card.id).status == CardStatus.DRAFT
+    again = engine.refinery.edit("kb", card.id, answer="Call the hotline at 555-0199.")  # same text: no change
+    assert again.status == CardStatus.DRAFT and again.note is None
+    engine.refinery.reject("kb", card.id)
+    assert engine.refinery.edit("kb", card.id, answer="Roll the key.").status == CardStatus.REJECTED  # stays rejected

@@ -240,9 +240,11 @@ class Refinery:
     def get_card(self, collection: str, card_id: str) -> FaqCard:
         return self.store.get_card(collection, card_id)
 
-    def _review(self, collection: str, card_id: str, changes: Mapping[str, Any]) -> FaqCard:
+    def _review(
+        self, collection: str, card_id: str, changes: Mapping[str, Any], *, demote_approved: bool = False
+    ) -> FaqCard:
         self._require(collection)
-        card = self.store.update_card(collection, card_id, changes)
+        card = self.store.update_card(collection, card_id, changes, demote_approved=demote_approved)
         sync_cards(self.engine, collection, [card])
         return card
 
@@ -285,12 +287,13 @@ class Refinery:
         changed = [name for name in ("question", "answer") if name in changes and changes[name] != getattr(card, name)]
         notes = []
         if changed and card.status == CardStatus.APPROVED:
-            changes["status"] = CardStatus.DRAFT
             notes.append(
                 f"the card was approved; its {' and '.join(changed)} changed, so it is a draft again "
                 "until it is approved anew (the approval was of the old text)"
             )
-        edited = self._review(collection, card_id, changes)
+        # the demotion happens in the write itself: an approval made since the read above
+        # was of the old text too
+        edited = self._review(collection, card_id, changes, demote_approved=bool(changed))
         if "answer" in changed:
             notes.extend(self._unbacked(collection, edited))
         return EditedCard.model_validate({**edited.model_dump(), "note": "; ".join(notes) or None})

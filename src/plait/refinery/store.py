@@ -259,8 +259,12 @@ class RefineryStore:
             params.append(status.value)
         return [_card(r) for r in self._fetch(sql + " ORDER BY created_at, {seq}", params)]
 
-    def update_card(self, collection: str, card_id: str, changes: Mapping[str, Any]) -> FaqCard:
-        """Change ``question``, ``answer``, ``sources`` and/or ``status``."""
+    def update_card(
+        self, collection: str, card_id: str, changes: Mapping[str, Any], *, demote_approved: bool = False
+    ) -> FaqCard:
+        """Change ``question``, ``answer``, ``sources`` and/or ``status``. ``demote_approved``:
+        an approved card becomes a draft in the same statement (an edit of its text), so an
+        approval made between a caller's read and this write cannot stay on the new text."""
         allowed = {"question", "answer", "sources", "status"}
         unknown = set(changes) - allowed
         if unknown:
@@ -275,6 +279,9 @@ class RefineryStore:
                 value = CardStatus(value).value
             sets.append(f"{name} = ?")
             params.append(value)
+        if demote_approved and "status" not in changes:
+            sets.append("status = CASE WHEN status = ? THEN ? ELSE status END")
+            params += [CardStatus.APPROVED.value, CardStatus.DRAFT.value]
         sets.append("updated_at = ?")
         params.append(time.time())
         self._write(
