@@ -387,8 +387,17 @@ class Indexer:
         in_scope = 0
         batch: list[tuple[SourceDocument, list[Chunk]]] = []
         pending = 0
+        # A source the walk saw but could not read this time (an undecodable byte, grown
+        # past the size limit, unreadable; a session with a line cut short) is still there:
+        # its last good version stays. Only a session is yielded too (its readable lines):
+        # written unless that would delete a chunk the index holds (the unreadable part's).
+        unread = documents.unread if isinstance(documents, Scan) else set()
         for doc in documents:
             if (scope is not None and doc.scope != scope) or not inside(doc.source_id):
+                continue
+            chunks = build_chunks(doc, self.chunk_settings)
+            partial = doc.source_id in unread and doc.source_id in (run.sources or {})
+            if partial and set(self.store.chunk_ids(collection, doc.source_id)) - {c.id for c in chunks}:
                 continue
             in_scope += 1
             owner = owners.get(doc.source_id, "")
@@ -396,7 +405,6 @@ class Indexer:
                 conflicts.append(_conflict(doc.source_id, owner))
                 continue
             yielded.add(doc.source_id)
-            chunks = build_chunks(doc, self.chunk_settings)
             batch.append((doc, chunks))
             pending += len(chunks)
             if pending >= self.batch_size:
@@ -409,9 +417,6 @@ class Indexer:
         conflicts += run.conflicts  # lost inside the write's own transaction (a concurrent run)
         yielded -= {c.path for c in run.conflicts}
         kept: list[SkippedSource] = []
-        # A source the walk saw but could not read this time (an undecodable byte, grown
-        # past the size limit, unreadable) is still there: its last good version stays.
-        unread = documents.unread if isinstance(documents, Scan) else set()
         held: set[str] = set()
         if root is not None:
             stored = self.store.list_sources(collection, scope, root=root)
@@ -441,7 +446,7 @@ class Indexer:
                     run.deleted_sources.append(source.source_id)
                     run.scopes.add(source.scope)
         skipped = list(documents.skipped) if isinstance(documents, Scan) else []
-        skipped = [kept_skip(item) if item.path in held else item for item in skipped]
+        skipped = [kept_skip(item) if item.path in held else item for item in skipped if item.path not in yielded]
         if scope is not None and isinstance(documents, Scan):
             skipped = [item for item in skipped if _skipped_scope(item.path, documents, run) in (None, scope)]
         skipped = [item for item in skipped if inside(item.path)] + conflicts

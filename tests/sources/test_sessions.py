@@ -221,3 +221,58 @@ def test_an_empty_or_blank_log_is_reported_not_passed_over(tmp_path: Path) -> No
         report = engine.index_sessions(logs)
     assert report.sources_indexed == 1 and report.complete is False
     assert [s.path for s in report.skipped] == ["blank.jsonl", "empty.jsonl"]
+
+
+def test_a_line_that_can_no_longer_be_read_keeps_its_session_s_indexed_version(tmp_path: Path) -> None:
+    """Regression (helper walk-through, stop 44): a log line cut short (a crash mid-write)
+    or made undecodable was skipped on the next reindex and the session rewritten without
+    it, so that event's indexed chunk was deleted. A file that cannot be read keeps its last
+    good version; a session with a line that names it but cannot be read now does too."""
+    log = tmp_path / "a.jsonl"
+    lines = [
+        _event("e1", "s1", "chat.message", "my refund never arrived"),
+        _event("e2", "s1", "agent.response", "refunds settle within five business days"),
+        _event("e3", "s2", "chat.message", "the invoice shows the wrong address"),
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder()) as engine:
+        engine.index_sessions(log)
+        before = engine.search("refunds settle business days", k=3)
+        assert before.hits[0].origin.event_id == "e2"  # type: ignore[union-attr]
+        log.write_text("\n".join([lines[0], lines[1][:60], lines[2]]) + "\n")  # e2 cut short
+        report = engine.reindex()
+        after = engine.search("refunds settle business days", k=3)
+        assert [(s.path, s.reason) for s in report.skipped] == [
+            ("a.jsonl:2", report.skipped[0].reason),
+            ("s1", "a line of it could not be read (a.jsonl:2); the version indexed before is kept "
+                   "(fix the file and reindex)"),
+        ]
+        assert report.skipped[0].reason.startswith("malformed line: ")
+        assert report.sources_deleted == 0 and report.complete is False
+        assert after.hits[0].chunk_id == before.hits[0].chunk_id  # e2 is still searchable
+        log.write_text("\n".join([lines[0], lines[1]]) + "\n")  # fixed, and s2's log gone
+        fixed = engine.reindex()
+        assert fixed.skipped == [] and fixed.sources_deleted == 1  # s2
+    unnamed = SessionSource(path=tmp_path / "b.jsonl")
+    (tmp_path / "b.jsonl").write_text(lines[0] + '\n{"id": "e9", "type"\n')  # names no session
+    scan = unnamed.scan()
+    assert [d.source_id for d in scan] == ["s1"] and scan.unread == set()
+
+
+def test_a_line_never_indexed_that_cannot_be_read_holds_nothing_back(tmp_path: Path) -> None:
+    """A session whose unreadable line held no indexed event is written from its readable
+    lines (a permanently bad line must not freeze the session): only a write that would
+    delete an indexed chunk is held back."""
+    log = tmp_path / "a.jsonl"
+    good = _event("e1", "s1", "chat.message", "my refund never arrived")
+    bad = '{"id": "e2", "sessionId": "s1", "type": "chat.mess'  # cut short from the start
+    log.write_text(f"{good}\n{bad}\n")
+    with Plait(str(tmp_path / "p.db"), embedder=FakeEmbedder()) as engine:
+        first = engine.index_sessions(log)
+        assert first.sources_indexed == 1 and [s.path for s in first.skipped] == ["a.jsonl:2"]
+        added = _event("e3", "s1", "agent.response", "refunds settle within five business days")
+        log.write_text(f"{good}\n{bad}\n{added}\n")
+        again = engine.reindex()
+        assert [s.path for s in again.skipped] == ["a.jsonl:2"] and again.chunks_added == 1  # e3 indexed
+        hit = engine.search("refunds settle business days", k=1).hits[0]
+        assert hit.origin.event_id == "e3"  # type: ignore[union-attr]

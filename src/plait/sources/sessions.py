@@ -22,6 +22,7 @@ surrogate) are reported with their file and line number and never stop the run.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,34 @@ def _invalid_text(event: dict[str, Any]) -> str | None:
             except ValidationError as exc:
                 return str(exc)
     return None
+
+
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.){1,512})"')
+
+
+def _named_session(raw: bytes) -> str | None:
+    """The ``sessionId`` a line that cannot be parsed still names (a line cut short by a
+    crash mid-write keeps its opening fields), else None."""
+    match = _SESSION_ID.search(raw)
+    if match is None:
+        return None
+    try:
+        value = json.loads(b'"' + match.group(1) + b'"')
+    except ValueError:  # an escape that is not JSON, or bytes that are not UTF-8
+        return None
+    return _storable(value)
+
+
+def _storable(value: object) -> str | None:
+    """``value`` when it can be a session id the index holds, else None (not a string,
+    blank, or a lone surrogate such as ``"\\ud800"``, which UTF-8 cannot store)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
 
 
 @dataclass
@@ -104,6 +133,7 @@ class SessionSource:
 
     def _documents(self, files: list[tuple[Path, str]], scan: Scan) -> Iterator[SourceDocument]:
         sessions: dict[str, _Session] = {}
+        held: dict[str, str] = {}  # session id → the first line of it that could not be read
         for file, name in files:
             try:
                 handle = file.open("rb")
@@ -115,11 +145,21 @@ class SessionSource:
                 for number, raw in enumerate(handle, start=1):
                     if raw.strip():
                         blank = False
-                        self._line(raw, f"{name}:{number}", name, sessions, scan, first=number == 1)
+                        self._line(raw, f"{name}:{number}", name, sessions, scan, held, first=number == 1)
             if blank:  # said, as a folder source says an empty file, not passed over in silence
                 scan.skipped.append(SkippedSource(path=name, reason=EMPTY_LOG_REASON))
+        for session_id, where in held.items():
+            if session_id not in sessions:  # no line of it could be read: seen all the same
+                sessions[session_id] = _Session(session_id=session_id, path=where.rpartition(":")[0])
         for session in sessions.values():
             scan.seen += 1
+            if session.session_id in held:
+                # Scan.unread: a version the index holds stays as it is (the indexer keeps it);
+                # a session not indexed yet is indexed from its lines that could be read
+                scan.unread.add(session.session_id)
+                scan.skipped.append(
+                    SkippedSource(path=session.session_id, reason=f"a line of it could not be read ({held[session.session_id]})")
+                )
             if not session.parts:
                 scan.skipped.append(
                     SkippedSource(
@@ -139,20 +179,35 @@ class SessionSource:
             )
 
     def _line(
-        self, raw: bytes, where: str, name: str, sessions: dict[str, _Session], scan: Scan, *, first: bool
+        self,
+        raw: bytes,
+        where: str,
+        name: str,
+        sessions: dict[str, _Session],
+        scan: Scan,
+        held: dict[str, str],
+        *,
+        first: bool,
     ) -> None:
         def bad(reason: str) -> None:
             scan.skipped.append(SkippedSource(path=where, reason=reason))
+
+        def unreadable(reason: str, session_id: str | None) -> None:
+            """A line that cannot be read: its session (when the line names one) keeps the
+            version indexed before, as a file that cannot be read does."""
+            bad(reason)
+            if session_id:
+                held.setdefault(session_id, where)
 
         try:
             # a byte-order mark opening a file is not part of its first event
             event = json.loads(raw.decode("utf-8-sig" if first else "utf-8"))
         except UnicodeDecodeError as exc:
-            return bad(f"malformed line: not valid UTF-8 (byte {exc.start})")
+            return unreadable(f"malformed line: not valid UTF-8 (byte {exc.start})", _named_session(raw))
         except json.JSONDecodeError as exc:
-            return bad(f"malformed line: {exc}")
+            return unreadable(f"malformed line: {exc}", _named_session(raw))
         except RecursionError:
-            return bad("malformed line: JSON nested too deeply")
+            return unreadable("malformed line: JSON nested too deeply", _named_session(raw))
         if not isinstance(event, dict):
             return bad("malformed line: not a JSON object")
         missing = [k for k in ("id", "sessionId", "type") if not isinstance(event.get(k), str) or not event[k]]
@@ -160,7 +215,7 @@ class SessionSource:
             return bad(f"malformed event: missing or non-string {', '.join(repr(m) for m in missing)}")
         invalid = _invalid_text(event)
         if invalid is not None:
-            return bad(f"malformed line: {invalid}")
+            return unreadable(f"malformed line: {invalid}", _storable(event["sessionId"]))
         event_type, session_id, event_id = event["type"], event["sessionId"], event["id"]
         session = sessions.get(session_id)
         if session is None:
