@@ -7,6 +7,10 @@ servers failed ``initdb``. Measured: with the ``pgserver`` user deleted, a two-w
 of two PostgreSQL test modules errored 3 times in 3 without the lock, 0 in 3 with it.
 That race needs the real user deleted, which a test cannot do beside other workers
 using it; this test checks the lock with a throwaway user instead.
+
+A second regression: under ``env -i`` (PATH without /usr/sbin, as in the README's fresh
+clone check) ``useradd`` was not found and the user was never created; the tools are
+looked up in /usr/sbin and /sbin too (:func:`plait.testing.pg.system_tool`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from plait.testing.pg import SERVER_USER_LOCK, ensure_server_user
+from plait.testing.pg import SERVER_USER_LOCK, ensure_server_user, system_tool
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root creates the server's user")
 
@@ -49,4 +53,4 @@ def test_the_user_is_created_under_the_lock_and_once() -> None:
         assert Path("/etc/passwd").read_text().count(f"\n{name}:") == 1
     finally:
         creator.join(30)
-        subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run([system_tool("userdel"), name], capture_output=True)

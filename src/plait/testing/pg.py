@@ -25,7 +25,16 @@ from plait.config import Settings
 if TYPE_CHECKING:
     from plait.stores.postgres import PostgresStore
 
-__all__ = ["ensure_server_user", "postgres_dsn", "private_postgres", "store_opener", "streaming_standby", "throwaway_schema"]
+__all__ = ["ensure_server_user", "postgres_dsn", "private_postgres", "store_opener", "streaming_standby", "system_tool", "throwaway_schema"]
+
+
+def system_tool(name: str) -> str:
+    """The path of an administration command (``useradd``, ``userdel``): on ``PATH``, else in
+    ``/usr/sbin`` or ``/sbin``, which a plain user's ``PATH`` (and ``env -i``) leaves out."""
+    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(("/usr/sbin", "/sbin")))
+    if found is None:
+        raise FileNotFoundError(f"{name} is not installed (looked on PATH, in /usr/sbin and /sbin)")
+    return found
 
 
 #: The system user ``pgserver`` runs the server as when started by root.
@@ -48,7 +57,7 @@ def ensure_server_user(name: str = SERVER_USER) -> None:
         try:
             pwd.getpwnam(name)
         except KeyError:
-            subprocess.run(["useradd", "-s", "/bin/bash", name], check=True, capture_output=True, text=True)
+            subprocess.run([system_tool("useradd"), "-s", "/bin/bash", name], check=True, capture_output=True, text=True)
 
 
 @contextmanager
