@@ -51,7 +51,9 @@ def backup_store(
     ``collection`` and ``embedder`` are what the caller was explicitly given (``--collection``,
     ``--embedder``): a backup takes neither, so either one is a :class:`ConfigError` (see
     the module docstring)."""
-    given = [f"--{flag} {value!r}" for flag, value in (("collection", collection), ("embedder", embedder)) if value]
+    given = [
+        f"--{flag} {value!r}" for flag, value in (("collection", collection), ("embedder", embedder)) if value is not None
+    ]
     if given:
         raise ConfigError(
             f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to plait backup: a backup "

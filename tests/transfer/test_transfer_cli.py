@@ -320,6 +320,7 @@ def test_backup_refuses_collection_and_embedder_flags_not_their_env(tmp_path: Pa
         ("--embedder", "e5"): "error: --embedder 'e5' does " + tail.format("it"),
         ("--collection", "kb", "--embedder", "fake"): "error: --collection 'kb' and --embedder 'fake' do "
         + tail.format("them"),
+        ("-c", ""): "error: --collection '' does " + tail.format("it"),  # given, if empty: not ignored (review)
     }
     for flags, said in cases.items():
         done = runner.invoke(app, ["backup", "--store", source, "-o", str(snap), *flags])
