@@ -395,16 +395,19 @@ class Indexer:
         for doc in documents:
             if (scope is not None and doc.scope != scope) or not inside(doc.source_id):
                 continue
-            chunks = build_chunks(doc, self.chunk_settings)
-            partial = doc.source_id in unread and doc.source_id in (run.sources or {})
-            if partial and set(self.store.chunk_ids(collection, doc.source_id)) - {c.id for c in chunks}:
-                continue
+            chunks: list[Chunk] | None = None
+            if doc.source_id in unread and doc.source_id in (run.sources or {}):
+                chunks = build_chunks(doc, self.chunk_settings)
+                if set(self.store.chunk_ids(collection, doc.source_id)) - {c.id for c in chunks}:
+                    continue
             in_scope += 1
             owner = owners.get(doc.source_id, "")
             if root is not None and owner not in ("", root):
                 conflicts.append(_conflict(doc.source_id, owner))
                 continue
             yielded.add(doc.source_id)
+            if chunks is None:  # built here, after the checks, as for every source read whole
+                chunks = build_chunks(doc, self.chunk_settings)
             batch.append((doc, chunks))
             pending += len(chunks)
             if pending >= self.batch_size:
